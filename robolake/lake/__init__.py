@@ -1,0 +1,1 @@
+"""robolake.lake."""
