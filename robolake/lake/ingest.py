@@ -1,0 +1,399 @@
+"""Ingest: source datasets -> lake, on Ray Data, in one lake commit, idempotent by content hash.
+
+Two Ray Data stages run over chunks of episodes:
+
+1. *check*: read each episode's parquet rows, validate them (finite values, monotonic timestamps,
+   widths that match the embodiment spec) and hash their content. Cheap: no video is decoded.
+   The driver drops episodes whose hash the lake already holds, and duplicates within the run.
+2. *load*: decode the videos of the remaining episodes, encode each frame, check frame counts,
+   and write steps and media rows as Lance fragments straight from the worker.
+
+The driver then appends all fragments (one Lance commit per table), recomputes the normalisation
+statistics of the embodiments it touched, and publishes one lake version. Every rejected episode
+lands in the quarantine table with its file and reason. Killing the process at any point leaves
+the lake at its previous version; running the same ingest again resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance
+import numpy as np
+import pyarrow as pa
+
+from robolake.lake.lake import Lake
+from robolake.lake.query import sql_quote
+from robolake.lake.sources import EpisodeRef, LeRobotReader, SourceError, TabularEpisode, discover_readers
+from robolake.lake.stats import compute_norm_stats
+from robolake.lake.transaction import write_table_fragments
+from robolake.schemas.tables import schema_for_table
+
+__all__ = ["IngestConfig", "IngestResult", "ingest", "ensure_ray"]
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngestConfig:
+    """How to ingest.
+
+    Attributes:
+        format: Source format: `auto`, `lerobot` or `synthetic`.
+        embodiment: Force this embodiment tag on every source dataset.
+        episodes_per_task: Episodes one Ray task handles (and writes as one fragment per table).
+        ray_address: Ray cluster address; None starts (or joins) a local Ray.
+        num_cpus: CPUs for a local Ray; None lets Ray decide.
+    """
+
+    format: str = "auto"
+    embodiment: str | None = None
+    episodes_per_task: int = 8
+    ray_address: str | None = None
+    num_cpus: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.episodes_per_task < 1:
+            raise ValueError(f"episodes_per_task must be >= 1, got {self.episodes_per_task}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngestResult:
+    """What an ingest did.
+
+    Attributes:
+        lake_version: The version it published (the old one when nothing changed).
+        discovered: Episodes found in the source.
+        ingested: Episodes written.
+        skipped: Episodes already in the lake (same content hash) or duplicated in the source.
+        quarantined: Episodes rejected, each recorded in the quarantine table.
+        steps: Steps written.
+        frames: Camera frames written.
+        seconds: Wall time.
+        quarantine: (path, reason) of each rejected episode.
+    """
+
+    lake_version: int
+    discovered: int
+    ingested: int
+    skipped: int
+    quarantined: int
+    steps: int
+    frames: int
+    seconds: float
+    quarantine: list[tuple[str, str]] = field(default_factory=list)
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Start or join Ray once per process (no dashboard, quiet logs)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    ray.init(
+        address=address,
+        num_cpus=None if address else num_cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        ignore_reinit_error=True,
+    )
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _quarantine_row(ref: EpisodeRef, err: SourceError) -> dict[str, Any]:
+    return {
+        "source_uri": ref.source_uri,
+        "source_path": err.path,
+        "source_format": ref.source_format,
+        "source_episode_index": ref.episode_index,
+        "reason_code": err.reason_code,
+        "reason": err.message,
+        "quarantined_at": _now_ns(),
+    }
+
+
+def _read_checked(reader: LeRobotReader, ref: EpisodeRef) -> TabularEpisode:
+    try:
+        return reader.read_tabular(ref)
+    except SourceError:
+        raise
+    except Exception as e:  # an unexpected reader failure is still this episode's problem, not the batch's
+        raise SourceError("reader_error", os.path.join(ref.source_uri, str(ref.get("data_path", ""))), f"{type(e).__name__}: {e}") from e
+
+
+class _CheckStage:
+    """Ray Data stage 1: validate and hash tabular content (no video decode)."""
+
+    def __init__(self, readers: dict[str, LeRobotReader], chunks: list[list[EpisodeRef]]):
+        self.readers, self.chunks = readers, chunks
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        out = []
+        for ref in self.chunks[int(row["chunk"])]:
+            try:
+                ep = _read_checked(self.readers[ref.source_uri], ref)
+                out.append({"ok": True, "ref": _ref_key(ref), "hash": ep.content_hash})
+            except SourceError as e:
+                out.append({"ok": False, "ref": _ref_key(ref), "quarantine": _quarantine_row(ref, e)})
+        return {"chunk": row["chunk"], "result": json.dumps(out)}
+
+
+class _LoadStage:
+    """Ray Data stage 2: decode frames, build rows, write Lance fragments from the worker."""
+
+    def __init__(self, readers: dict[str, LeRobotReader], chunks: list[list[EpisodeRef]], lake_uri: str, storage_options: dict[str, str] | None):
+        self.readers, self.chunks, self.lake_uri, self.opts = readers, chunks, lake_uri, storage_options
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        steps: list[pa.Table] = []
+        media: list[pa.Table] = []
+        episodes: list[dict[str, Any]] = []
+        quarantine: list[dict[str, Any]] = []
+        for ref in self.chunks[int(row["chunk"])]:
+            reader = self.readers[ref.source_uri]
+            try:
+                ep = _read_checked(reader, ref)
+                frames = list(reader.read_frames(ep))
+            except SourceError as e:
+                quarantine.append(_quarantine_row(ref, e))
+                continue
+            episode_id = f"{ref.source_name}/{ref.episode_index:06d}-{ep.content_hash[:12]}"
+            steps.append(_steps_table(episode_id, ep))
+            media.append(_media_table(episode_id, ep, frames))
+            episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames]))
+        out: dict[str, Any] = {"episodes": episodes, "quarantine": quarantine, "steps": [], "media": []}
+        for table, parts in (("steps", steps), ("media", media)):
+            if parts:
+                frags = write_table_fragments(self.lake_uri, table, pa.concat_tables(parts), self.opts)
+                out[table] = [json.dumps(f.to_json()) for f in frags]
+        out["num_steps"] = int(sum(t.num_rows for t in steps))
+        out["num_frames"] = int(sum(t.num_rows for t in media))
+        return {"chunk": row["chunk"], "result": json.dumps(out)}
+
+
+def _ref_key(ref: EpisodeRef) -> str:
+    return f"{ref.source_uri}#{ref.episode_index}"
+
+
+def _steps_table(episode_id: str, ep: TabularEpisode) -> pa.Table:
+    n = ep.num_steps
+    return pa.table(
+        {
+            "episode_id": pa.array([episode_id] * n, pa.string()),
+            "embodiment": pa.array([ep.ref.embodiment] * n, pa.string()),
+            "step_index": pa.array(np.arange(n, dtype=np.int32)),
+            "timestamp": pa.array(ep.timestamps - ep.timestamps[0]),
+            "state": pa.ListArray.from_arrays(
+                pa.array(np.arange(n + 1, dtype=np.int32) * ep.state.shape[1]), pa.array(ep.state.reshape(-1))
+            ),
+            "action": pa.ListArray.from_arrays(
+                pa.array(np.arange(n + 1, dtype=np.int32) * ep.action.shape[1]), pa.array(ep.action.reshape(-1))
+            ),
+            "task_index": pa.array(ep.task_index.astype(np.int32)),
+        },
+        schema=schema_for_table("steps"),
+    )
+
+
+def _media_table(episode_id: str, ep: TabularEpisode, frames: list[Any]) -> pa.Table:
+    cols: dict[str, list[Any]] = {k: [] for k in schema_for_table("media").names}
+    ts = ep.timestamps - ep.timestamps[0]
+    for f in frames:
+        n = len(f.images)
+        cols["episode_id"] += [episode_id] * n
+        cols["camera"] += [f.camera] * n
+        cols["step_index"] += list(range(n))
+        cols["timestamp"] += ts.tolist()
+        cols["width"] += [f.width] * n
+        cols["height"] += [f.height] * n
+        cols["encoding"] += [f.encoding] * n
+        cols["data"] += list(f.images)
+    return pa.Table.from_pydict(cols, schema=schema_for_table("media"))
+
+
+def _episode_row(episode_id: str, ep: TabularEpisode, cameras: list[str]) -> dict[str, Any]:
+    return {
+        "episode_id": episode_id,
+        "source_uri": ep.ref.source_uri,
+        "source_format": ep.ref.source_format,
+        "source_episode_index": ep.ref.episode_index,
+        "embodiment": ep.ref.embodiment,
+        "task": ep.task,
+        "num_steps": ep.num_steps,
+        "fps": ep.fps,
+        "cameras": cameras,
+        "success": ep.success,
+        "content_hash": ep.content_hash,
+        "ingested_at": _now_ns(),
+        "metadata": json.dumps(ep.metadata, sort_keys=True),
+    }
+
+
+def _chunked(refs: list[EpisodeRef], size: int) -> list[list[EpisodeRef]]:
+    """Chunks of at most `size` episodes, small enough that every CPU gets about two."""
+    import ray
+
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    size = max(1, min(size, -(-len(refs) // (2 * cpus))))
+    return [refs[i : i + size] for i in range(0, len(refs), size)]
+
+
+def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: ProgressFn | None) -> list[dict[str, Any]]:
+    import ray.data
+
+    if num_chunks == 0:
+        return []
+    ds = ray.data.from_items([{"chunk": i} for i in range(num_chunks)], override_num_blocks=max(1, num_chunks))
+    results, done = [], 0
+    for row in ds.map(stage).iter_rows():
+        res = json.loads(row["result"])
+        results.append(res)
+        done += len(res) if isinstance(res, list) else len(res["episodes"]) + len(res["quarantine"])
+        if progress:
+            progress(name, done, total)
+    return results
+
+
+def _check_embodiments(lake: Lake, readers: list[LeRobotReader]) -> dict[str, str]:
+    """Readers whose spec contradicts the lake's spec for the same tag -> reason."""
+    known = lake.embodiments()
+    problems = {}
+    for r in readers:
+        spec, have = r.spec(), known.get(r.tag)
+        if have is not None and (have.state_dim, have.action_dim) != (spec.state_dim, spec.action_dim):
+            problems[r.root] = (
+                f"embodiment {r.tag!r} in the lake has state/action widths {have.state_dim}/{have.action_dim} "
+                f"but this dataset has {spec.state_dim}/{spec.action_dim}; ingest it with --embodiment <new tag>"
+            )
+    return problems
+
+
+def ingest(
+    source: str,
+    lake: Lake | str,
+    config: IngestConfig | None = None,
+    *,
+    progress: ProgressFn | None = None,
+) -> IngestResult:
+    """Ingest every episode under `source` into `lake` (created if missing) as one lake version.
+
+    Args:
+        source: A dataset root or a directory of datasets.
+        lake: A Lake or a lake URI.
+        config: Ingest options.
+        progress: Called as progress(stage, done, total) while episodes are processed.
+
+    Returns:
+        What was ingested, skipped and quarantined.
+
+    Raises:
+        ValueError: nothing readable at `source`.
+        CommitConflictError: another writer published a lake version meanwhile (re-run).
+    """
+    config = config or IngestConfig()
+    t0 = time.perf_counter()
+    if isinstance(lake, str):
+        lake = Lake.open_or_create(lake)
+    ensure_ray(config.ray_address, config.num_cpus)
+    readers = discover_readers(source, format=config.format, embodiment=config.embodiment)
+    by_root = {r.root: r for r in readers}
+    spec_problems = _check_embodiments(lake, readers)
+    quarantine: list[dict[str, Any]] = []
+    refs: list[EpisodeRef] = []
+    for r in readers:
+        found = r.discover()
+        if r.root in spec_problems:
+            quarantine += [_quarantine_row(ref, SourceError("shape", r.root, spec_problems[r.root])) for ref in found]
+        else:
+            refs += found
+    discovered = len(refs) + len(quarantine)
+
+    # Stage 1: validate + hash; drop what the lake already holds.
+    chunks = _chunked(refs, config.episodes_per_task)
+    checked = _run_stage(_CheckStage(by_root, chunks), len(chunks), "check", len(refs), progress)
+    by_key = {_ref_key(r): r for r in refs}
+    existing = lake.content_hashes()
+    todo: list[EpisodeRef] = []
+    skipped = 0
+    for res in (x for chunk in checked for x in chunk):
+        if not res["ok"]:
+            quarantine.append(res["quarantine"])
+        elif res["hash"] in existing:
+            skipped += 1
+        else:
+            existing.add(res["hash"])
+            todo.append(by_key[res["ref"]])
+    todo.sort(key=lambda r: (r.source_uri, r.episode_index))
+
+    # Stage 2: decode frames and write fragments on workers.
+    chunks = _chunked(todo, config.episodes_per_task)
+    loaded = _run_stage(_LoadStage(by_root, chunks, lake.uri, lake.storage_options), len(chunks), "load", len(todo), progress)
+    episode_rows = [e for res in loaded for e in res["episodes"]]
+    quarantine += [q for res in loaded for q in res["quarantine"]]
+    frags = {
+        t: [lance.FragmentMetadata.from_json(f) for res in loaded for f in res[t]] for t in ("steps", "media")
+    }
+    n_steps = sum(res["num_steps"] for res in loaded)
+    n_frames = sum(res["num_frames"] for res in loaded)
+
+    quarantine_list = [(q["source_path"], q["reason"]) for q in quarantine]
+    if not episode_rows and not quarantine:
+        return IngestResult(
+            lake_version=lake.version, discovered=discovered, ingested=0, skipped=skipped, quarantined=0,
+            steps=0, frames=0, seconds=time.perf_counter() - t0,
+        )
+
+    # One lake version: media, steps, episodes, quarantine, then statistics, then the manifest.
+    tx = lake.begin()
+    tx.append("media", frags["media"])
+    tx.append("steps", frags["steps"])
+    if episode_rows:
+        tx.append_table("episodes", pa.Table.from_pylist(episode_rows, schema=schema_for_table("episodes")))
+    if quarantine:
+        tx.append_table("quarantine", pa.Table.from_pylist(quarantine, schema=schema_for_table("quarantine")))
+    if episode_rows:
+        _update_embodiments(tx, by_root, {e["embodiment"] for e in episode_rows})
+        for table in ("episodes", "steps", "media"):
+            tx.create_index(table, "episode_id")
+    summary = {"source": os.path.abspath(source), "ingested": len(episode_rows), "skipped": skipped,
+               "quarantined": len(quarantine), "steps": n_steps, "frames": n_frames}
+    published = tx.commit("ingest", summary)
+    for path, reason in quarantine_list:
+        log.warning("quarantined %s: %s", path, reason)
+    return IngestResult(
+        lake_version=published.version, discovered=discovered, ingested=len(episode_rows), skipped=skipped,
+        quarantined=len(quarantine), steps=n_steps, frames=n_frames, seconds=time.perf_counter() - t0,
+        quarantine=quarantine_list,
+    )
+
+
+def _update_embodiments(tx: Any, readers: dict[str, LeRobotReader], touched: set[str]) -> None:
+    """Rewrite the embodiments table: specs of new tags, fresh statistics of touched ones."""
+    current = {r["embodiment"]: r for r in tx.dataset("embodiments").to_table().to_pylist()}
+    specs = {r.tag: r.spec() for r in readers.values()}
+    episodes = tx.dataset("episodes")
+    steps = tx.dataset("steps")
+    for tag in sorted(touched):
+        where = f"embodiment = {sql_quote(tag)}"
+        stats = compute_norm_stats(steps.to_table(columns=["state", "action"], filter=where))
+        spec_json = current[tag]["spec_json"] if tag in current else specs[tag].to_json()
+        current[tag] = {
+            "embodiment": tag,
+            "spec_json": spec_json,
+            "stats_json": stats.to_json(),
+            "num_episodes": episodes.count_rows(filter=where),
+            "num_steps": stats.state.count,
+        }
+    tx.overwrite("embodiments", pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")))

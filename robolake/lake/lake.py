@@ -1,0 +1,233 @@
+"""Lake: a handle on a versioned set of Lance tables holding robot episodes.
+
+The handle is small on purpose: it knows the lake's URI, the lake version it reads and the
+storage options, and hands out Lance datasets, Arrow tables and Ray Datasets pinned to that
+version. Writing goes through `LakeTransaction` (see `transaction.py`), ingest through
+`robolake.lake.ingest`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import lance
+import pyarrow as pa
+
+from robolake.lake.media import FrameReader
+from robolake.lake.query import EpisodeFilter, sql_in
+from robolake.lake.stats import NormStats
+from robolake.lake.storage import filesystem, normalize_uri
+from robolake.lake.transaction import LakeTransaction, table_uri
+from robolake.lake.versions import (
+    LakeVersion,
+    list_versions,
+    read_format_marker,
+    read_version,
+    write_format_marker,
+    write_version,
+)
+from robolake.schemas.embodiment import EmbodimentSpec
+from robolake.schemas.tables import TABLES, schema_for_table
+
+if TYPE_CHECKING:
+    import ray.data
+
+__all__ = ["Lake"]
+
+FilterLike = EpisodeFilter | str | None
+
+
+class Lake:
+    """A robolake lake at one version. Use `Lake.create` or `Lake.open`, not the constructor."""
+
+    def __init__(self, uri: str, info: LakeVersion, storage_options: dict[str, str] | None = None):
+        self._uri = uri
+        self._info = info
+        self._opts = dict(storage_options) if storage_options else None
+        self._datasets: dict[str, lance.LanceDataset] = {}
+
+    # --- open / create ---------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, uri: str, *, storage_options: dict[str, str] | None = None, exist_ok: bool = False) -> Lake:
+        """Create an empty lake at `uri` (a local path or an object-store URI).
+
+        Raises:
+            FileExistsError: a lake already exists there and `exist_ok` is False.
+        """
+        uri = normalize_uri(uri)
+        if list_versions(uri, storage_options):
+            if exist_ok:
+                return cls.open(uri, storage_options=storage_options)
+            raise FileExistsError(f"a lake already exists at {uri}; open it with Lake.open({uri!r})")
+        if "://" not in uri:
+            filesystem(uri).makedirs(uri, exist_ok=True)
+        write_format_marker(uri, storage_options)
+        versions = {}
+        for name in TABLES:
+            schema = schema_for_table(name)
+            ds = lance.write_dataset(
+                pa.Table.from_pylist([], schema=schema), table_uri(uri, name), schema=schema,
+                mode="create", storage_options=storage_options,
+            )
+            versions[name] = ds.version
+        info = LakeVersion(version=1, tables=versions, operation="create", created_at=time.time())
+        write_version(uri, info, storage_options)
+        return cls(uri, info, storage_options)
+
+    @classmethod
+    def open(cls, uri: str, *, version: int | None = None, storage_options: dict[str, str] | None = None) -> Lake:
+        """Open the lake at `uri`, at its latest version or at `version`.
+
+        Raises:
+            FileNotFoundError: there is no lake at `uri`.
+            UnsupportedLakeVersionError: the lake was written in a format this robolake cannot read.
+            ValueError: `version` does not exist.
+        """
+        uri = normalize_uri(uri)
+        read_format_marker(uri, storage_options)
+        known = list_versions(uri, storage_options)
+        if not known:
+            raise FileNotFoundError(f"lake {uri} has no committed version; it was never fully created")
+        info = read_version(uri, known[-1] if version is None else version, storage_options)
+        return cls(uri, info, storage_options)
+
+    @classmethod
+    def open_or_create(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Lake:
+        return cls.create(uri, storage_options=storage_options, exist_ok=True)
+
+    # --- versions --------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self._uri
+
+    @property
+    def version(self) -> int:
+        return self._info.version
+
+    @property
+    def version_info(self) -> LakeVersion:
+        return self._info
+
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        return self._opts
+
+    def versions(self) -> list[LakeVersion]:
+        """Every committed lake version, oldest first."""
+        return [read_version(self._uri, v, self._opts) for v in list_versions(self._uri, self._opts)]
+
+    def checkout(self, version: int) -> Lake:
+        """The same lake at another version."""
+        return Lake.open(self._uri, version=version, storage_options=self._opts)
+
+    def refresh(self) -> Lake:
+        """The same lake at its newest version."""
+        return Lake.open(self._uri, storage_options=self._opts)
+
+    def begin(self) -> LakeTransaction:
+        """Start a write against this version (it conflicts if another version is published first)."""
+        return LakeTransaction(self._uri, self._info, self._opts)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def dataset(self, table: str) -> lance.LanceDataset:
+        """The Lance dataset of `table` at this lake version."""
+        if table not in TABLES:
+            raise KeyError(f"unknown lake table {table!r}; the tables are {sorted(TABLES)}")
+        if table not in self._datasets:
+            self._datasets[table] = lance.dataset(
+                table_uri(self._uri, table), version=self._info.tables[table], storage_options=self._opts
+            )
+        return self._datasets[table]
+
+    def table_uri(self, table: str) -> str:
+        return table_uri(self._uri, table)
+
+    def count(self, table: str) -> int:
+        return self.dataset(table).count_rows()
+
+    def _predicate(self, table: str, where: FilterLike) -> str | None:
+        if where is None or isinstance(where, str):
+            return where
+        if table == "episodes" or where.is_empty:
+            return where.to_sql()
+        if table not in ("steps", "media"):
+            raise ValueError(f"an EpisodeFilter applies to episodes, steps and media, not {table!r}")
+        if where.only_episode_ids:
+            return sql_in("episode_id", where.episode_ids or ())
+        return sql_in("episode_id", self.episode_ids(where))
+
+    def to_arrow(self, table: str, *, columns: list[str] | None = None, where: FilterLike = None) -> pa.Table:
+        """Read `table` (optionally some columns, filtered) as an Arrow table."""
+        return self.dataset(table).to_table(columns=columns, filter=self._predicate(table, where))
+
+    def to_ray(self, table: str, *, columns: list[str] | None = None, where: FilterLike = None) -> ray.data.Dataset:
+        """`table` at this version as a Ray Dataset (read lazily, in parallel)."""
+        import ray.data
+
+        return ray.data.read_lance(
+            self.table_uri(table),
+            version=self._info.tables[table],
+            columns=columns,
+            filter=self._predicate(table, where),
+            storage_options=self._opts,
+        )
+
+    def episodes(self, where: FilterLike = None, columns: list[str] | None = None) -> pa.Table:
+        return self.to_arrow("episodes", columns=columns, where=where)
+
+    def episode_ids(self, where: FilterLike = None) -> list[str]:
+        return self.episodes(where, columns=["episode_id"])["episode_id"].to_pylist()
+
+    def content_hashes(self) -> set[str]:
+        return set(self.episodes(columns=["content_hash"])["content_hash"].to_pylist())
+
+    def embodiments(self) -> dict[str, EmbodimentSpec]:
+        rows = self.to_arrow("embodiments", columns=["embodiment", "spec_json"]).to_pylist()
+        return {r["embodiment"]: EmbodimentSpec.from_json(r["spec_json"]) for r in rows}
+
+    def norm_stats(self, embodiment: str) -> NormStats:
+        """Normalisation statistics of `embodiment`.
+
+        Raises:
+            KeyError: the lake has no such embodiment.
+        """
+        rows = self.to_arrow(
+            "embodiments", columns=["stats_json"], where=f"embodiment = '{embodiment.replace(chr(39), chr(39) * 2)}'"
+        ).to_pylist()
+        if not rows:
+            raise KeyError(f"lake {self._uri} has no embodiment {embodiment!r}; it has {sorted(self.embodiments())}")
+        return NormStats.from_json(rows[0]["stats_json"])
+
+    def frames(self) -> FrameReader:
+        """Random access to single camera frames at this version."""
+        return FrameReader(self.dataset("media"))
+
+    def summary(self) -> dict[str, Any]:
+        """Tables, row counts, versions, embodiments and quarantine reasons (what `robolake info` prints)."""
+        quarantine = self.to_arrow("quarantine", columns=["reason_code"])["reason_code"].to_pylist()
+        reasons: dict[str, int] = {}
+        for r in quarantine:
+            reasons[r] = reasons.get(r, 0) + 1
+        emb = self.to_arrow("embodiments", columns=["embodiment", "num_episodes", "num_steps", "spec_json"]).to_pylist()
+        return {
+            "uri": self._uri,
+            "version": self.version,
+            "num_versions": len(list_versions(self._uri, self._opts)),
+            "tables": {t: {"rows": self.count(t), "lance_version": self._info.tables[t]} for t in TABLES},
+            "embodiments": {
+                e["embodiment"]: {
+                    "episodes": e["num_episodes"],
+                    "steps": e["num_steps"],
+                    "cameras": list(EmbodimentSpec.from_json(e["spec_json"]).cameras),
+                }
+                for e in emb
+            },
+            "quarantine": reasons,
+        }
+
+    def __repr__(self) -> str:
+        return f"Lake({self._uri!r}, version={self.version})"

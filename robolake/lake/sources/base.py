@@ -1,0 +1,170 @@
+"""What every source reader produces: episode references, episode contents, and source errors.
+
+A reader is split in two so that ingest can run it on Ray workers: `discover` runs on the driver
+and returns small, picklable `EpisodeRef`s; `read_tabular` and `read_frames` run wherever the
+episode is processed. Tabular content (state, action, timestamps, task) is read first because it
+is cheap and decides the content hash: an episode already in the lake is skipped before any
+video is decoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from robolake.schemas.embodiment import EmbodimentSpec
+
+__all__ = [
+    "EpisodeRef",
+    "TabularEpisode",
+    "EncodedFrames",
+    "SourceError",
+    "SourceReader",
+    "content_hash",
+]
+
+
+class SourceError(Exception):
+    """An episode cannot be ingested; the ingest quarantines it with this reason.
+
+    Args:
+        reason_code: Class of problem (`corrupt_file`, `missing_column`, `missing_video`,
+            `corrupt_video`, `frame_count`, `non_finite`, `timestamps`, `shape`, `empty`).
+        path: The file at fault.
+        message: What is wrong and what to do about it.
+    """
+
+    def __init__(self, reason_code: str, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.reason_code = reason_code
+        self.path = path
+        self.message = message
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeRef:
+    """Where one source episode lives; small and picklable.
+
+    Attributes:
+        source_uri: Root of the source dataset.
+        source_format: Reader name and layout (`lerobot-v2.1`, ...).
+        episode_index: Index in the source.
+        embodiment: Embodiment tag the episode will get.
+        location: Reader-specific, JSON-able details (file paths, segment bounds).
+    """
+
+    source_uri: str
+    source_format: str
+    episode_index: int
+    embodiment: str
+    location: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.location).get(key, default)
+
+    @property
+    def source_name(self) -> str:
+        return self.source_uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TabularEpisode:
+    """The non-image content of one episode, validated.
+
+    Attributes:
+        ref: Where it came from.
+        state: float32 [T, state_dim].
+        action: float32 [T, action_dim].
+        timestamps: float64 [T], seconds, strictly increasing (as recorded; may not start at 0).
+        task_index: int32 [T], index into `tasks` per step.
+        tasks: Instructions of the episode.
+        success: Whether it succeeded, when the source records it.
+        fps: Frame rate.
+        content_hash: sha256 hex of the content (see `content_hash`).
+        metadata: JSON-able reader details kept in the episodes table.
+    """
+
+    ref: EpisodeRef
+    state: np.ndarray
+    action: np.ndarray
+    timestamps: np.ndarray
+    task_index: np.ndarray
+    tasks: tuple[str, ...]
+    success: bool | None
+    fps: float
+    content_hash: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.state.shape[0])
+
+    @property
+    def task(self) -> str:
+        """The episode's instruction: its most frequent per-step task."""
+        if not self.tasks:
+            return ""
+        counts = np.bincount(self.task_index, minlength=len(self.tasks))
+        return self.tasks[int(np.argmax(counts))]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncodedFrames:
+    """One camera's frames of one episode, each encoded as an image.
+
+    Attributes:
+        camera: Camera name.
+        images: Encoded bytes, one per step.
+        encoding: Codec of `images` (jpeg or png).
+        height: Frame height.
+        width: Frame width.
+    """
+
+    camera: str
+    images: tuple[bytes, ...]
+    encoding: str
+    height: int
+    width: int
+
+
+class SourceReader(Protocol):
+    """A format reader. `discover` runs on the driver; the rest on workers."""
+
+    format_name: str
+
+    def discover(self) -> list[EpisodeRef]: ...
+
+    def spec(self) -> EmbodimentSpec: ...
+
+    def read_tabular(self, ref: EpisodeRef) -> TabularEpisode: ...
+
+    def read_frames(self, episode: TabularEpisode) -> Iterator[EncodedFrames]: ...
+
+
+def content_hash(
+    *,
+    state: np.ndarray,
+    action: np.ndarray,
+    timestamps: np.ndarray,
+    tasks: tuple[str, ...],
+    task_index: np.ndarray,
+    media_digests: tuple[str, ...] = (),
+) -> str:
+    """sha256 over an episode's numbers, instructions and the digests of its media.
+
+    The same episode content gives the same hash whatever file it sits in, so a re-ingest (or a
+    resumed one) recognises episodes it already holds before decoding any video.
+    """
+    h = hashlib.sha256()
+    for arr in (state.astype(np.float32), action.astype(np.float32), timestamps.astype(np.float64), task_index.astype(np.int32)):
+        h.update(str(arr.shape).encode())
+        h.update(np.ascontiguousarray(arr).tobytes())
+    for t in tasks:
+        h.update(t.encode("utf-8") + b"\0")
+    for d in media_digests:
+        h.update(d.encode() + b"\0")
+    return h.hexdigest()

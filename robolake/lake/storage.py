@@ -1,0 +1,85 @@
+"""Where lake files live: URI joining, fsspec filesystems and atomic small-file writes.
+
+A lake URI is a local path or an object-store URI (`s3://bucket/prefix`, `gs://...`). Lance
+datasets are opened by URI with `storage_options`; robolake's own small JSON files (the format
+marker and the version manifests) go through fsspec with the same options, so one set of
+credentials serves both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Any
+
+import fsspec
+
+__all__ = ["join_uri", "normalize_uri", "filesystem", "read_json", "write_json_atomic", "exists"]
+
+
+def normalize_uri(uri: str | os.PathLike[str]) -> str:
+    """An absolute local path, or the object-store URI unchanged (without a trailing slash)."""
+    text = os.fspath(uri)
+    if "://" in text and not text.startswith("file://"):
+        return text.rstrip("/")
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    return os.path.abspath(os.path.expanduser(text))
+
+
+def join_uri(base: str, *parts: str) -> str:
+    if "://" in base:
+        return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+    return os.path.join(base, *parts)
+
+
+def filesystem(uri: str, storage_options: dict[str, str] | None = None) -> fsspec.AbstractFileSystem:
+    """The fsspec filesystem serving `uri`."""
+    protocol = uri.split("://", 1)[0] if "://" in uri else "file"
+    return fsspec.filesystem(protocol, **dict(storage_options or {}))
+
+
+def exists(uri: str, storage_options: dict[str, str] | None = None) -> bool:
+    return bool(filesystem(uri, storage_options).exists(uri))
+
+
+def read_json(uri: str, storage_options: dict[str, str] | None = None) -> Any:
+    with filesystem(uri, storage_options).open(uri, "r") as f:
+        return json.load(f)
+
+
+def write_json_atomic(
+    uri: str, payload: Any, storage_options: dict[str, str] | None = None, *, exclusive: bool = False
+) -> None:
+    """Write JSON so that a reader sees the old file or the whole new one, never half.
+
+    Locally the bytes go to a temporary file that is then renamed (atomic on POSIX). Object
+    stores make a single PUT visible atomically, so there the file is written directly.
+
+    Raises:
+        FileExistsError: `exclusive` and the file already exists (another writer got there first).
+    """
+    fs = filesystem(uri, storage_options)
+    text = json.dumps(payload, indent=2, sort_keys=True)
+    if "://" not in uri:
+        os.makedirs(os.path.dirname(uri), exist_ok=True)
+        tmp = f"{uri}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            try:
+                os.link(tmp, uri)  # fails if uri exists: an atomic create-if-absent
+            except FileExistsError:
+                raise FileExistsError(f"{uri} already exists: another writer committed first") from None
+            finally:
+                os.unlink(tmp)
+        else:
+            os.replace(tmp, uri)
+        return
+    if exclusive and fs.exists(uri):
+        raise FileExistsError(f"{uri} already exists: another writer committed first")
+    with fs.open(uri, "w") as f:
+        f.write(text)
