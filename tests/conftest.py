@@ -24,13 +24,17 @@ def ray_session():
     ray.shutdown()
 
 
-@pytest.fixture()
-def pick_n_place(tmp_path: Path) -> Path:
-    """A private copy of the shared GR00T PickNPlace dataset; skips where ../shared is absent."""
+def copy_pick_n_place(dst_dir: Path) -> Path:
+    """A private, writable copy of the shared GR00T PickNPlace dataset; skips where ../shared is absent."""
     if not PICK_N_PLACE.is_dir():
         pytest.skip(f"shared dataset not found at {PICK_N_PLACE}")
-    dst = tmp_path / "gr00t_pick_n_place"
+    dst = dst_dir / "gr00t_pick_n_place"
     shutil.copytree(PICK_N_PLACE, dst)
-    for p in dst.rglob("*"):
+    for p in [dst, *dst.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return dst
+
+
+@pytest.fixture()
+def pick_n_place(tmp_path: Path) -> Path:
+    return copy_pick_n_place(tmp_path)

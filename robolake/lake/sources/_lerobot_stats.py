@@ -18,7 +18,15 @@ import pyarrow as pa
 
 __all__ = ["episode_stats", "aggregate_stats", "to_jsonable"]
 
-_NUMERIC = ("observation.state", "action", "timestamp", "frame_index", "episode_index", "index", "task_index")
+_NUMERIC = (
+    "observation.state",
+    "action",
+    "timestamp",
+    "frame_index",
+    "episode_index",
+    "index",
+    "task_index",
+)
 
 
 def _sample_indices(n: int, lo: int = 100, hi: int = 10_000, power: float = 0.75) -> np.ndarray:
@@ -34,17 +42,35 @@ def _column(table: pa.Table, key: str) -> np.ndarray:
 
 
 def _stats(x: np.ndarray, axis: int | tuple[int, ...]) -> dict[str, np.ndarray]:
-    return {"min": x.min(axis=axis), "max": x.max(axis=axis), "mean": x.mean(axis=axis, dtype=np.float64),
-            "std": x.std(axis=axis, dtype=np.float64), "count": np.array([len(x)])}
+    return {
+        "min": x.min(axis=axis),
+        "max": x.max(axis=axis),
+        "mean": x.mean(axis=axis, dtype=np.float64),
+        "std": x.std(axis=axis, dtype=np.float64),
+        "count": np.array([len(x)]),
+    }
 
 
-def episode_stats(table: pa.Table, frames: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+def episode_stats(
+    table: pa.Table, frames: Mapping[str, np.ndarray]
+) -> dict[str, dict[str, np.ndarray]]:
     """LeRobot per-episode stats of a data table and its camera frames."""
     out = {key: _stats(_column(table, key), axis=0) for key in _NUMERIC}
     for key, video in frames.items():
         sample = video[_sample_indices(len(video))]
-        s = _stats(sample, axis=(0, 1, 2))
-        out[key] = {k: v if k == "count" else (v / 255.0).reshape(3, 1, 1) for k, v in s.items()}
+        out[key] = _image_stats(sample)
+    return out
+
+
+def _image_stats(sample: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-channel stats of uint8 [N, H, W, 3] frames, as [3, 1, 1] in [0, 1]; count = N."""
+    px = np.ascontiguousarray(sample.reshape(-1, 3).T)  # [3, pixels]: reductions run contiguous
+    mean = px.sum(axis=1, dtype=np.int64) / px.shape[1]
+    sq = np.einsum("cp,cp->c", px.astype(np.float32), px.astype(np.float32), dtype=np.float64)
+    std = np.sqrt(np.maximum(sq / px.shape[1] - mean**2, 0.0))
+    stats = {"min": px.min(axis=1), "max": px.max(axis=1), "mean": mean, "std": std}
+    out = {k: (v / 255.0).reshape(3, 1, 1) for k, v in stats.items()}
+    out["count"] = np.array([len(sample)])
     return out
 
 

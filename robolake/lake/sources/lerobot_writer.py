@@ -70,6 +70,7 @@ from robolake.lake.sources._video_encode import VideoCodec, VideoOptions, encode
 __all__ = [
     "EpisodeArrays",
     "LeRobotVersion",
+    "VERSIONS",
     "VideoCodec",
     "VideoOptions",
     "encode_video",
@@ -122,7 +123,9 @@ class EpisodeArrays:
             raise ValueError(f"task must be a non-empty string, got {self.task!r}")
         for key, video in self.frames.items():
             if video.dtype != np.uint8 or video.ndim != 4 or video.shape[3] != 3:
-                raise ValueError(f"frames[{key!r}] must be uint8 [T, H, W, 3], got {video.dtype} {video.shape}")
+                raise ValueError(
+                    f"frames[{key!r}] must be uint8 [T, H, W, 3], got {video.dtype} {video.shape}"
+                )
             if len(video) != len(state) or video.shape[1] % 2 or video.shape[2] % 2:
                 raise ValueError(
                     f"frames[{key!r}] has shape {video.shape}; need T={len(state)} and even H, W (yuv420p)"
@@ -185,19 +188,13 @@ def write_lerobot_dataset(
     if not episodes:
         raise ValueError("need at least one episode")
     if fps <= 0 or episodes_per_file < 1 or chunks_size < 1:
-        raise ValueError(f"need fps > 0, episodes_per_file >= 1, chunks_size >= 1; got {fps}, {episodes_per_file}, {chunks_size}")
+        raise ValueError(
+            "need fps > 0, episodes_per_file >= 1 and chunks_size >= 1, "
+            f"got {fps}, {episodes_per_file}, {chunks_size}"
+        )
     if (root / "meta" / "info.json").exists():
         raise FileExistsError(f"{root} already holds a LeRobot dataset; write to a new directory")
-    first = episodes[0]
-    video_keys = list(first.frames)
-    shapes = {k: first.frames[k].shape[1:] for k in video_keys}
-    for i, ep in enumerate(episodes):
-        if ep.state.shape[1] != first.state.shape[1] or ep.action.shape[1] != first.action.shape[1]:
-            raise ValueError(f"episode {i} has state/action widths {ep.state.shape[1]}/{ep.action.shape[1]}, "
-                             f"episode 0 has {first.state.shape[1]}/{first.action.shape[1]}")
-        if {k: v.shape[1:] for k, v in ep.frames.items()} != shapes:
-            raise ValueError(f"episode {i} has video keys/shapes different from episode 0 ({shapes})")
-
+    _check_consistent(episodes)
     tasks = list(dict.fromkeys(ep.task for ep in episodes))
     task_index = {t: i for i, t in enumerate(tasks)}
     tables, stats, start = [], [], 0
@@ -206,25 +203,65 @@ def write_lerobot_dataset(
         tables.append(table)
         stats.append(episode_stats(table, ep.frames))
         start += ep.length
-
-    info = _info(version, robot_type, fps, episodes, tasks, video_keys, shapes, options,
-                 state_names, action_names, chunks_size)
+    plan = _Plan(
+        root=root, version=version, episodes=episodes, tables=tables, stats=stats, tasks=tasks,
+        fps=fps, options=options, per_file=episodes_per_file, chunks_size=chunks_size,
+    )  # fmt: skip
+    info = _info(plan, robot_type, state_names, action_names)
     (root / "meta").mkdir(parents=True, exist_ok=True)
     if version == "v3.0":
-        _write_v3(root, episodes, tables, stats, tasks, fps, options, episodes_per_file, chunks_size)
+        _write_v3(plan)
     else:
-        _write_v2(root, version, episodes, tables, stats, tasks, fps, options, chunks_size)
+        _write_v2(plan)
     _write_json(root / "meta" / "stats.json", to_jsonable(aggregate_stats(stats, tables)))
     if modality is not None:
         _write_json(root / "meta" / "modality.json", dict(modality))
-    _write_json(root / "meta" / "info.json", info)
+    _write_json(root / "meta" / "info.json", info)  # last: a dataset without it is unfinished
     return root
 
 
-def _episode_table(ep: EpisodeArrays, episode_index: int, start: int, task: int, fps: float) -> pa.Table:
+@dataclass(frozen=True, kw_only=True)
+class _Plan:
+    """Everything the layout writers need, computed once."""
+
+    root: Path
+    version: str
+    episodes: Sequence[EpisodeArrays]
+    tables: list[pa.Table]
+    stats: list[dict[str, Any]]
+    tasks: list[str]
+    fps: float
+    options: VideoOptions
+    per_file: int
+    chunks_size: int
+
+    @property
+    def video_keys(self) -> list[str]:
+        return list(self.episodes[0].frames)
+
+
+def _check_consistent(episodes: Sequence[EpisodeArrays]) -> None:
+    first = episodes[0]
+    widths = (first.state.shape[1], first.action.shape[1])
+    shapes = {k: v.shape[1:] for k, v in first.frames.items()}
+    for i, ep in enumerate(episodes):
+        if (ep.state.shape[1], ep.action.shape[1]) != widths:
+            raise ValueError(
+                f"episode {i} has state/action widths {ep.state.shape[1]}/{ep.action.shape[1]}, "
+                f"episode 0 has {widths[0]}/{widths[1]}"
+            )
+        if {k: v.shape[1:] for k, v in ep.frames.items()} != shapes:
+            raise ValueError(
+                f"episode {i} has video keys/shapes different from episode 0 ({shapes})"
+            )
+
+
+def _episode_table(
+    ep: EpisodeArrays, episode_index: int, start: int, task: int, fps: float
+) -> pa.Table:
     n = ep.length
     ts = ep.timestamps if ep.timestamps is not None else (np.arange(n) / fps).astype(np.float32)
-    return pa.table({
+    columns = {
         "observation.state": _list_column(ep.state),
         "action": _list_column(ep.action),
         "timestamp": pa.array(ts, pa.float32()),
@@ -232,7 +269,8 @@ def _episode_table(ep: EpisodeArrays, episode_index: int, start: int, task: int,
         "episode_index": pa.array(np.full(n, episode_index, dtype=np.int64)),
         "index": pa.array(np.arange(start, start + n, dtype=np.int64)),
         "task_index": pa.array(np.full(n, task, dtype=np.int64)),
-    })
+    }
+    return pa.table(columns)
 
 
 def _list_column(x: np.ndarray) -> pa.ListArray:
@@ -240,29 +278,40 @@ def _list_column(x: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(x.reshape(-1), pa.float32()))
 
 
-def _info(version: str, robot_type: str, fps: float, episodes: Sequence[EpisodeArrays], tasks: list[str],
-          video_keys: list[str], shapes: dict[str, tuple[int, ...]], options: VideoOptions,
-          state_names: Sequence[str] | None, action_names: Sequence[str] | None,
-          chunks_size: int) -> dict[str, Any]:
+def _info(
+    plan: _Plan,
+    robot_type: str,
+    state_names: Sequence[str] | None,
+    action_names: Sequence[str] | None,
+) -> dict[str, Any]:
+    version, fps, episodes = plan.version, plan.fps, plan.episodes
     v3 = version == "v3.0"
     fps_out: int | float = int(fps) if float(fps).is_integer() else float(fps)
     features: dict[str, Any] = {}
-    for key in video_keys:
-        h, w, c = shapes[key]
-        vinfo: dict[str, Any] = {"video.fps": float(fps), "video.codec": options.codec, "video.pix_fmt": "yuv420p",
-                                 "video.is_depth_map": False, "has_audio": False}
-        if version != "v2.0":
-            vinfo = {"video.height": h, "video.width": w, "video.channels": c, **vinfo}
-        features[key] = {"dtype": "video", "shape": [h, w, c], "names": ["height", "width", "channels"],
-                         ("video_info" if version == "v2.0" else "info"): vinfo}
-    for key, width, names in (("observation.state", episodes[0].state.shape[1], state_names),
-                              ("action", episodes[0].action.shape[1], action_names)):
+    for key in plan.video_keys:
+        h, w, c = episodes[0].frames[key].shape[1:]
+        vinfo: dict[str, Any] = {"video.height": h, "video.width": w, "video.channels": c}
+        if version == "v2.0":  # the real v2.0 (GR00T) file: no sizes, key "video_info"
+            vinfo = {}
+        vinfo.update({"video.fps": float(fps), "video.codec": plan.options.codec,
+                      "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "has_audio": False})  # fmt: skip
+        features[key] = {
+            "dtype": "video",
+            "shape": [h, w, c],
+            "names": ["height", "width", "channels"],
+            ("video_info" if version == "v2.0" else "info"): vinfo,
+        }
+    for key, width, names in (
+        ("observation.state", episodes[0].state.shape[1], state_names),
+        ("action", episodes[0].action.shape[1], action_names),
+    ):
         names = list(names) if names is not None else [f"motor_{i}" for i in range(width)]
         if len(names) != width:
             raise ValueError(f"{key} has {width} dims but {len(names)} names were given")
         features[key] = {"dtype": "float32", "shape": [width], "names": names}
     for key in ("timestamp", "frame_index", "episode_index", "index", "task_index"):
-        features[key] = {"dtype": "float32" if key == "timestamp" else "int64", "shape": [1], "names": None}
+        dtype = "float32" if key == "timestamp" else "int64"
+        features[key] = {"dtype": dtype, "shape": [1], "names": None}
     if v3:
         for ft in features.values():
             if ft["dtype"] != "video":
@@ -273,72 +322,82 @@ def _info(version: str, robot_type: str, fps: float, episodes: Sequence[EpisodeA
         "robot_type": robot_type,
         "total_episodes": n_eps,
         "total_frames": sum(ep.length for ep in episodes),
-        "total_tasks": len(tasks),
+        "total_tasks": len(plan.tasks),
     }
     if not v3:
-        info["total_videos"] = n_eps * len(video_keys)
-        info["total_chunks"] = -(-n_eps // chunks_size)
-    info["chunks_size"] = chunks_size
+        info["total_videos"] = n_eps * len(plan.video_keys)
+        info["total_chunks"] = -(-n_eps // plan.chunks_size)
+    info["chunks_size"] = plan.chunks_size
     if v3:
         info["data_files_size_in_mb"] = _V3_DATA_MB
         info["video_files_size_in_mb"] = _V3_VIDEO_MB
     info["fps"] = fps_out
     info["splits"] = {"train": f"0:{n_eps}"}
     info["data_path"] = V3_DATA_PATH if v3 else V2_DATA_PATH
-    info["video_path"] = (V3_VIDEO_PATH if v3 else V2_VIDEO_PATH) if video_keys else None
+    info["video_path"] = (V3_VIDEO_PATH if v3 else V2_VIDEO_PATH) if plan.video_keys else None
     info["features"] = features
     return info
 
 
-def _write_v2(root: Path, version: str, episodes: Sequence[EpisodeArrays], tables: list[pa.Table],
-              stats: list[dict[str, Any]], tasks: list[str], fps: float, options: VideoOptions,
-              chunks_size: int) -> None:
-    for i, (ep, table) in enumerate(zip(episodes, tables, strict=True)):
-        chunk = i // chunks_size
+def _write_v2(plan: _Plan) -> None:
+    root, episodes = plan.root, plan.episodes
+    for i, (ep, table) in enumerate(zip(episodes, plan.tables, strict=True)):
+        chunk = i // plan.chunks_size
         path = root / V2_DATA_PATH.format(episode_chunk=chunk, episode_index=i)
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path)
         for key, video in ep.frames.items():
             vpath = root / V2_VIDEO_PATH.format(episode_chunk=chunk, video_key=key, episode_index=i)
-            encode_video(vpath, [video], fps=fps, options=options)
-    _write_jsonl(root / "meta" / "episodes.jsonl",
-                 [{"episode_index": i, "tasks": [ep.task], "length": ep.length} for i, ep in enumerate(episodes)])
-    _write_jsonl(root / "meta" / "tasks.jsonl", [{"task_index": i, "task": t} for i, t in enumerate(tasks)])
-    if version == "v2.1":
-        _write_jsonl(root / "meta" / "episodes_stats.jsonl",
-                     [{"episode_index": i, "stats": to_jsonable(s)} for i, s in enumerate(stats)])
+            encode_video(vpath, [video], fps=plan.fps, options=plan.options)
+    meta = root / "meta"
+    _write_jsonl(
+        meta / "episodes.jsonl",
+        [
+            {"episode_index": i, "tasks": [e.task], "length": e.length}
+            for i, e in enumerate(episodes)
+        ],
+    )
+    _write_jsonl(
+        meta / "tasks.jsonl", [{"task_index": i, "task": t} for i, t in enumerate(plan.tasks)]
+    )
+    if plan.version == "v2.1":
+        _write_jsonl(
+            meta / "episodes_stats.jsonl",
+            [{"episode_index": i, "stats": to_jsonable(s)} for i, s in enumerate(plan.stats)],
+        )
 
 
-def _write_v3(root: Path, episodes: Sequence[EpisodeArrays], tables: list[pa.Table],
-              stats: list[dict[str, Any]], tasks: list[str], fps: float, options: VideoOptions,
-              per_file: int, chunks_size: int) -> None:
+def _write_v3(plan: _Plan) -> None:
+    root, episodes, fps = plan.root, plan.episodes, plan.fps
     rows: list[dict[str, Any]] = [
-        {"episode_index": i, "tasks": [ep.task], "length": ep.length} for i, ep in enumerate(episodes)
+        {"episode_index": i, "tasks": [e.task], "length": e.length} for i, e in enumerate(episodes)
     ]
-    video_keys = list(episodes[0].frames)
     start = 0
-    for g, lo in enumerate(range(0, len(episodes), per_file)):
-        chunk, file = divmod(g, chunks_size)
-        group = range(lo, min(lo + per_file, len(episodes)))
+    for g, lo in enumerate(range(0, len(episodes), plan.per_file)):
+        chunk, file = divmod(g, plan.chunks_size)  # LeRobot's update_chunk_file_indices order
+        group = range(lo, min(lo + plan.per_file, len(episodes)))
         path = root / V3_DATA_PATH.format(chunk_index=chunk, file_index=file)
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.concat_tables([tables[i] for i in group]), path)
+        pq.write_table(pa.concat_tables([plan.tables[i] for i in group]), path)
         for i in group:
             n = episodes[i].length
-            rows[i].update({"data/chunk_index": chunk, "data/file_index": file,
-                            "dataset_from_index": start, "dataset_to_index": start + n})
+            rows[i]["data/chunk_index"], rows[i]["data/file_index"] = chunk, file
+            rows[i]["dataset_from_index"], rows[i]["dataset_to_index"] = start, start + n
             start += n
-        for key in video_keys:
+        for key in plan.video_keys:
             vpath = root / V3_VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=file)
-            encode_video(vpath, [episodes[i].frames[key] for i in group], fps=fps, options=options)
+            encode_video(
+                vpath, [episodes[i].frames[key] for i in group], fps=fps, options=plan.options
+            )
             offset = 0
             for i in group:
                 n = episodes[i].length
-                rows[i].update({f"videos/{key}/chunk_index": chunk, f"videos/{key}/file_index": file,
-                                f"videos/{key}/from_timestamp": offset / fps,
-                                f"videos/{key}/to_timestamp": (offset + n) / fps})
+                rows[i][f"videos/{key}/chunk_index"] = chunk
+                rows[i][f"videos/{key}/file_index"] = file
+                rows[i][f"videos/{key}/from_timestamp"] = offset / fps
+                rows[i][f"videos/{key}/to_timestamp"] = (offset + n) / fps
                 offset += n
-    for row, ep_stats in zip(rows, stats, strict=True):
+    for row, ep_stats in zip(rows, plan.stats, strict=True):
         for feature, values in to_jsonable(ep_stats).items():
             for name, value in values.items():
                 row[f"stats/{feature}/{name}"] = value
@@ -347,15 +406,18 @@ def _write_v3(root: Path, episodes: Sequence[EpisodeArrays], tables: list[pa.Tab
     path = root / V3_EPISODES_PATH.format(chunk_index=0, file_index=0)
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), path)
-    _write_tasks_parquet(root / "meta" / "tasks.parquet", tasks)
+    _write_tasks_parquet(root / "meta" / "tasks.parquet", plan.tasks)
 
 
 def _write_tasks_parquet(path: Path, tasks: list[str]) -> None:
     try:
         import pandas as pd
     except ImportError as e:  # pragma: no cover - pandas ships with ray[data]
-        raise ImportError("writing a LeRobot v3.0 tasks.parquet needs pandas: pip install pandas") from e
-    pd.DataFrame({"task_index": np.arange(len(tasks), dtype=np.int64)}, index=tasks).to_parquet(path)
+        raise ImportError(
+            "writing a LeRobot v3.0 tasks.parquet needs pandas: pip install pandas"
+        ) from e
+    frame = pd.DataFrame({"task_index": np.arange(len(tasks), dtype=np.int64)}, index=tasks)
+    frame.to_parquet(path)
 
 
 def _write_json(path: Path, obj: Any) -> None:

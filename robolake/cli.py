@@ -1,0 +1,167 @@
+"""The `robolake` command: ingest, info, demo, bench (and later pack, train)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+BENCHMARKS = ("ingest", "pack", "load", "train", "e2e")
+
+
+def _tqdm_progress() -> Any:
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            bar = bars[stage] = tqdm(total=total, desc=f"{stage:>6}", unit="ep", leave=True)
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+
+    return progress
+
+
+def _quiet_ray() -> None:
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    try:
+        from ray.data import DataContext
+
+        ctx = DataContext.get_current()
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+    except Exception:  # older Ray without these knobs: its own bars are fine
+        pass
+    logging.getLogger("ray").setLevel(logging.WARNING)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    print(f"lake {summary['uri']}  version {summary['version']} ({summary['num_versions']} versions)")
+    print(f"  {'table':<12} {'rows':>10} {'lance version':>14}")
+    for name, t in summary["tables"].items():
+        print(f"  {name:<12} {t['rows']:>10} {t['lance_version']:>14}")
+    if summary["embodiments"]:
+        print(f"  {'embodiment':<24} {'episodes':>9} {'steps':>9}  cameras")
+        for name, e in summary["embodiments"].items():
+            print(f"  {name:<24} {e['episodes']:>9} {e['steps']:>9}  {', '.join(e['cameras'])}")
+    if summary["quarantine"]:
+        print("  quarantine: " + ", ".join(f"{k}={v}" for k, v in sorted(summary["quarantine"].items())))
+    else:
+        print("  quarantine: empty")
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from robolake.lake.ingest import IngestConfig, ingest
+
+    _quiet_ray()
+    if args.format == "synthetic" and not os.path.isdir(args.src):
+        from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+
+        print(f"generating synthetic dataset at {args.src}")
+        generate_synthetic(args.src, SyntheticConfig())
+    config = IngestConfig(format=args.format, embodiment=args.embodiment, ray_address=args.ray_address)
+    result = ingest(args.src, args.lake, config, progress=None if args.no_progress else _tqdm_progress())
+    print(
+        f"ingested {result.ingested} episodes ({result.steps} steps, {result.frames} frames) in "
+        f"{result.seconds:.1f}s; skipped {result.skipped} already in the lake; "
+        f"quarantined {result.quarantined}; lake version {result.lake_version}"
+    )
+    for path, reason in result.quarantine:
+        print(f"  quarantined {path}: {reason}")
+    if result.ingested == 0 and result.skipped == 0:
+        print("nothing could be ingested", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from robolake.lake import Lake
+
+    lake = Lake.open(args.lake, version=args.version)
+    summary = lake.summary()
+    if args.json:
+        summary["versions"] = [v.to_json() for v in lake.versions()]
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from robolake.demo import DemoConfig, run_demo
+
+    _quiet_ray()
+    run_demo(DemoConfig(out=args.out, quick=args.quick), progress=_tqdm_progress())
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"bench_{args.which}.py"
+    if not script.is_file():
+        print(f"benchmark script {script} not found; `robolake bench` runs from a source checkout", file=sys.stderr)
+        return 2
+    _quiet_ray()
+    argv = ["--json", args.json] + (["--quick"] if args.quick else [])
+    old = sys.argv
+    sys.argv = [str(script), *argv]
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = old
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="robolake", description="Robot episodes -> Lance lake -> packed batches -> trainer.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("ingest", help="ingest a dataset (or a directory of datasets) into a lake")
+    s.add_argument("src")
+    s.add_argument("lake")
+    s.add_argument("--format", default="auto", choices=["auto", "lerobot", "synthetic"])
+    s.add_argument("--embodiment", default=None, help="force this embodiment tag")
+    s.add_argument("--ray-address", default=None, help="Ray cluster address (default: local Ray)")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=cmd_ingest)
+
+    s = sub.add_parser("info", help="tables, row counts, versions, embodiments, quarantine")
+    s.add_argument("lake")
+    s.add_argument("--version", type=int, default=None)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_info)
+
+    s = sub.add_parser("demo", help="the whole flow on synthetic data in a local lake with a local Ray")
+    s.add_argument("--out", default="demo_out")
+    s.add_argument("--quick", action="store_true")
+    s.set_defaults(fn=cmd_demo)
+
+    s = sub.add_parser("bench", help="run a benchmark, print a table and write JSON")
+    s.add_argument("which", choices=BENCHMARKS)
+    s.add_argument("--json", required=True)
+    s.add_argument("--quick", action="store_true")
+    s.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        print(f"robolake {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""The training loop: AdamW, warmup + cosine, grad clipping, JSONL metrics, exact resume, DDP.
+
+Everything that varies between runs is decided once, before the loop: the device and process
+group, FP8 (a model conversion whose forward context the step enters), bf16 autocast on CUDA, the
+layout (packed batches as they come, or `to_padded()` for the baseline), DDP wrapping. The step
+itself is the same six lines for all of them.
+
+Metrics, one JSON object per line and step: loss, lr, grad_norm, samples/s, effective tokens/s
+(real backbone tokens only, so packed and padded runs compare on useful work), the padding
+fraction of the computed token grid, the time spent waiting for data and the step time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from robolake.loaders.batch import PackedBatch, PaddedBatch
+from robolake.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from robolake.training.config import ModelConfig
+from robolake.training.distributed import setup_distributed, teardown_distributed
+from robolake.training.fp8 import FP8Conversion, FP8Recipe, apply_fp8
+from robolake.training.model import GrootModel
+from robolake.training.schedule import build_scheduler
+
+__all__ = ["TrainConfig", "TrainResult", "TrainState", "build_optimizer", "train", "train_step"]
+
+log = logging.getLogger(__name__)
+LAYOUTS = ("packed", "padded")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """One training run.
+
+    Attributes:
+        model: Shape of the model built when `train` is not handed one.
+        lr: Peak learning rate.
+        warmup_steps: Linear warmup steps.
+        total_steps: Steps of the whole run (the schedule's length).
+        min_lr_ratio: Floor of the cosine decay, relative to `lr`.
+        weight_decay: AdamW decay on matrices (not on biases, norms or vectors).
+        betas: AdamW betas.
+        grad_clip: Max global grad norm; 0 disables clipping.
+        seed: Seeds model init and the Python/numpy/torch RNGs; flow noise is drawn from a generator
+            reseeded from (seed, rank, step) every step.
+        bf16: Autocast forward passes to bfloat16 on CUDA (ignored on CPU).
+        layout: "packed" (varlen) or "padded" (baseline: `to_padded()` and dense attention).
+        device: "auto", "cpu", "cuda" or "cuda:N".
+        fp8: FP8 recipe applied as a model conversion, or None.
+        log_path: JSONL metrics file (rank 0 writes it), or None.
+        checkpoint_dir: Where checkpoints go, or None for none.
+        checkpoint_every: Save every N steps (0: only at the end when checkpoint_dir is set).
+        resume: Resume from the latest checkpoint in checkpoint_dir when there is one.
+        stop_at_step: End this run after that step while the schedule still spans total_steps
+            (time-boxed jobs, preemption tests); None runs to total_steps.
+    """
+
+    model: ModelConfig = field(default_factory=lambda: ModelConfig.preset("tiny"))
+    lr: float = 3e-4
+    warmup_steps: int = 10
+    total_steps: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    seed: int = 0
+    bf16: bool = True
+    layout: str = "packed"
+    device: str = "auto"
+    fp8: FP8Recipe | None = None
+    log_path: str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 0
+    resume: bool = True
+    stop_at_step: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.total_steps < 1 or self.warmup_steps < 0:
+            raise ValueError(f"need lr > 0, total_steps >= 1, warmup_steps >= 0; got {self.lr}, {self.total_steps}, {self.warmup_steps}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.weight_decay < 0 or self.grad_clip < 0 or self.checkpoint_every < 0:
+            raise ValueError("weight_decay, grad_clip and checkpoint_every must be >= 0")
+        if not all(0.0 <= b < 1.0 for b in self.betas) or len(self.betas) != 2:
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.stop_at_step is not None and self.stop_at_step < 1:
+            raise ValueError(f"stop_at_step must be >= 1, got {self.stop_at_step}")
+
+
+@dataclass
+class TrainState:
+    """What `train_step` needs, assembled once by `train`."""
+
+    model: nn.Module  # possibly DDP-wrapped
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    generator: torch.Generator
+    forward_context: Callable[[], contextlib.AbstractContextManager]
+    max_grad_norm: float
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Outcome of `train`.
+
+    Attributes:
+        model: The trained model (unwrapped from DDP).
+        step: Steps completed.
+        losses: Loss of every step run in this call.
+        metrics_path: JSONL metrics file, if any.
+        checkpoint: Last checkpoint written, if any.
+        fp8_backend: FP8 backend that ran ("none" without FP8).
+    """
+
+    model: nn.Module
+    step: int
+    losses: list[float]
+    metrics_path: Path | None
+    checkpoint: Path | None
+    fp8_backend: str
+
+
+def train_step(state: TrainState, batch: PackedBatch | PaddedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step on `batch`; returns (loss, grad norm before clipping) as tensors."""
+    with state.forward_context():
+        loss = state.model(batch, generator=state.generator).loss
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), state.max_grad_norm)
+    state.optimizer.step()
+    state.scheduler.step()
+    state.optimizer.zero_grad(set_to_none=True)
+    return loss.detach(), grad_norm
+
+
+def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with decay on matrices only."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _step_seed(seed: int, rank: int, step: int) -> int:
+    """Noise seed of one step: a function of (seed, rank, step) only, so resuming needs no RNG replay."""
+    return (seed * 1_000_003 + rank * 7919 + step * 104_729) % (2**63 - 1)
+
+
+def _forward_context_factory(device: torch.device, bf16: bool, conversion: FP8Conversion) -> Callable[[], contextlib.AbstractContextManager]:
+    use_autocast = bf16 and device.type == "cuda"
+
+    def make() -> contextlib.AbstractContextManager:
+        stack = contextlib.ExitStack()
+        if use_autocast:
+            stack.enter_context(torch.autocast("cuda", dtype=torch.bfloat16))
+        stack.enter_context(conversion.forward_context())
+        return stack
+
+    return make
+
+
+class _BatchStream:
+    """Iterates `batches` forever when it can be iterated again (epochs), counting what it yields."""
+
+    def __init__(self, batches: Iterable[PackedBatch]) -> None:
+        self.batches = batches
+        self.it: Iterator[PackedBatch] = iter(batches)
+        self.reiterable = self.it is not batches
+
+    def __next__(self) -> PackedBatch:
+        try:
+            return next(self.it)
+        except StopIteration:
+            if not self.reiterable:
+                raise
+            self.it = iter(self.batches)
+            return next(self.it)
+
+
+class _MetricsLog:
+    def __init__(self, path: str | None, enabled: bool) -> None:
+        self.path = Path(path) if path else None
+        self.fh = None
+        if self.path is not None and enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fh = self.path.open("a")
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.fh is not None:
+            self.fh.write(json.dumps(record) + "\n")
+            self.fh.flush()
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
+def _restore(config: TrainConfig, state: TrainState, model: nn.Module, batches: Iterable[PackedBatch]) -> tuple[int, int]:
+    """Resume from the latest checkpoint; returns (step, batches to skip in a fresh stream)."""
+    ckpt = latest_checkpoint(config.checkpoint_dir) if config.checkpoint_dir and config.resume else None
+    if ckpt is None:
+        return 0, 0
+    restored = load_checkpoint(ckpt, model=model, optimizer=state.optimizer, scheduler=state.scheduler, generator=state.generator)
+    log.info("resumed from %s at step %d", ckpt, restored.step)
+    if restored.loader_state is not None and hasattr(batches, "load_state_dict"):
+        batches.load_state_dict(restored.loader_state)
+        return restored.step, 0
+    return restored.step, restored.step
+
+
+def train(config: TrainConfig, batches: Iterable[PackedBatch], model: nn.Module | None = None) -> TrainResult:
+    """Train on `batches` (any iterable of PackedBatch; re-iterated for further epochs if it can be).
+
+    Raises:
+        FloatingPointError: the loss became NaN or infinite.
+        StopIteration: a one-shot iterator ran out before total_steps.
+    """
+    dist_info = setup_distributed(config.device)
+    device = dist_info.device
+    _seed_everything(config.seed)
+    model = (model if model is not None else GrootModel(config.model)).to(device)
+    conversion = apply_fp8(model, config.fp8) if config.fp8 is not None else FP8Conversion(model, "none")
+    model = conversion.model
+    wrapped: nn.Module = model
+    if dist_info.world_size > 1:
+        wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = build_optimizer(model, config)
+    scheduler = build_scheduler(optimizer, warmup_steps=config.warmup_steps, total_steps=config.total_steps, min_lr_ratio=config.min_lr_ratio)
+    generator = torch.Generator(device).manual_seed(config.seed + dist_info.rank)
+    state = TrainState(
+        model=wrapped, optimizer=optimizer, scheduler=scheduler, generator=generator,
+        forward_context=_forward_context_factory(device, config.bf16, conversion),
+        max_grad_norm=config.grad_clip if config.grad_clip > 0 else math.inf,
+    )
+    step, skip = _restore(config, state, model, batches)
+    stream = _BatchStream(batches)
+    for _ in range(skip):
+        next(stream)
+    prepare: Callable[[PackedBatch], PackedBatch | PaddedBatch] = PackedBatch.to_padded if config.layout == "padded" else (lambda b: b)
+    end = min(config.total_steps, config.stop_at_step or config.total_steps)
+    metrics = _MetricsLog(config.log_path, dist_info.is_main)
+    losses: list[float] = []
+    last_ckpt = None
+    model.train()
+    try:
+        while step < end:
+            t0 = time.perf_counter()
+            batch = prepare(next(stream).to(device, non_blocking=True))
+            t1 = time.perf_counter()
+            lr = optimizer.param_groups[0]["lr"]
+            generator.manual_seed(_step_seed(config.seed, dist_info.rank, step))
+            loss_t, grad_norm = train_step(state, batch)
+            loss = float(loss_t)
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"loss is {loss} at step {step + 1}; lower lr or check the batch {getattr(batch, 'sample_keys', '')}")
+            t2 = time.perf_counter()
+            step += 1
+            losses.append(loss)
+            packed = batch.packed if isinstance(batch, PaddedBatch) else batch
+            pad = batch.padding_fraction if isinstance(batch, PaddedBatch) else 0.0
+            metrics.write({
+                "step": step, "loss": loss, "lr": lr, "grad_norm": float(grad_norm),
+                "samples_per_s": packed.num_samples / (t2 - t0), "effective_tokens_per_s": packed.total_tokens / (t2 - t0),
+                "padding_fraction": pad, "data_wait_s": t1 - t0, "step_time_s": t2 - t0, "layout": config.layout,
+            })
+            if config.checkpoint_dir and ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == end):
+                last_ckpt = _save(config, dist_info.is_main, step, model, state, batches)
+    finally:
+        metrics.close()
+        teardown_distributed(dist_info)
+    return TrainResult(model, step, losses, metrics.path, last_ckpt, conversion.backend)
+
+
+def _save(config: TrainConfig, is_main: bool, step: int, model: nn.Module, state: TrainState, batches: Any) -> Path | None:
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+    if not is_main or config.checkpoint_dir is None:
+        return None
+    loader_state = batches.state_dict() if hasattr(batches, "state_dict") else None
+    return save_checkpoint(
+        config.checkpoint_dir, step=step, model=model, optimizer=state.optimizer, scheduler=state.scheduler,
+        generator=state.generator, loader_state=loader_state, extra={"layout": config.layout},
+    )

@@ -1,0 +1,372 @@
+"""The synthetic generator and the LeRobot writer produce real, readable LeRobot datasets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from robolake.lake.sources.lerobot_writer import (
+    V3_EPISODES_PATH,
+    EpisodeArrays,
+    VideoOptions,
+    write_lerobot_dataset,
+)
+from robolake.lake.sources.synthetic import (
+    EMBODIMENT_NAMES,
+    SyntheticConfig,
+    generate_synthetic,
+    make_instruction,
+    synthetic_episodes,
+)
+from robolake.schemas.embodiment import EmbodimentSpec
+
+av = pytest.importorskip("av")
+
+DATA_COLUMNS = [
+    "observation.state",
+    "action",
+    "timestamp",
+    "frame_index",
+    "episode_index",
+    "index",
+    "task_index",
+]
+WIDTHS = {"single_arm_7dof": (7, 1), "bimanual_14dof": (14, 3), "humanoid_44dof": (44, 1)}
+
+
+def _decode(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(frames uint8 [N, H, W, 3], timestamps [N], is-keyframe [N]) of an mp4."""
+    with av.open(str(path)) as container:
+        decoded = [
+            (f.to_ndarray(format="rgb24"), float(f.time), f.key_frame)
+            for f in container.decode(video=0)
+        ]
+    frames, times, keys = zip(*decoded, strict=True)
+    return np.stack(frames), np.array(times), np.array(keys)
+
+
+def _info(root: Path) -> dict:
+    return json.loads((root / "meta" / "info.json").read_text())
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def v21(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return generate_synthetic(tmp_path_factory.mktemp("v21"), SyntheticConfig.tiny(seed=3))
+
+
+@pytest.fixture(scope="module")
+def v30(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    cfg = SyntheticConfig.tiny(
+        version="v3.0", codec="av1", episodes_per_embodiment=3, episodes_per_file=2
+    )
+    return generate_synthetic(tmp_path_factory.mktemp("v30"), cfg)
+
+
+# --- v2.1 / h264 -------------------------------------------------------------------------
+
+
+def test_v21_layout_files_exist_and_parse(v21: list[Path]) -> None:
+    assert [p.name for p in v21] == list(EMBODIMENT_NAMES)
+    for root in v21:
+        info = _info(root)
+        assert info["codebase_version"] == "v2.1"
+        assert (
+            info["data_path"]
+            == "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+        )
+        assert (
+            info["video_path"]
+            == "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
+        )
+        dim, cams = WIDTHS[root.name]
+        video_keys = [k for k, f in info["features"].items() if f["dtype"] == "video"]
+        assert len(video_keys) == cams and info["total_videos"] == cams * info["total_episodes"]
+        assert info["features"]["observation.state"]["shape"] == [dim]
+        assert info["features"][video_keys[0]]["info"]["video.codec"] == "h264"
+        for ep in range(info["total_episodes"]):
+            table = pq.read_table(
+                root / info["data_path"].format(episode_chunk=0, episode_index=ep)
+            )
+            assert table.column_names == DATA_COLUMNS
+            assert table.schema.field("observation.state").type == pa.list_(pa.float32())
+            assert table.schema.field("timestamp").type == pa.float32()
+            for key in video_keys:
+                assert (
+                    root
+                    / info["video_path"].format(episode_chunk=0, video_key=key, episode_index=ep)
+                ).is_file()
+        spec = EmbodimentSpec.from_modality_json(
+            json.loads((root / "meta" / "modality.json").read_text()),
+            tag=root.name,
+            state_dim=dim,
+            action_dim=dim,
+        )
+        assert [spec.video_key(c) for c in spec.cameras] == video_keys
+        stats = _jsonl(root / "meta" / "episodes_stats.jsonl")
+        assert len(stats) == info["total_episodes"]
+        assert np.array(stats[0]["stats"][video_keys[0]]["mean"]).shape == (3, 1, 1)
+        assert set(json.loads((root / "meta" / "stats.json").read_text())["action"]) >= {
+            "min",
+            "max",
+            "mean",
+            "std",
+            "q01",
+            "q99",
+        }
+
+
+def test_v21_row_counts_match_info(v21: list[Path]) -> None:
+    for root in v21:
+        info = _info(root)
+        episodes = _jsonl(root / "meta" / "episodes.jsonl")
+        tasks = _jsonl(root / "meta" / "tasks.jsonl")
+        tables = [pq.read_table(p) for p in sorted((root / "data").rglob("*.parquet"))]
+        assert len(tables) == len(episodes) == info["total_episodes"]
+        assert (
+            sum(t.num_rows for t in tables)
+            == info["total_frames"]
+            == sum(e["length"] for e in episodes)
+        )
+        assert len(tasks) == info["total_tasks"]
+        index = np.concatenate([t.column("index").to_numpy() for t in tables])
+        np.testing.assert_array_equal(index, np.arange(info["total_frames"]))
+        for ep, table in zip(episodes, tables, strict=True):
+            assert table.num_rows == ep["length"]
+            assert 20 <= ep["length"] <= 40
+            assert tasks[table.column("task_index")[0].as_py()]["task"] == ep["tasks"][0]
+
+
+def test_v21_decoded_frames_equal_rows(v21: list[Path]) -> None:
+    for root in v21:
+        info = _info(root)
+        fps = info["fps"]
+        for ep in _jsonl(root / "meta" / "episodes.jsonl"):
+            for key, ft in info["features"].items():
+                if ft["dtype"] != "video":
+                    continue
+                path = root / info["video_path"].format(
+                    episode_chunk=0, video_key=key, episode_index=ep["episode_index"]
+                )
+                frames, times, _ = _decode(path)
+                assert frames.shape == (ep["length"], *ft["shape"])
+                np.testing.assert_allclose(times, np.arange(ep["length"]) / fps, atol=1e-9)
+
+
+# --- v3.0 / av1 --------------------------------------------------------------------------
+
+
+def test_v30_layout(v30: list[Path]) -> None:
+    import pandas as pd
+
+    for root in v30:
+        info = _info(root)
+        assert info["codebase_version"] == "v3.0"
+        assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+        assert (
+            info["video_path"]
+            == "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+        )
+        assert "total_chunks" not in info and "total_videos" not in info
+        assert info["data_files_size_in_mb"] > 0 and info["video_files_size_in_mb"] > 0
+        tasks = pd.read_parquet(root / "meta" / "tasks.parquet")
+        assert list(tasks.columns) == ["task_index"] and len(tasks) == info["total_tasks"]
+        eps = pq.read_table(root / V3_EPISODES_PATH.format(chunk_index=0, file_index=0)).to_pylist()
+        assert len(eps) == info["total_episodes"] == 3
+        assert [e["data/file_index"] for e in eps] == [0, 0, 1]  # two episodes share file-000
+        data = [pq.read_table(p) for p in sorted((root / "data").rglob("*.parquet"))]
+        assert len(data) == 2 and sum(t.num_rows for t in data) == info["total_frames"]
+        assert data[0].column_names == DATA_COLUMNS
+        frames_so_far = 0
+        for e in eps:
+            assert e["dataset_from_index"] == frames_so_far
+            frames_so_far = e["dataset_to_index"]
+            assert e["dataset_to_index"] - e["dataset_from_index"] == e["length"]
+            assert e["tasks"][0] in tasks.index
+            assert e["stats/observation.state/count"] == [e["length"]]
+            table = pq.read_table(
+                root
+                / info["data_path"].format(
+                    chunk_index=e["data/chunk_index"], file_index=e["data/file_index"]
+                )
+            )
+            rows = table.filter(pc.equal(table.column("episode_index"), e["episode_index"]))
+            assert rows.num_rows == e["length"]
+            assert rows.column("index").to_pylist() == list(
+                range(e["dataset_from_index"], e["dataset_to_index"])
+            )
+        assert frames_so_far == info["total_frames"]
+
+
+def test_v30_av1_timestamps_select_each_episode(v30: list[Path]) -> None:
+    for root in v30:
+        info = _info(root)
+        eps = pq.read_table(root / V3_EPISODES_PATH.format(chunk_index=0, file_index=0)).to_pylist()
+        for key, ft in info["features"].items():
+            if ft["dtype"] != "video":
+                continue
+            assert ft["info"]["video.codec"] == "av1"
+            decoded: dict[tuple[int, int], tuple] = {}
+            for e in eps:
+                loc = (e[f"videos/{key}/chunk_index"], e[f"videos/{key}/file_index"])
+                if loc not in decoded:
+                    decoded[loc] = _decode(
+                        root
+                        / info["video_path"].format(
+                            video_key=key, chunk_index=loc[0], file_index=loc[1]
+                        )
+                    )
+                _, times, keyframes = decoded[loc]
+                lo, hi = e[f"videos/{key}/from_timestamp"], e[f"videos/{key}/to_timestamp"]
+                inside = np.flatnonzero((times >= lo - 1e-4) & (times < hi - 1e-4))
+                assert len(inside) == e["length"]
+                assert keyframes[inside[0]], "each episode starts on a keyframe"
+            total = sum(len(d[1]) for d in decoded.values())
+            assert total == info["total_frames"]
+
+
+# --- writer ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", ["h264", "av1"])
+def test_writer_pixels_round_trip(tmp_path: Path, codec: str) -> None:
+    rng = np.random.default_rng(0)
+    t, h, w = 17, 48, 64
+    yy, xx = np.mgrid[0:h, 0:w]
+    frames = np.stack(
+        [
+            np.stack([(xx * 3 + i * 5) % 256, (yy * 4) % 256, np.full_like(xx, 128 + i)], -1)
+            for i in range(t)
+        ]
+    ).astype(np.uint8)
+    ep = EpisodeArrays(
+        state=rng.normal(size=(t, 3)),
+        action=rng.normal(size=(t, 3)),
+        task="push the cup",
+        frames={"observation.images.cam": frames},
+    )
+    root = write_lerobot_dataset(
+        tmp_path / "ds", episodes=[ep], fps=30, robot_type="test", video=codec
+    )
+    decoded, times, keyframes = _decode(
+        root / "videos/chunk-000/observation.images.cam/episode_000000.mp4"
+    )
+    assert decoded.shape == frames.shape and keyframes[0]
+    np.testing.assert_allclose(times, np.arange(t) / 30, atol=1e-9)
+    assert np.abs(decoded.astype(int) - frames.astype(int)).mean() < 6.0
+
+
+def test_writer_v20_and_chunking(tmp_path: Path) -> None:
+    eps = synthetic_episodes(SyntheticConfig.tiny(episodes_per_embodiment=5), "single_arm_7dof")
+    v20 = write_lerobot_dataset(
+        tmp_path / "v20", episodes=eps, fps=20, robot_type="r", version="v2.0", chunks_size=2
+    )
+    info = _info(v20)
+    assert info["codebase_version"] == "v2.0" and info["total_chunks"] == 3
+    assert "video_info" in info["features"]["observation.images.front"]
+    assert not (v20 / "meta" / "episodes_stats.jsonl").exists()
+    assert (v20 / "data/chunk-002/episode_000004.parquet").is_file()
+    v3 = write_lerobot_dataset(
+        tmp_path / "v3",
+        episodes=eps,
+        fps=20,
+        robot_type="r",
+        version="v3.0",
+        episodes_per_file=1,
+        chunks_size=2,
+        video=VideoOptions(codec="h264", gop=5),
+    )
+    assert (v3 / "data/chunk-002/file-000.parquet").is_file()
+    assert (v3 / "videos/observation.images.front/chunk-001/file-001.mp4").is_file()
+    with pytest.raises(FileExistsError, match="already holds"):
+        write_lerobot_dataset(v3, episodes=eps, fps=20, robot_type="r")
+
+
+def test_writer_rejects_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="same T"):
+        EpisodeArrays(state=np.zeros((4, 2)), action=np.zeros((5, 2)), task="x")
+    with pytest.raises(ValueError, match="even H, W"):
+        EpisodeArrays(
+            state=np.zeros((2, 2)),
+            action=np.zeros((2, 2)),
+            task="x",
+            frames={"c": np.zeros((2, 5, 4, 3), np.uint8)},
+        )
+    ep = EpisodeArrays(state=np.zeros((2, 2)), action=np.zeros((2, 2)), task="x")
+    with pytest.raises(ValueError, match="version must be one of"):
+        write_lerobot_dataset(tmp_path / "a", episodes=[ep], fps=20, robot_type="r", version="v9")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="codec must be one of"):
+        VideoOptions(codec="vp9")  # type: ignore[arg-type]
+
+
+# --- synthetic content -------------------------------------------------------------------
+
+
+def test_same_seed_same_dataset(tmp_path: Path, v21: list[Path]) -> None:
+    again = generate_synthetic(tmp_path / "again", SyntheticConfig.tiny(seed=3))
+    for a, b in zip(v21, again, strict=True):
+        for pa_, pb in zip(
+            sorted((a / "data").rglob("*.parquet")),
+            sorted((b / "data").rglob("*.parquet")),
+            strict=True,
+        ):
+            assert pq.read_table(pa_).equals(pq.read_table(pb))
+        for va, vb in zip(
+            sorted((a / "videos").rglob("*.mp4")),
+            sorted((b / "videos").rglob("*.mp4")),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(_decode(va)[0], _decode(vb)[0])
+        assert (a / "meta" / "tasks.jsonl").read_text() == (b / "meta" / "tasks.jsonl").read_text()
+    other = synthetic_episodes(SyntheticConfig.tiny(seed=4), "single_arm_7dof")
+    assert not np.array_equal(
+        other[0].state[:5],
+        synthetic_episodes(SyntheticConfig.tiny(seed=3), "single_arm_7dof")[0].state[:5],
+    )
+
+
+def test_trajectories_finite_smooth_and_learnable() -> None:
+    cfg = SyntheticConfig(episodes_per_embodiment=4, image_size=32)
+    for name in EMBODIMENT_NAMES:
+        for ep in synthetic_episodes(cfg, name):
+            s, a = ep.state, ep.action
+            assert np.isfinite(s).all() and np.isfinite(a).all()
+            assert 40 <= ep.length <= 160
+            assert np.abs(np.diff(s, axis=0)).max() < 0.15  # per step, at 20 fps
+            assert np.abs(np.diff(s, n=2, axis=0)).max() < 0.02
+            offset = a[:-1] - s[1:]  # action = next state + a fixed small offset
+            np.testing.assert_allclose(offset, np.broadcast_to(offset[0], offset.shape), atol=1e-6)
+            assert np.abs(offset).max() <= 0.011
+            frames = next(iter(ep.frames.values()))
+            assert frames.shape == (ep.length, 32, 32, 3)
+            assert (
+                np.abs(frames[-1].astype(int) - frames[0].astype(int)).sum() > 0
+            )  # frames follow the state
+
+
+def test_instructions_vary_in_length() -> None:
+    rng = np.random.default_rng(0)
+    lengths = [len(make_instruction(rng).encode()) for _ in range(500)]
+    assert min(lengths) >= 5 and max(lengths) <= 120
+    assert min(lengths) < 15 and max(lengths) > 100
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="min_length"):
+        SyntheticConfig(min_length=50, max_length=10)
+    with pytest.raises(ValueError, match="image_size"):
+        SyntheticConfig(image_size=33)
+    with pytest.raises(ValueError, match="embodiments"):
+        SyntheticConfig(embodiments=("quadruped",))
+    with pytest.raises(ValueError, match="version"):
+        SyntheticConfig(version="v1.6")  # type: ignore[arg-type]
+    assert SyntheticConfig.tiny().episodes_per_embodiment == 2
