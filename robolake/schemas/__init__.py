@@ -1,6 +1,7 @@
 """Typed definitions of everything robolake stores: lake tables, embodiments, format versions."""
 
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
+from robolake.schemas.packed import PackedRow, packed_schema
 from robolake.schemas.tables import (
     TABLES,
     EmbodimentRow,
@@ -23,6 +24,8 @@ from robolake.schemas.version import (
 )
 
 __all__ = [
+    "PackedRow",
+    "packed_schema",
     "EmbodimentSpec",
     "SliceSpec",
     "TABLES",

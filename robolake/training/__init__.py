@@ -9,13 +9,18 @@ from robolake.training.attention import (
     resolve_backend,
     varlen_attention,
 )
-from robolake.training.checkpoint import CheckpointState, latest_checkpoint, load_checkpoint, save_checkpoint
+from robolake.training.checkpoint import (
+    CheckpointState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from robolake.training.config import BYTE_VOCAB, ModelConfig
 from robolake.training.distributed import DistInfo, setup_distributed, teardown_distributed
 from robolake.training.fp8 import (
+    Float8WeightOnlyLinear,
     FP8Conversion,
     FP8Recipe,
-    Float8WeightOnlyLinear,
     apply_fp8,
     fp8_training_supported,
     linear_weight_bytes,
@@ -23,7 +28,14 @@ from robolake.training.fp8 import (
 )
 from robolake.training.model import GrootModel, ModelOutput
 from robolake.training.schedule import build_scheduler, warmup_cosine
-from robolake.training.trainer import TrainConfig, TrainResult, TrainState, build_optimizer, train, train_step
+from robolake.training.trainer import (
+    TrainConfig,
+    TrainResult,
+    TrainState,
+    build_optimizer,
+    train,
+    train_step,
+)
 
 __all__ = [
     "ATTENTION_BACKENDS",

@@ -30,8 +30,8 @@ class TimestepEncoder(nn.Module):
         self.fc1 = nn.Linear(freq_dim, dim)
         self.fc2 = nn.Linear(dim, dim)
 
-    def forward(self, timestep: torch.Tensor) -> torch.Tensor:
-        emb = sinusoidal_embedding(timestep, self.freq_dim).to(self.fc1.weight.dtype)
+    def forward(self, timestep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        emb = sinusoidal_embedding(timestep, self.freq_dim).to(dtype)
         return self.fc2(F.silu(self.fc1(emb)))
 
 
@@ -77,7 +77,7 @@ class DiT(nn.Module):
         self, x: torch.Tensor, timestep: torch.Tensor, context: torch.Tensor,
         self_attend: Attend, cross_attend: Attend,
     ) -> torch.Tensor:
-        temb = self.timestep(timestep).to(x.dtype)
+        temb = self.timestep(timestep, x.dtype)
         for block in self.blocks:
             x = block(x, temb, context, self_attend, cross_attend)
         shift, scale = self.proj_out_1(F.silu(temb)).unsqueeze(1).chunk(2, dim=-1)

@@ -16,7 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robolake.training.attention import VarlenPlan, padded_attention, plan_varlen, resolve_backend, varlen_attention
+from robolake.training.attention import (
+    VarlenPlan,
+    padded_attention,
+    plan_varlen,
+    resolve_backend,
+    varlen_attention,
+)
 
 __all__ = ["Attend", "Attention", "DenseAttend", "MLP", "TransformerBlock", "VarlenAttend"]
 

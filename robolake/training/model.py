@@ -30,7 +30,11 @@ from torch import nn
 from robolake.loaders.batch import PackedBatch, PaddedBatch
 from robolake.training.config import ModelConfig
 from robolake.training.dit import DiT
-from robolake.training.encoders import CategorySpecificMLP, MultiEmbodimentActionEncoder, VisionEncoder
+from robolake.training.encoders import (
+    CategorySpecificMLP,
+    MultiEmbodimentActionEncoder,
+    VisionEncoder,
+)
 from robolake.training.layers import Attend, DenseAttend, TransformerBlock, VarlenAttend
 
 __all__ = ["GrootModel", "ModelOutput"]

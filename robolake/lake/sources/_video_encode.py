@@ -6,7 +6,7 @@ segment's frames are found by timestamp alone (LeRobot v3.0's from_timestamp/to_
 Every segment starts on a forced keyframe, as it would after LeRobot concatenates per-episode
 mp4s, so a reader can seek to an episode without decoding the one before it.
 
-Codecs: "h264" is libx264 (preset veryfast, crf 23, closed GOP, forced IDR); "av1" is
+Codecs: "h264" is libx264 (preset veryfast, crf 23, closed GOP, forced IDR, no mbtree); "av1" is
 libsvtav1 (preset 10, crf 35), LeRobot's own default codec. Both use yuv420p, which needs even
 frame sizes. SVT-AV1 prints its banner to stderr; set SVT_LOG=1 in the environment to quiet it.
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -86,11 +86,17 @@ def encode_video(
         raise ValueError(f"yuv420p needs even frame sizes, got {h}x{w}")
     rate = Fraction(fps).limit_denominator(1001)
     gop = options.gop or max(1, round(2 * float(fps)))
+    codec_opts: dict[str, object]
     if options.codec == "h264":
         codec_opts = {
             "crf": str(options.crf if options.crf is not None else 23),
             "preset": options.preset or "veryfast",
             "forced-idr": "1",
+            # x264's macroblock-tree lookahead reads uninitialized memory on small frames, which
+            # makes the bitstream depend on heap contents (measured: 32x32 to 96x96 frames encode
+            # differently after other allocations). Without it the output is a function of the
+            # frames alone, which the same-seed-same-dataset guarantee needs.
+            "x264-params": "mbtree=0",
         }
     else:
         codec_opts = {
@@ -101,7 +107,9 @@ def encode_video(
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with av.open(str(path), mode="w") as container:
-        stream = container.add_stream(_ENCODERS[options.codec], rate=rate)
+        stream = cast(
+            "av.video.stream.VideoStream", container.add_stream(_ENCODERS[options.codec], rate=rate)
+        )
         stream.width, stream.height = w, h
         stream.pix_fmt = "yuv420p"
         stream.time_base = 1 / rate

@@ -253,7 +253,8 @@ def _robot(name: str) -> _Robot:
 
 
 def _gripper_dims(robot: _Robot) -> np.ndarray:
-    dims, start = [], 0
+    dims: list[int] = []
+    start = 0
     for part, width in robot.parts:
         if part in robot.grippers:
             dims.extend(range(start, start + width))
