@@ -1,4 +1,4 @@
-"""The `robolake` command: ingest, info, demo, bench (and later pack, train)."""
+"""The `robolake` command: ingest, info, pack, train, demo, bench."""
 
 from __future__ import annotations
 
@@ -98,6 +98,39 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pack(args: argparse.Namespace) -> int:
+    from robolake.lake import Lake
+    from robolake.packers import PackSpec, TokenLengthConfig, export_webdataset, pack
+
+    _quiet_ray()
+    spec = PackSpec(
+        max_tokens=args.max_tokens,
+        algorithm=args.algorithm,
+        window=args.window,
+        horizon=args.horizon,
+        step_stride=args.step_stride,
+        tokens=TokenLengthConfig(tokens_per_view=args.tokens_per_view, max_text_tokens=args.max_text_tokens, state_tokens=0),
+        seed=args.seed,
+        on_oversize="reject" if args.reject_oversize else "error",
+    )
+    lake = Lake.open(args.lake, version=args.lake_version)
+    m = pack(lake, spec, args.out, overwrite=args.overwrite, progress=None if args.no_progress else _tqdm_progress())
+    print(
+        f"packed {m.num_samples} samples from lake version {m.lake_version} into {m.num_sequences} sequences "
+        f"of <= {spec.max_tokens} tokens ({args.algorithm}) in {m.seconds:.1f}s"
+    )
+    print(
+        f"  fill {m.fill:.4f}; padded batches of the same samples would be {m.padded_fill:.4f} real tokens: "
+        f"packing removes {1 - m.padded_fill / max(m.fill, 1e-9):.1%} of the padded token grid"
+    )
+    if m.rejected:
+        print(f"  rejected {len(m.rejected)} samples longer than max_tokens (listed in {args.out}/manifest.json)")
+    if args.webdataset:
+        tars = export_webdataset(args.out, args.webdataset)
+        print(f"  exported {len(tars)} WebDataset tars to {args.webdataset}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from robolake.demo import DemoConfig, run_demo
 
@@ -141,6 +174,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_info)
 
+    s = sub.add_parser("pack", help="pack a lake into cu_seqlens shards (Ray Data) with lineage")
+    s.add_argument("lake")
+    s.add_argument("out")
+    s.add_argument("--max-tokens", type=int, default=4096)
+    s.add_argument("--algorithm", default="bfd", choices=["bfd", "ffd", "window"])
+    s.add_argument("--window", type=int, default=8192, help="samples held by the window packer")
+    s.add_argument("--horizon", type=int, default=16, help="action chunk length H")
+    s.add_argument("--tokens-per-view", type=int, default=64)
+    s.add_argument("--max-text-tokens", type=int, default=None)
+    s.add_argument("--step-stride", type=int, default=1, help="every k-th step starts a sample")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--lake-version", type=int, default=None, help="pack an older lake version")
+    s.add_argument("--reject-oversize", action="store_true", help="record and skip samples over max-tokens")
+    s.add_argument("--overwrite", action="store_true")
+    s.add_argument("--webdataset", default=None, metavar="DIR", help="also export WebDataset tars here")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=cmd_pack)
+
     s = sub.add_parser("demo", help="the whole flow on synthetic data in a local lake with a local Ray")
     s.add_argument("--out", default="demo_out")
     s.add_argument("--quick", action="store_true")
@@ -158,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args))
-    except (FileNotFoundError, ValueError, KeyError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError, KeyError) as e:
         print(f"robolake {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -1,1 +1,37 @@
-"""robolake.packers."""
+"""Packers: token lengths, bin-packing, and the Ray Data pipeline from a lake to packed shards."""
+
+from robolake.packers.binpack import (
+    PackPlan,
+    WindowPacker,
+    best_fit_decreasing,
+    first_fit_decreasing,
+    reference_best_fit_decreasing,
+)
+from robolake.packers.export import export_webdataset
+from robolake.packers.lengths import ByteTokenizer, TokenLengthConfig, sample_lengths, text_token_lengths
+from robolake.packers.manifest import LineageError, PackManifest, read_manifest
+from robolake.packers.pipeline import pack, padded_fill, plan_sequences
+from robolake.packers.samples import SampleIndex, build_sample_index
+from robolake.packers.spec import PackSpec
+
+__all__ = [
+    "PackPlan",
+    "WindowPacker",
+    "best_fit_decreasing",
+    "first_fit_decreasing",
+    "reference_best_fit_decreasing",
+    "ByteTokenizer",
+    "TokenLengthConfig",
+    "sample_lengths",
+    "text_token_lengths",
+    "PackSpec",
+    "SampleIndex",
+    "build_sample_index",
+    "plan_sequences",
+    "padded_fill",
+    "pack",
+    "PackManifest",
+    "read_manifest",
+    "LineageError",
+    "export_webdataset",
+]

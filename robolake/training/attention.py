@@ -108,28 +108,35 @@ def resolve_backend(device: torch.device, dtype: torch.dtype, backend: str = "au
 
 @dataclass(frozen=True)
 class _Group:
-    len_q: int
-    len_k: int
-    q_index: torch.Tensor  # int64 [G, len_q], packed q token of each slot
-    k_index: torch.Tensor | None  # int64 [G, len_k]; None when the whole k axis is one contiguous view
-    contiguous: bool  # q_index covers the whole q axis in order ([G*len_q] == arange)
+    size: int  # segments in the group
+    len_q: int  # padded q length of the group (its longest q segment)
+    len_k: int  # padded k length (its longest k segment)
+    mask: torch.Tensor | None  # bool [G or 1, 1, len_q, len_k], True where a score is kept
+    keep: torch.Tensor | None  # [G, len_q, 1, 1] zeroing real q rows that see no key (causal)
+    is_causal: bool  # let SDPA build the (square, unpadded) causal mask itself
 
 
 @dataclass(frozen=True)
 class VarlenPlan:
-    """Gather indices for the `cpu` backend, built once per batch by `plan_varlen`.
+    """Gather/scatter indices for the `cpu` backend, built once per batch by `plan_varlen`.
 
     Attributes:
-        groups: One entry per distinct non-empty (len_q, len_k) pair.
+        groups: Segments attended by one SDPA call each, in slot order.
+        q_slots: int64 [Sq], the q token each slot of the grouped layout reads (0 on padding).
+        k_slots: int64 [Sk], the k token each slot reads.
+        q_inverse: int64 [total_q], the slot holding each q token (Sq: a zero row).
         total_q: Tokens on the q axis.
         total_k: Tokens on the k axis.
-        num_segments: Number of segments (n).
+        padding_fraction: Share of score entries spent on padding (0 for exact grouping).
     """
 
     groups: tuple[_Group, ...]
+    q_slots: torch.Tensor
+    k_slots: torch.Tensor
+    q_inverse: torch.Tensor
     total_q: int
     total_k: int
-    num_segments: int
+    padding_fraction: float
 
 
 def _check_cu(name: str, cu: np.ndarray) -> None:
@@ -137,10 +144,42 @@ def _check_cu(name: str, cu: np.ndarray) -> None:
         raise ValueError(f"{name} must be a 1-D non-decreasing vector starting at 0, got {cu.tolist()[:8]}...")
 
 
+def _partition(lq: np.ndarray, lk: np.ndarray, count: np.ndarray, group_cost: float) -> list[tuple[int, int]]:
+    """Split the (lq, lk)-sorted distinct pairs into contiguous runs minimising the sum over runs
+    of (segments x padded len_q x padded len_k + group_cost); exact groups when group_cost == 0."""
+    u = lq.size
+    if group_cost <= 0:
+        return [(i, i + 1) for i in range(u)]
+    best = np.zeros(u + 1)
+    cut = np.zeros(u + 1, dtype=np.int64)
+    csum = np.concatenate([[0], np.cumsum(count)])
+    for j in range(u):
+        kmax = np.maximum.accumulate(lk[: j + 1][::-1])[::-1]  # max lk over i..j, for every i
+        cost = best[: j + 1] + (csum[j + 1] - csum[: j + 1]) * lq[j] * kmax + group_cost
+        i = int(np.argmin(cost))
+        best[j + 1], cut[j + 1] = cost[i], i
+    runs, j = [], u
+    while j > 0:
+        runs.append((int(cut[j]), j))
+        j = int(cut[j])
+    return runs[::-1]
+
+
 def plan_varlen(
-    cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, device: torch.device | str | None = None
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    device: torch.device | str | None = None,
+    *,
+    causal: bool = False,
+    group_cost: float = 2048.0,
 ) -> VarlenPlan:
-    """Group the segments of a varlen batch by (len_q, len_k) for the `cpu` backend.
+    """Group the segments of a varlen batch for the `cpu` backend.
+
+    Segments are sorted by (len_q, len_k) and cut into runs; each run becomes one SDPA call on a
+    [G, heads, len_q, len_k] stack, padded to the run's longest segment with masked keys (masked
+    scores are exactly zero after softmax, so the result is exact). The cut minimises
+    sum(G * len_q * len_k + group_cost): `group_cost` is what one extra kernel call is worth in
+    score entries. `group_cost=0` gives one group per distinct (len_q, len_k), with no padding.
 
     Reads the boundaries on the host once (one device sync on CUDA); reuse the plan across layers.
 
@@ -153,77 +192,77 @@ def plan_varlen(
     _check_cu("cu_seqlens_k", ck)
     if cq.size != ck.size:
         raise ValueError(f"cu_seqlens_q has {cq.size - 1} segments but cu_seqlens_k has {ck.size - 1}")
+    if group_cost < 0:
+        raise ValueError(f"group_cost must be >= 0, got {group_cost}")
     dev = torch.device(device) if device is not None else cu_seqlens_q.device
-    lq, lk = np.diff(cq), np.diff(ck)
-    n = lq.size
-    groups: list[_Group] = []
-    if n:
-        key = lq * (int(lk.max()) + 1) + lk
-        uniq, inverse = np.unique(key, return_inverse=True)
-        for g in range(uniq.size):
-            members = np.flatnonzero(inverse == g)
-            len_q, len_k = int(lq[members[0]]), int(lk[members[0]])
-            if len_q == 0 or len_k == 0:
-                continue  # empty q: nothing to compute; empty k: rows stay zero
-            q_idx = cq[members][:, None] + np.arange(len_q)[None, :]
-            k_idx = ck[members][:, None] + np.arange(len_k)[None, :]
-            contiguous = members.size == n and q_idx[0, 0] == 0 and cq[-1] == members.size * len_q
-            k_contig = members.size == n and ck[-1] == members.size * len_k
-            groups.append(
-                _Group(
-                    len_q=len_q,
-                    len_k=len_k,
-                    q_index=torch.from_numpy(q_idx).to(dev),
-                    k_index=None if k_contig else torch.from_numpy(k_idx).to(dev),
-                    contiguous=bool(contiguous),
-                )
-            )
-    return VarlenPlan(groups=tuple(groups), total_q=int(cq[-1]), total_k=int(ck[-1]), num_segments=n)
-
-
-def _causal_mask(len_q: int, len_k: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Bottom-right aligned causal mask [len_q, len_k] and, if some rows see no key, a row keep mask."""
-    i = torch.arange(len_q, device=device)[:, None]
-    j = torch.arange(len_k, device=device)[None, :]
-    mask = j <= i + (len_k - len_q)
-    if len_q <= len_k:
-        return mask, None
-    keep = mask.any(dim=1)
-    return mask | ~keep[:, None], keep  # empty rows attend everything, then get zeroed
+    lq_all, lk_all = np.diff(cq), np.diff(ck)
+    live = np.flatnonzero((lq_all > 0) & (lk_all > 0))  # empty q: nothing; empty k: zero rows
+    order = live[np.lexsort((lk_all[live], lq_all[live]))]
+    pairs, first, counts = np.unique(np.stack([lq_all[order], lk_all[order]]), axis=1, return_index=True, return_counts=True)
+    runs = _partition(pairs[0], pairs[1], counts, group_cost)
+    starts = np.concatenate([first, [order.size]])
+    groups, q_slots, k_slots = [], [], []
+    q_inverse = np.full(int(cq[-1]), -1, dtype=np.int64)
+    used = 0
+    slot_q = 0
+    for a, b in runs:
+        members = order[starts[a] : starts[b]]
+        g, mq, mk = members.size, int(lq_all[members].max()), int(lk_all[members].max())
+        lq, lk = lq_all[members], lk_all[members]
+        ar_q, ar_k = np.arange(mq), np.arange(mk)
+        q_valid = ar_q[None, :] < lq[:, None]
+        k_valid = ar_k[None, :] < lk[:, None]
+        q_slots.append(np.where(q_valid, cq[members][:, None] + ar_q, 0).reshape(-1))
+        k_slots.append(np.where(k_valid, ck[members][:, None] + ar_k, 0).reshape(-1))
+        rows = slot_q + np.arange(g)[:, None] * mq + ar_q
+        q_inverse[(cq[members][:, None] + ar_q)[q_valid]] = rows[q_valid]
+        slot_q += g * mq
+        used += int((lq * lk).sum())
+        uniform = bool((lq == mq).all() and (lk == mk).all())
+        mask = keep = None
+        is_causal = causal and uniform and mq == mk
+        if causal and not is_causal:
+            allowed = ar_k[None, None, :] <= ar_q[None, :, None] + (lk - lq)[:, None, None]
+            scores = allowed & k_valid[:, None, :]
+            has_key = scores.any(axis=2)  # [G, mq]
+            scores |= ~has_key[:, :, None] & k_valid[:, None, :]  # rows with no key: attend, then zero
+            mask = torch.from_numpy(scores[:, None]).to(dev)
+            if not has_key[q_valid].all():
+                keep = torch.from_numpy(has_key[:, :, None, None].astype(np.float32)).to(dev)
+        elif not uniform:
+            mask = torch.from_numpy(k_valid[:, None, None, :]).to(dev)
+        groups.append(_Group(g, mq, mk, mask, keep, is_causal))
+    total_slots = sum(gr.size * gr.len_q * gr.len_k for gr in groups)
+    q_inverse[q_inverse < 0] = slot_q  # tokens with no key (or in no group) read the zero row
+    cat = (lambda xs: torch.from_numpy(np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)).to(dev))
+    return VarlenPlan(
+        groups=tuple(groups), q_slots=cat(q_slots), k_slots=cat(k_slots),
+        q_inverse=torch.from_numpy(q_inverse).to(dev), total_q=int(cq[-1]), total_k=int(ck[-1]),
+        padding_fraction=1.0 - used / total_slots if total_slots else 0.0,
+    )
 
 
 def _cpu_varlen(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: VarlenPlan, causal: bool, scale: float | None
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: VarlenPlan, scale: float | None
 ) -> torch.Tensor:
-    total, heads, dim = q.shape
-    parts, index = [], []
-    for g in plan.groups:
-        if g.contiguous:
-            qg = q.view(-1, g.len_q, heads, dim)
-        else:
-            qg = q[g.q_index]
-        if g.k_index is None:
-            kg, vg = k.view(-1, g.len_k, heads, dim), v.view(-1, g.len_k, heads, dim)
-        else:
-            kg, vg = k[g.k_index], v[g.k_index]
-        mask, keep = None, None
-        is_causal = causal and g.len_q == g.len_k
-        if causal and g.len_q != g.len_k:
-            mask, keep = _causal_mask(g.len_q, g.len_k, q.device)
+    heads, dim = q.shape[1:]
+    # One gather per input and one split: autograd turns them into one scatter and one cat.
+    qs = q[plan.q_slots].split([g.size * g.len_q for g in plan.groups])
+    kslots = [g.size * g.len_k for g in plan.groups]
+    ks, vs = k[plan.k_slots].split(kslots), v[plan.k_slots].split(kslots)
+    outs = []
+    for g, qg, kg, vg in zip(plan.groups, qs, ks, vs, strict=True):
         o = F.scaled_dot_product_attention(
-            qg.transpose(1, 2), kg.transpose(1, 2), vg.transpose(1, 2),
-            attn_mask=mask, is_causal=is_causal, scale=scale,
+            qg.view(g.size, g.len_q, heads, dim).transpose(1, 2),
+            kg.view(g.size, g.len_k, heads, dim).transpose(1, 2),
+            vg.view(g.size, g.len_k, heads, dim).transpose(1, 2),
+            attn_mask=g.mask, is_causal=g.is_causal, scale=scale,
         ).transpose(1, 2)  # [G, len_q, heads, dim]
-        if keep is not None:
-            o = o * keep[None, :, None, None].to(o.dtype)
-        if g.contiguous:
-            return o.reshape(total, heads, dim)
-        parts.append(o.reshape(-1, heads, dim))
-        index.append(g.q_index.reshape(-1))
-    out = q.new_zeros(total, heads, dim)
-    if not parts:
-        return out
-    return out.index_copy(0, torch.cat(index), torch.cat(parts))
+        if g.keep is not None:
+            o = o * g.keep.to(o.dtype)
+        outs.append(o.reshape(-1, heads, dim))
+    outs.append(q.new_zeros(1, heads, dim))  # the zero row for q tokens that see no key
+    return torch.cat(outs)[plan.q_inverse]
 
 
 def _zero_rows_without_keys(
@@ -263,7 +302,8 @@ def varlen_attention(
         causal: Bottom-right aligned causal mask within each segment.
         backend: One of ATTENTION_BACKENDS.
         scale: Softmax scale; 1/sqrt(head_dim) when None.
-        plan: A `plan_varlen` result for these boundaries (cpu backend); built here when None.
+        plan: A `plan_varlen` result for these boundaries and `causal` (cpu backend); built here
+            when None.
 
     Returns:
         [total_q, heads, head_dim]; zeros for q rows whose k segment is empty.
@@ -280,13 +320,13 @@ def varlen_attention(
         raise ValueError(f"cu_seqlens_q {tuple(cu_seqlens_q.shape)} and cu_seqlens_k {tuple(cu_seqlens_k.shape)} differ in segment count")
     chosen = resolve_backend(q.device, q.dtype, backend)
     if chosen == "cpu":
-        plan = plan if plan is not None else plan_varlen(cu_seqlens_q, cu_seqlens_k, q.device)
+        plan = plan if plan is not None else plan_varlen(cu_seqlens_q, cu_seqlens_k, q.device, causal=causal)
         if plan.total_q != q.shape[0] or plan.total_k != k.shape[0]:
             raise ValueError(
                 f"boundaries cover {plan.total_q} q / {plan.total_k} k tokens but q has {q.shape[0]} "
                 f"and k has {k.shape[0]}"
             )
-        return _cpu_varlen(q, k, v, plan, causal, scale)
+        return _cpu_varlen(q, k, v, plan, scale)
     cu_q, cu_k = cu_seqlens_q.to(torch.int32), cu_seqlens_k.to(torch.int32)
     if chosen == "flash":
         from flash_attn import flash_attn_varlen_func

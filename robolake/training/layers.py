@@ -50,7 +50,7 @@ class VarlenAttend:
         plan = None
         if resolve_backend(q.device, q.dtype, self.backend) == "cpu":
             if self._plan is None:
-                self._plan = plan_varlen(self.cu_seqlens_q, self.cu_seqlens_k, q.device)
+                self._plan = plan_varlen(self.cu_seqlens_q, self.cu_seqlens_k, q.device, causal=self.causal)
             plan = self._plan
         out = varlen_attention(
             q, k, v, self.cu_seqlens_q, self.cu_seqlens_k, self.max_seqlen_q, self.max_seqlen_k,

@@ -60,7 +60,6 @@ class _Robot:
     cameras: tuple[str, ...]
 
 
-_ARM_CAM = ("front",)
 _ROBOTS = {
     r.name: r
     for r in (
@@ -68,7 +67,7 @@ _ROBOTS = {
             name="single_arm_7dof",
             parts=(("arm", 6), ("gripper", 1)),
             grippers=("gripper",),
-            cameras=_ARM_CAM,
+            cameras=("front",),
         ),
         _Robot(
             name="bimanual_14dof",
@@ -191,7 +190,7 @@ def generate_synthetic(
     """Write one LeRobot dataset per embodiment under `root` (`root/<embodiment>`).
 
     Args:
-        root: Parent directory; each dataset directory must not exist yet.
+        root: Parent directory; `root/<embodiment>` must not already hold a dataset.
         config: What to write (default `SyntheticConfig()`).
         progress: Called as progress(embodiment, done, total) after each dataset.
 

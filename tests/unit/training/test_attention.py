@@ -89,14 +89,36 @@ def test_float32_close_to_reference() -> None:
     torch.testing.assert_close(out, reference(q, k, v, lq, lq), rtol=1e-5, atol=1e-5)
 
 
-def test_plan_is_reusable_and_groups_equal_lengths() -> None:
+def test_exact_plan_groups_equal_lengths() -> None:
     lq = [4, 9, 4, 4, 9]
-    plan = plan_varlen(cu(lq), cu(lq))
-    assert sorted((g.len_q, g.q_index.shape[0]) for g in plan.groups) == [(4, 3), (9, 2)]
+    plan = plan_varlen(cu(lq), cu(lq), group_cost=0)
+    assert sorted((g.len_q, g.size) for g in plan.groups) == [(4, 3), (9, 2)]
+    assert plan.padding_fraction == 0.0 and all(g.mask is None for g in plan.groups)
     q, k, v = make(lq, lq)
     a = varlen_attention(q, k, v, cu(lq), cu(lq), 9, 9, plan=plan)
-    b = varlen_attention(q, k, v, cu(lq), cu(lq), 9, 9)
-    torch.testing.assert_close(a, b)
+    torch.testing.assert_close(a, reference(q, k, v, lq, lq))
+
+
+@pytest.mark.parametrize("group_cost", [0.0, 50.0, 1e9])
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_grouping_is_exact(group_cost: float, causal: bool) -> None:
+    lq, lk = [3, 7, 0, 5, 2, 7, 1, 4], [6, 7, 2, 5, 0, 9, 1, 4]
+    q, k, v = make(lq, lk, seed=4)
+    plan = plan_varlen(cu(lq), cu(lk), causal=causal, group_cost=group_cost)
+    if group_cost == 1e9:
+        assert len(plan.groups) == 1 and plan.padding_fraction > 0
+    out = varlen_attention(q, k, v, cu(lq), cu(lk), 7, 9, causal=causal, plan=plan)
+    ref = reference(q, k, v, lq, lk, causal)
+    torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-9)
+    grad = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), grad), torch.autograd.grad(ref, (q, k, v), grad), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-9)
+
+
+def test_all_segments_empty() -> None:
+    q, k, v = make([0, 2], [3, 0])
+    out = varlen_attention(q, k, v, cu([0, 2]), cu([3, 0]), 2, 3)
+    assert out.shape == (2, HEADS, DIM) and torch.count_nonzero(out) == 0
 
 
 def test_validation_errors() -> None:

@@ -1,0 +1,145 @@
+"""pack(): shards hold every sample exactly once, with exactly the lake's payload, reproducibly."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import lance
+import numpy as np
+import pytest
+
+from robolake.lake import Lake
+from robolake.lake.ingest import ingest
+from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+from robolake.packers import PackSpec, TokenLengthConfig, export_webdataset, pack, read_manifest
+
+TOKENS = TokenLengthConfig(tokens_per_view=16, state_tokens=0)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory, ray_session) -> Lake:
+    root = tmp_path_factory.mktemp("pack")
+    generate_synthetic(root / "syn", SyntheticConfig.tiny())
+    ingest(str(root / "syn"), str(root / "lake"))
+    return Lake.open(str(root / "lake"))
+
+
+def _spec(**kw) -> PackSpec:
+    return PackSpec(**{"max_tokens": 512, "horizon": 8, "tokens": TOKENS, **kw})
+
+
+def _rows(out: Path) -> list[dict]:
+    m = read_manifest(str(out))
+    return lance.dataset(str(out / "shards.lance"), version=m.shards_version).to_table().to_pylist()
+
+
+@pytest.mark.parametrize("algorithm", ["bfd", "ffd", "window"])
+def test_every_sample_once_within_capacity(lake, tmp_path, algorithm):
+    m = pack(lake, _spec(algorithm=algorithm), str(tmp_path / "p"))
+    rows = _rows(tmp_path / "p")
+    keys = Counter((e, s) for r in rows for e, s in zip(r["episode_id"], r["step_index"], strict=True))
+    expected = {(e["episode_id"], t) for e in lake.episodes().to_pylist() for t in range(e["num_steps"])}
+    assert set(keys) == expected and max(keys.values()) == 1
+    assert m.num_samples == len(expected) and m.num_sequences == len(rows)
+    for r in rows:
+        assert r["total_tokens"] <= 512 and r["cu_seqlens"][-1] == r["total_tokens"] == sum(r["lengths"])
+        assert np.array_equal(np.diff(r["cu_seqlens"]), r["lengths"])
+    assert 0 < m.padded_fill < m.fill <= 1
+    assert m.lake_uri == lake.uri and m.lake_version == lake.version
+
+
+def test_payload_equals_the_lake(lake, tmp_path):
+    spec = _spec(step_stride=3, normalization="mean_std")
+    m = pack(lake, spec, str(tmp_path / "p"))
+    eps = {e["episode_id"]: e for e in lake.episodes().to_pylist()}
+    steps = lake.to_arrow("steps").to_pylist()
+    by_key = {(s["episode_id"], s["step_index"]): s for s in steps}
+    media = {(f["episode_id"], f["camera"], f["step_index"]): f["data"] for f in lake.to_arrow("media").to_pylist()}
+    stats = {tag: lake.norm_stats(tag) for tag in m.embodiments}
+    checked = 0
+    for r in _rows(tmp_path / "p"):
+        text = np.split(np.asarray(r["text_ids"]), np.cumsum(r["text_lengths"])[:-1])
+        state = np.split(np.asarray(r["state"], np.float32), np.cumsum(r["state_dims"])[:-1])
+        action = np.split(np.asarray(r["action"], np.float32), np.cumsum(np.asarray(r["action_dims"]) * 8)[:-1])
+        frames = iter(zip(r["cameras"], r["frames"], strict=True))
+        for i, (eid, t) in enumerate(zip(r["episode_id"], r["step_index"], strict=True)):
+            ep = eps[eid]
+            assert t % 3 == 0
+            tag = ep["embodiment"]
+            assert m.embodiments[r["embodiment_id"][i]] == tag == r["embodiment"][i]
+            assert text[i].tolist() == TOKENS.encode_text(ep["task"]).tolist()
+            want_state = stats[tag].state.normalize(np.asarray(by_key[(eid, t)]["state"]))
+            np.testing.assert_allclose(state[i], want_state, rtol=1e-5, atol=1e-5)
+            n = ep["num_steps"]
+            chunk = [by_key[(eid, min(t + k, n - 1))]["action"] for k in range(8)]
+            want_action = stats[tag].action.normalize(np.asarray(chunk)).reshape(-1)
+            np.testing.assert_allclose(action[i], want_action, rtol=1e-5, atol=1e-5)
+            assert r["action_valid"][i] == min(8, n - t)
+            assert r["num_views"][i] == len(ep["cameras"])
+            for cam in ep["cameras"]:
+                got_cam, data = next(frames)
+                assert got_cam == cam and data == media[(eid, cam, t)]
+            checked += 1
+    assert checked == m.num_samples == sum((e["num_steps"] + 2) // 3 for e in eps.values())
+
+
+def test_same_inputs_same_shards_and_seed_changes_order(lake, tmp_path):
+    pack(lake, _spec(seed=1), str(tmp_path / "a"))
+    pack(lake, _spec(seed=1), str(tmp_path / "b"))
+    pack(lake, _spec(seed=2), str(tmp_path / "c"))
+    a, b, c = (_rows(tmp_path / x) for x in "abc")
+    assert a == b
+    assert [r["episode_id"] for r in a] != [r["episode_id"] for r in c]
+
+
+def test_pack_an_older_lake_version(lake, tmp_path):
+    # Copy the lake's newest version into a new lake with one more ingest on top.
+    root = tmp_path / "two"
+    generate_synthetic(root / "a", SyntheticConfig.tiny(embodiments=("single_arm_7dof",), seed=5))
+    generate_synthetic(root / "b", SyntheticConfig.tiny(embodiments=("humanoid_44dof",), seed=6))
+    ingest(str(root / "a"), str(root / "lake"))
+    ingest(str(root / "b"), str(root / "lake"))
+    newest = Lake.open(str(root / "lake"))
+    older = newest.checkout(newest.version - 1)
+    m = pack(older, _spec(), str(tmp_path / "old"))
+    assert m.lake_version == newest.version - 1
+    assert m.embodiments == ["single_arm_7dof"]
+    assert m.num_samples == older.count("steps") < newest.count("steps")
+
+
+def test_oversize_sample_is_named_or_recorded(lake, tmp_path):
+    with pytest.raises(ValueError, match=r"sample \(episode .+, step \d+\) has \d+ tokens, more than max_tokens=100"):
+        pack(lake, _spec(max_tokens=100), str(tmp_path / "x"))
+    m = pack(lake, _spec(max_tokens=100, on_oversize="reject"), str(tmp_path / "y"))
+    assert len(m.rejected) == lake.count("steps") - m.num_samples > 0
+    assert all(length > 100 for _, _, length in m.rejected)
+
+
+def test_existing_output_needs_overwrite(lake, tmp_path):
+    pack(lake, _spec(), str(tmp_path / "p"))
+    with pytest.raises(FileExistsError, match="overwrite"):
+        pack(lake, _spec(), str(tmp_path / "p"))
+    pack(lake, _spec(seed=3), str(tmp_path / "p"), overwrite=True)
+    assert read_manifest(str(tmp_path / "p")).seed == 3
+
+
+def test_webdataset_export_roundtrip(lake, tmp_path):
+    m = pack(lake, _spec(), str(tmp_path / "p"))
+    tars = export_webdataset(str(tmp_path / "p"), str(tmp_path / "wds"), sequences_per_tar=5)
+    assert len(tars) == -(-m.num_sequences // 5)
+    seqs, views = 0, 0
+    for t in tars:
+        with tarfile.open(t) as tf:
+            names = tf.getnames()
+            for name in names:
+                if name.endswith(".json"):
+                    meta = json.load(tf.extractfile(name))
+                    seqs += 1
+                    views += sum(meta["num_views"])
+                    assert meta["lake_version"] == lake.version
+            assert all(n.split(".", 1)[1] in ("json", "text_ids.npy", "state.npy", "action.npy", "action_valid.npy") or n.endswith(".jpg") for n in names)
+    rows = _rows(tmp_path / "p")
+    assert seqs == m.num_sequences and views == sum(len(r["frames"]) for r in rows)
