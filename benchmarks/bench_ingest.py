@@ -44,23 +44,28 @@ def _limit_ingest(src: str, out: str) -> int:
         for ref in reader.discover():
             jobs.append((reader.root, ref.get("data_path"), [(c, ref.get(f"video:{c}"), ref.get(f"from:{c}"), ref.get(f"to:{c}")) for c in reader.cameras], reader.fps))
 
+    # The same chunking as ingest: about two tasks per CPU.
+    per_task = max(1, -(-len(jobs) // 4))
+    chunks = [jobs[i : i + per_task] for i in range(0, len(jobs), per_task)]
+
     def load(row: dict[str, Any]) -> dict[str, Any]:
-        root, data_path, videos, fps = jobs[int(row["i"])]
-        rows = pq.read_table(os.path.join(root, data_path))
         frames = []
-        for cam, rel, lo, hi in videos:
-            for j, (t, img, h, w) in enumerate(iter_video_frames(os.path.join(root, rel), start_s=lo, end_s=hi, fps=fps)):
-                frames.append({"episode": data_path, "camera": cam, "step": j, "t": t, "data": img})
-        table = pa.Table.from_pylist(frames)
-        frags = lance.fragment.write_fragments(table, out, schema=table.schema) if frames else []
-        return {"n": len(frames), "rows": rows.num_rows, "frags": [f.to_json() for f in frags]}
+        rows = 0
+        for root, data_path, videos, fps in chunks[int(row["i"])]:
+            rows += pq.read_table(os.path.join(root, data_path)).num_rows
+            for cam, rel, lo, hi in videos:
+                for j, (t, img, h, w) in enumerate(iter_video_frames(os.path.join(root, rel), start_s=lo, end_s=hi, fps=fps)):
+                    frames.append({"episode": data_path, "camera": cam, "step": j, "t": t, "data": img})
+        table = pa.Table.from_pylist(frames, schema=schema)
+        frags = lance.fragment.write_fragments(table, out, schema=schema) if frames else []
+        return {"n": len(frames), "rows": rows, "frags": [f.to_json() for f in frags]}
 
     import json as _json
 
     schema = pa.schema([("episode", pa.string()), ("camera", pa.string()), ("step", pa.int64()), ("t", pa.float64()), ("data", pa.binary())])
-    lance.write_dataset(pa.Table.from_pylist([], schema=schema), out, schema=schema)
+    lance.write_dataset(pa.Table.from_pylist([], schema=schema), out, schema=schema, mode="overwrite")
     base = lance.dataset(out).version
-    ds = ray.data.from_items([{"i": i} for i in range(len(jobs))], override_num_blocks=len(jobs))
+    ds = ray.data.from_items([{"i": i} for i in range(len(chunks))], override_num_blocks=len(chunks))
     results = list(ds.map(lambda r: {"r": _json.dumps(load(r))}).iter_rows())
     parsed = [_json.loads(r["r"]) for r in results]
     frags = [lance.FragmentMetadata.from_json(_json.dumps(f)) for p in parsed for f in p["frags"]]
@@ -99,14 +104,18 @@ def run(quick: bool) -> dict[str, Any]:
     src = os.path.join(work, "synthetic")
     generate_synthetic(src, cfg)
 
-    t0 = time.perf_counter()
-    limit_frames = _limit_ingest(src, os.path.join(work, "limit.lance"))
-    limit_s = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    result = ingest(src, os.path.join(work, "lake"), IngestConfig())
-    ingest_s = time.perf_counter() - t0
-    lake = Lake.open(os.path.join(work, "lake"))
+    # Warm Ray's worker pool first, then alternate the two measurements and keep each one's best:
+    # the machine is shared and noisy, and the first Ray Data job pays for starting workers.
+    _limit_ingest(src, os.path.join(work, "warmup.lance"))
+    limit_s = ingest_s = float("inf")
+    for rep in range(2):
+        t0 = time.perf_counter()
+        limit_frames = _limit_ingest(src, os.path.join(work, "limit.lance"))
+        limit_s = min(limit_s, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        result = ingest(src, os.path.join(work, f"lake{rep}"), IngestConfig())
+        ingest_s = min(ingest_s, time.perf_counter() - t0)
+    lake = Lake.open(os.path.join(work, "lake0"))
 
     out: dict[str, Any] = {
         "machine": machine(),

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints a banner per encode otherwise
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 PICK_N_PLACE = SHARED_DATA / "gr00t_pick_n_place"

@@ -1,0 +1,273 @@
+"""Packed shards -> PackedBatch through a torch DataLoader: sharded, shuffled, resumable.
+
+Work assignment is a pure function of (number of rows, seed, epoch, rank, world size, batch
+size), so every process computes the same plan without talking to the others:
+
+1. The epoch's order is `default_rng([seed, epoch]).permutation(num_rows)` (or 0..N-1 unshuffled).
+2. Rank r of W takes the rows `order[r::W]`.
+3. The rank's rows are cut into batches. DDP needs the same number of steps on every rank:
+   - `drop_last=True`: every rank gets `N // (W * B)` batches of exactly B sequences; the at
+     most `W * B - 1` rows left over are skipped this epoch (another set each shuffled epoch).
+   - `drop_last=False`: every row is read exactly once across the ranks. Every rank gets
+     `nb = min(ceil(N / (W * B)), N // W)` batches and splits its rows into them as evenly as
+     possible, so a batch holds B or fewer sequences, except where the rows do not divide
+     (B = 1 and N not a multiple of W, or tiny data): then some batches hold one sequence more.
+4. DataLoader worker w of nw takes the batches b with `(b - start) % nw == w`. The DataLoader
+   fetches from its workers round robin, so batches reach the training loop in index order.
+
+Resuming is skipping: `PackedLoader` counts the batches the training loop has taken in the
+main process; `state_dict()` records (epoch, batches taken), and a new loader that loads it
+starts the same epoch's plan at that batch. Nothing is read twice and nothing is skipped, as
+long as the world size, batch size, seed and shards are the same (checked on load).
+
+Images are decoded inside the workers (`collate_rows`), and the Lance dataset is opened once per
+worker.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from robolake.lake.lake import Lake
+from robolake.loaders.batch import PackedBatch
+from robolake.loaders.collate import CollateConfig, collate_rows
+from robolake.loaders.source import PackedShards, open_shards
+
+__all__ = ["LoaderConfig", "PackedShardDataset", "PackedLoader", "epoch_batches"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderConfig:
+    """How packed shards are read into batches.
+
+    Attributes:
+        sequences_per_batch: Packed sequences (shard rows) per batch (B).
+        image_size: Views are decoded to image_size x image_size RGB.
+        seed: Seed of the per-epoch shuffle.
+        shuffle: Shuffle the sequence order every epoch (from (seed, epoch)).
+        drop_last: Give every rank only full batches, skipping the remainder of the epoch;
+            False reads every sequence once per epoch (see the module notes).
+        max_state_dim: Width state is padded to; None uses the widest state in the shards.
+        max_action_dim: Width actions are padded to; None uses the widest action in the shards.
+        num_workers: DataLoader worker processes (0 reads in the main process).
+        prefetch_factor: Batches each worker prepares ahead (with num_workers > 0).
+        pin_memory: Return batches in pinned memory (for fast host-to-GPU copies).
+    """
+
+    sequences_per_batch: int = 1
+    image_size: int = 224
+    seed: int = 0
+    shuffle: bool = True
+    drop_last: bool = False
+    max_state_dim: int | None = None
+    max_action_dim: int | None = None
+    num_workers: int = 2
+    prefetch_factor: int = 2
+    pin_memory: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sequences_per_batch < 1:
+            raise ValueError(f"sequences_per_batch must be >= 1, got {self.sequences_per_batch}")
+        if self.image_size < 1:
+            raise ValueError(f"image_size must be >= 1, got {self.image_size}")
+        for name in ("max_state_dim", "max_action_dim"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name} must be >= 1 or None (widest in the shards), got {v}")
+        if self.num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        if self.prefetch_factor < 1:
+            raise ValueError(f"prefetch_factor must be >= 1, got {self.prefetch_factor}")
+
+    def collate_config(self, shards: PackedShards) -> CollateConfig:
+        """The collate settings for `shards` (padded widths default to the widest in the shards)."""
+        return CollateConfig(
+            tokens_per_view=shards.tokens_per_view,
+            image_size=self.image_size,
+            max_state_dim=self.max_state_dim or shards.max_state_dim,
+            max_action_dim=self.max_action_dim or shards.max_action_dim,
+        )
+
+
+def epoch_batches(
+    num_rows: int, *, epoch: int, rank: int, world_size: int, config: LoaderConfig
+) -> list[np.ndarray]:
+    """Row indices of each batch rank `rank` reads in `epoch`, in order (the plan above).
+
+    Raises:
+        ValueError: with drop_last=False, fewer rows than ranks (a rank would have no batch).
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+    if config.shuffle:
+        order = np.random.default_rng([config.seed, epoch]).permutation(num_rows)
+    else:
+        order = np.arange(num_rows)
+    mine = order[rank::world_size]
+    b = config.sequences_per_batch
+    if config.drop_last:
+        nb = num_rows // (world_size * b)
+        return [mine[i * b : (i + 1) * b] for i in range(nb)]
+    if num_rows < world_size:
+        raise ValueError(
+            f"{num_rows} packed sequences cannot give each of {world_size} ranks a batch; pack smaller "
+            "sequences (--max-tokens), use fewer ranks, or pass drop_last=True"
+        )
+    nb = min(math.ceil(num_rows / (world_size * b)), num_rows // world_size)
+    return np.array_split(mine, nb)
+
+
+def _dist_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    if rank is not None or world_size is not None:
+        if rank is None or world_size is None:
+            raise ValueError("pass both rank and world_size, or neither (to use torch.distributed)")
+        return rank, world_size
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+class PackedShardDataset(IterableDataset):
+    """One rank's batches of one epoch, split across DataLoader workers (yields PackedBatch).
+
+    Set `epoch` and `start_batch` before iterating (PackedLoader does); each worker reads the
+    batches `start_batch + w, start_batch + w + nw, ...` of the rank's plan.
+    """
+
+    def __init__(self, shards: PackedShards, config: LoaderConfig, *, rank: int, world_size: int) -> None:
+        super().__init__()
+        self.shards = shards
+        self.config = config
+        self.collate = config.collate_config(shards)
+        self.rank = rank
+        self.world_size = world_size
+        self.epoch = 0
+        self.start_batch = 0
+
+    def batches(self) -> list[np.ndarray]:
+        """This rank's batches (row indices) of the current epoch."""
+        return epoch_batches(self.shards.num_rows, epoch=self.epoch, rank=self.rank, world_size=self.world_size, config=self.config)
+
+    def __iter__(self) -> Iterator[PackedBatch]:
+        info = get_worker_info()
+        w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        plan = self.batches()
+        for b in range(self.start_batch + w, len(plan), nw):
+            yield collate_rows(self.shards.read_rows(plan[b]), self.collate)
+
+
+class PackedLoader:
+    """Batches of packed shards for one rank: a DataLoader plus epoch and resume bookkeeping.
+
+    Iterating yields one epoch (the rank's batches from where it stopped). When an epoch is
+    read to the end the next iteration starts the next epoch, so `for batch in loader` inside an
+    epoch loop and a trainer that re-iterates both work; `set_epoch` sets it explicitly.
+
+    Example:
+        >>> loader = PackedLoader("packed/", LoaderConfig(sequences_per_batch=2))  # doctest: +SKIP
+        >>> for batch in loader: ...                                                # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        shards: PackedShards | str,
+        config: LoaderConfig | None = None,
+        *,
+        lake: Lake | str | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        storage_options: dict[str, str] | None = None,
+        multiprocessing_context: str | None = None,
+    ) -> None:
+        """Open the shards (validating them) and plan this rank's reads.
+
+        Args:
+            shards: A pack output directory / URI, or shards already opened with `open_shards`.
+            config: Loader settings (default `LoaderConfig()`).
+            lake: If given, the shards must come from this lake at its version.
+            rank: This process's rank; default from torch.distributed when initialized, else 0.
+            world_size: Number of ranks; default from torch.distributed when initialized, else 1.
+            storage_options: Object-store options, when `shards` is a URI.
+            multiprocessing_context: DataLoader worker start method ("fork", "spawn", ...).
+
+        Raises:
+            FileNotFoundError, ValueError, LineageError: as for `open_shards`.
+        """
+        self.config = config or LoaderConfig()
+        self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
+        self.rank, self.world_size = _dist_rank_world(rank, world_size)
+        self.dataset = PackedShardDataset(self.shards, self.config, rank=self.rank, world_size=self.world_size)
+        self.multiprocessing_context = multiprocessing_context
+        self.epoch = 0
+        self.batches_done = 0
+        self._num_batches = len(self.dataset.batches())
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank (the same on every rank)."""
+        return self._num_batches
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` from its first batch at the next iteration."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch, self.batches_done = int(epoch), 0
+
+    def _dataloader(self) -> DataLoader:
+        cfg = self.config
+        workers = cfg.num_workers
+        return DataLoader(
+            self.dataset,
+            batch_size=None,
+            num_workers=workers,
+            prefetch_factor=cfg.prefetch_factor if workers else None,
+            pin_memory=cfg.pin_memory,
+            multiprocessing_context=self.multiprocessing_context if workers else None,
+        )
+
+    def __iter__(self) -> Iterator[PackedBatch]:
+        if self.batches_done >= self._num_batches:
+            self.epoch, self.batches_done = self.epoch + 1, 0
+        self.dataset.epoch = self.epoch
+        self.dataset.start_batch = self.batches_done
+        for batch in self._dataloader():
+            self.batches_done += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this rank is: load it into a new loader to continue with the next batch."""
+        return {
+            "epoch": self.epoch,
+            "batches_done": self.batches_done,
+            "world_size": self.world_size,
+            "sequences_per_batch": self.config.sequences_per_batch,
+            "seed": self.config.seed,
+            "shuffle": self.config.shuffle,
+            "drop_last": self.config.drop_last,
+            "num_rows": self.shards.num_rows,
+            "shards_root": self.shards.root,
+            "shards_version": self.shards.version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from `state` (from `state_dict()` of a loader over the same shards and plan).
+
+        Raises:
+            ValueError: the state comes from a different plan (world size, batch size, seed,
+                shuffle, drop_last or shards), which would repeat or skip samples.
+        """
+        mine = self.state_dict()
+        for key in ("world_size", "sequences_per_batch", "seed", "shuffle", "drop_last", "num_rows", "shards_version"):
+            if key in state and state[key] != mine[key]:
+                raise ValueError(
+                    f"loader state has {key}={state[key]!r} but this loader has {mine[key]!r}; resume with the "
+                    "same shards, world size and loader config, or start the epoch over with set_epoch()"
+                )
+        self.epoch = int(state["epoch"])
+        self.batches_done = int(state["batches_done"])
