@@ -29,8 +29,8 @@ from _common import machine, print_table, write_json  # noqa: E402
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
 from robolake.lake.sources import discover_readers  # noqa: E402
-from robolake.lake.sources.video import iter_video_frames, seek_frame  # noqa: E402
 from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
+from robolake.lake.sources.video import iter_video_frames, seek_frame  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "gr00t_pick_n_place")
 
@@ -54,7 +54,7 @@ def _limit_ingest(src: str, out: str) -> int:
         for root, data_path, videos, fps in chunks[int(row["i"])]:
             rows += pq.read_table(os.path.join(root, data_path)).num_rows
             for cam, rel, lo, hi in videos:
-                for j, (t, img, h, w) in enumerate(iter_video_frames(os.path.join(root, rel), start_s=lo, end_s=hi, fps=fps)):
+                for j, (t, img, _h, _w) in enumerate(iter_video_frames(os.path.join(root, rel), start_s=lo, end_s=hi, fps=fps)):
                     frames.append({"episode": data_path, "camera": cam, "step": j, "t": t, "data": img})
         table = pa.Table.from_pylist(frames, schema=schema)
         frags = lance.fragment.write_fragments(table, out, schema=schema) if frames else []

@@ -61,7 +61,9 @@ def make_batch(
     if views is None:
         views = rng.choice([1, 2, 3], size=n, p=[0.4, 0.35, 0.25]).tolist()
     if text_lengths is None:
-        text_lengths = np.clip(np.round(rng.lognormal(np.log(22), 0.7, size=n)), 5, 120).astype(int).tolist()
+        text_lengths = (
+            np.clip(np.round(rng.lognormal(np.log(22), 0.7, size=n)), 5, 120).astype(int).tolist()
+        )
     emb = rng.integers(0, len(EMBODIMENTS), size=n).tolist()
     h, size = config.action_horizon, config.image_size
     return make_packed_batch(
@@ -78,7 +80,9 @@ def make_batch(
     )
 
 
-def equal_length_twin(config: ModelConfig, batch: PackedBatch, rng: np.random.Generator) -> PackedBatch:
+def equal_length_twin(
+    config: ModelConfig, batch: PackedBatch, rng: np.random.Generator
+) -> PackedBatch:
     """Same sample count and ~same real tokens as `batch`, every sample the same length."""
     n, tpv = batch.num_samples, config.tokens_per_view
     length = round(batch.total_tokens / n)
@@ -95,8 +99,14 @@ def _state(config: ModelConfig, seed: int) -> TrainState:
 
 
 def measure(
-    config: ModelConfig, layouts: dict[str, list[Any]], *, warmup: int, repeats: int, seed: int = 0,
-    state_factory: Any = None, sync: Any = None,
+    config: ModelConfig,
+    layouts: dict[str, list[Any]],
+    *,
+    warmup: int,
+    repeats: int,
+    seed: int = 0,
+    state_factory: Any = None,
+    sync: Any = None,
 ) -> dict[str, dict[str, float]]:
     """Median step time and real-token rate per layout, steps interleaved across layouts."""
     make_state = state_factory or (lambda: _state(config, seed))
@@ -120,7 +130,10 @@ def measure(
                     times[name].append(dt)
                     rates[name].append(real / dt)
     return {
-        name: {"effective_tokens_per_s": statistics.median(rates[name]), "step_ms": 1000 * statistics.median(times[name])}
+        name: {
+            "effective_tokens_per_s": statistics.median(rates[name]),
+            "step_ms": 1000 * statistics.median(times[name]),
+        }
         for name in layouts
     }
 
@@ -156,10 +169,20 @@ def run(quick: bool) -> dict[str, Any]:
     packed = [make_batch(config, samples, rng) for _ in range(n_batches)]
     padded = [b.to_padded() for b in packed]
     limit = [equal_length_twin(config, b, rng) for b in packed]
-    timing = measure(config, {"packed": packed, "padded": padded, "unpadded_limit": limit}, warmup=warmup, repeats=repeats)
+    timing = measure(
+        config,
+        {"packed": packed, "padded": padded, "unpadded_limit": limit},
+        warmup=warmup,
+        repeats=repeats,
+    )
     pad = statistics.mean(p.padding_fraction for p in padded)
-    speedup = timing["packed"]["effective_tokens_per_s"] / timing["padded"]["effective_tokens_per_s"]
-    ratio = timing["packed"]["effective_tokens_per_s"] / timing["unpadded_limit"]["effective_tokens_per_s"]
+    speedup = (
+        timing["packed"]["effective_tokens_per_s"] / timing["padded"]["effective_tokens_per_s"]
+    )
+    ratio = (
+        timing["packed"]["effective_tokens_per_s"]
+        / timing["unpadded_limit"]["effective_tokens_per_s"]
+    )
     targets = {"ratio_to_limit": 0.85, "speedup_packed_vs_padded": 0.85 / (1.0 - pad)}
     torch.manual_seed(0)
     fp8 = fp8_fidelity(GrootModel(config), packed[0])
@@ -186,25 +209,39 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    print(f"bench_train: preset={result['preset']} device={result['device']} threads={result['threads']} "
-          f"samples/batch={result['samples_per_batch']} real tokens/batch={result['real_tokens_per_batch']:.0f}")
+    print(
+        f"bench_train: preset={result['preset']} device={result['device']} threads={result['threads']} "
+        f"samples/batch={result['samples_per_batch']} real tokens/batch={result['real_tokens_per_batch']:.0f}"
+    )
     print(f"{'layout':<16}{'tokens/s':>12}{'step ms':>10}")
     for name in ("packed", "padded", "unpadded_limit"):
-        print(f"{name:<16}{result[name]['effective_tokens_per_s']:>12.0f}{result[name]['step_ms']:>10.1f}")
+        print(
+            f"{name:<16}{result[name]['effective_tokens_per_s']:>12.0f}{result[name]['step_ms']:>10.1f}"
+        )
     t = result["targets"]
     print(f"padding fraction (padded)   {result['padding_fraction']:.3f}")
-    print(f"speedup packed vs padded    {result['speedup_packed_vs_padded']:.2f}  (target >= {t['speedup_packed_vs_padded']:.2f})")
-    print(f"packed / unpadded limit     {result['ratio_to_limit']:.2f}  (target >= {t['ratio_to_limit']:.2f})")
+    print(
+        f"speedup packed vs padded    {result['speedup_packed_vs_padded']:.2f}  (target >= {t['speedup_packed_vs_padded']:.2f})"
+    )
+    print(
+        f"packed / unpadded limit     {result['ratio_to_limit']:.2f}  (target >= {t['ratio_to_limit']:.2f})"
+    )
     f = result["fp8"]
-    print(f"fp8 weight-only: linear weight bytes vs bf16 {f['weight_bytes_ratio_vs_bf16']:.3f}, "
-          f"model bytes vs bf16 {f['model_bytes_ratio_vs_bf16']:.3f}, action rel. error {f['action_rel_error']:.4f} "
-          f"(bf16: {f['action_rel_error_bf16']:.4f})")
+    print(
+        f"fp8 weight-only: linear weight bytes vs bf16 {f['weight_bytes_ratio_vs_bf16']:.3f}, "
+        f"model bytes vs bf16 {f['model_bytes_ratio_vs_bf16']:.3f}, action rel. error {f['action_rel_error']:.4f} "
+        f"(bf16: {f['action_rel_error_bf16']:.4f})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer batches and repeats (< 2 minutes)")
-    parser.add_argument("--json", type=Path, default=None, help="write the figures to this JSON file")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer batches and repeats (< 2 minutes)"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write the figures to this JSON file"
+    )
     args = parser.parse_args(argv)
     result = run(args.quick)
     print_table(result)

@@ -30,7 +30,13 @@ import pyarrow as pa
 
 from robolake.lake.lake import Lake
 from robolake.lake.query import sql_quote
-from robolake.lake.sources import EpisodeRef, LeRobotReader, SourceError, TabularEpisode, discover_readers
+from robolake.lake.sources import (
+    EpisodeRef,
+    LeRobotReader,
+    SourceError,
+    TabularEpisode,
+    discover_readers,
+)
 from robolake.lake.stats import compute_norm_stats
 from robolake.lake.transaction import write_table_fragments
 from robolake.schemas.tables import schema_for_table
@@ -250,13 +256,14 @@ def _chunked(refs: list[EpisodeRef], size: int) -> list[list[EpisodeRef]]:
     return [refs[i : i + size] for i in range(0, len(refs), size)]
 
 
-def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: ProgressFn | None) -> list[dict[str, Any]]:
+def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: ProgressFn | None) -> list[Any]:
     import ray.data
 
     if num_chunks == 0:
         return []
     ds = ray.data.from_items([{"chunk": i} for i in range(num_chunks)], override_num_blocks=max(1, num_chunks))
-    results, done = [], 0
+    results: list[Any] = []
+    done = 0
     for row in ds.map(stage).iter_rows():
         res = json.loads(row["result"])
         results.append(res)

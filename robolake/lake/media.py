@@ -39,11 +39,11 @@ def encode_frame(frame: np.ndarray, quality: int = JPEG_QUALITY) -> bytes:
 
 def decode_frame(data: bytes, size: tuple[int, int] | None = None) -> np.ndarray:
     """RGB uint8 [H, W, 3] of JPEG (or PNG) bytes, resized to `size` = (height, width) if given."""
-    img = Image.open(io.BytesIO(data))
+    img: Image.Image = Image.open(io.BytesIO(data))
     if img.mode != "RGB":
         img = img.convert("RGB")
     if size is not None and (img.height, img.width) != tuple(size):
-        img = img.resize((size[1], size[0]), Image.BILINEAR)
+        img = img.resize((size[1], size[0]), Image.Resampling.BILINEAR)
     return np.asarray(img)
 
 

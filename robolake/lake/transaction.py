@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
 import lance
 import pyarrow as pa
@@ -142,7 +142,7 @@ class LakeTransaction:
         self._tables[table] = ds.version
         self._touched.add(table)
 
-    def create_index(self, table: str, column: str, index_type: str = "BTREE") -> None:
+    def create_index(self, table: str, column: str, index_type: Literal["BTREE", "BITMAP"] = "BTREE") -> None:
         """(Re)build a scalar index on `table.column` as part of this transaction."""
         if self.dataset(table).count_rows() == 0:
             return

@@ -109,7 +109,7 @@ class PackedBatch:
     def to_padded(self) -> PaddedBatch:
         """The same samples padded to the longest sample (for packed-vs-padded comparisons)."""
         lengths = self.seqlens
-        n, max_len = self.num_samples, self.max_seqlen
+        max_len = self.max_seqlen
         starts = self.cu_seqlens[:-1].long()
         offs = torch.arange(max_len)
         token_index = starts[:, None] + offs[None, :]

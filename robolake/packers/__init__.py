@@ -8,7 +8,12 @@ from robolake.packers.binpack import (
     reference_best_fit_decreasing,
 )
 from robolake.packers.export import export_webdataset
-from robolake.packers.lengths import ByteTokenizer, TokenLengthConfig, sample_lengths, text_token_lengths
+from robolake.packers.lengths import (
+    ByteTokenizer,
+    TokenLengthConfig,
+    sample_lengths,
+    text_token_lengths,
+)
 from robolake.packers.manifest import LineageError, PackManifest, read_manifest
 from robolake.packers.pipeline import pack, padded_fill, plan_sequences
 from robolake.packers.samples import SampleIndex, build_sample_index

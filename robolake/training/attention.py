@@ -85,7 +85,9 @@ def resolve_backend(device: torch.device, dtype: torch.dtype, backend: str = "au
         ImportError: `flash` was asked for and flash-attn is not installed.
     """
     if backend not in ATTENTION_BACKENDS:
-        raise ValueError(f"unknown attention backend {backend!r}; choose one of {ATTENTION_BACKENDS}")
+        raise ValueError(
+            f"unknown attention backend {backend!r}; choose one of {ATTENTION_BACKENDS}"
+        )
     if backend == "auto":
         if device.type == "cuda" and dtype in _HALF:
             if _has_flash_attn():
@@ -102,7 +104,9 @@ def resolve_backend(device: torch.device, dtype: torch.dtype, backend: str = "au
         if backend == "flash" and not _has_flash_attn():
             raise ImportError("backend 'flash' needs flash-attn: pip install 'robolake[gpu]'")
         if backend == "torch_varlen" and not _has_torch_varlen():
-            raise ImportError("backend 'torch_varlen' needs torch>=2.10 (torch.nn.attention.varlen)")
+            raise ImportError(
+                "backend 'torch_varlen' needs torch>=2.10 (torch.nn.attention.varlen)"
+            )
     return backend
 
 
@@ -141,10 +145,14 @@ class VarlenPlan:
 
 def _check_cu(name: str, cu: np.ndarray) -> None:
     if cu.ndim != 1 or cu.size < 1 or cu[0] != 0 or (np.diff(cu) < 0).any():
-        raise ValueError(f"{name} must be a 1-D non-decreasing vector starting at 0, got {cu.tolist()[:8]}...")
+        raise ValueError(
+            f"{name} must be a 1-D non-decreasing vector starting at 0, got {cu.tolist()[:8]}..."
+        )
 
 
-def _partition(lq: np.ndarray, lk: np.ndarray, count: np.ndarray, group_cost: float) -> list[tuple[int, int]]:
+def _partition(
+    lq: np.ndarray, lk: np.ndarray, count: np.ndarray, group_cost: float
+) -> list[tuple[int, int]]:
     """Split the (lq, lk)-sorted distinct pairs into contiguous runs minimising the sum over runs
     of (segments x padded len_q x padded len_k + group_cost); exact groups when group_cost == 0."""
     u = lq.size
@@ -191,14 +199,18 @@ def plan_varlen(
     _check_cu("cu_seqlens_q", cq)
     _check_cu("cu_seqlens_k", ck)
     if cq.size != ck.size:
-        raise ValueError(f"cu_seqlens_q has {cq.size - 1} segments but cu_seqlens_k has {ck.size - 1}")
+        raise ValueError(
+            f"cu_seqlens_q has {cq.size - 1} segments but cu_seqlens_k has {ck.size - 1}"
+        )
     if group_cost < 0:
         raise ValueError(f"group_cost must be >= 0, got {group_cost}")
     dev = torch.device(device) if device is not None else cu_seqlens_q.device
     lq_all, lk_all = np.diff(cq), np.diff(ck)
     live = np.flatnonzero((lq_all > 0) & (lk_all > 0))  # empty q: nothing; empty k: zero rows
     order = live[np.lexsort((lk_all[live], lq_all[live]))]
-    pairs, first, counts = np.unique(np.stack([lq_all[order], lk_all[order]]), axis=1, return_index=True, return_counts=True)
+    pairs, first, counts = np.unique(
+        np.stack([lq_all[order], lk_all[order]]), axis=1, return_index=True, return_counts=True
+    )
     runs = _partition(pairs[0], pairs[1], counts, group_cost)
     starts = np.concatenate([first, [order.size]])
     groups, q_slots, k_slots = [], [], []
@@ -225,7 +237,9 @@ def plan_varlen(
             allowed = ar_k[None, None, :] <= ar_q[None, :, None] + (lk - lq)[:, None, None]
             scores = allowed & k_valid[:, None, :]
             has_key = scores.any(axis=2)  # [G, mq]
-            scores |= ~has_key[:, :, None] & k_valid[:, None, :]  # rows with no key: attend, then zero
+            scores |= (
+                ~has_key[:, :, None] & k_valid[:, None, :]
+            )  # rows with no key: attend, then zero
             mask = torch.from_numpy(scores[:, None]).to(dev)
             if not has_key[q_valid].all():
                 keep = torch.from_numpy(has_key[:, :, None, None].astype(np.float32)).to(dev)
@@ -234,10 +248,19 @@ def plan_varlen(
         groups.append(_Group(g, mq, mk, mask, keep, is_causal))
     total_slots = sum(gr.size * gr.len_q * gr.len_k for gr in groups)
     q_inverse[q_inverse < 0] = slot_q  # tokens with no key (or in no group) read the zero row
-    cat = (lambda xs: torch.from_numpy(np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)).to(dev))
+
+    def cat(parts: list[np.ndarray]) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)).to(
+            dev
+        )
+
     return VarlenPlan(
-        groups=tuple(groups), q_slots=cat(q_slots), k_slots=cat(k_slots),
-        q_inverse=torch.from_numpy(q_inverse).to(dev), total_q=int(cq[-1]), total_k=int(ck[-1]),
+        groups=tuple(groups),
+        q_slots=cat(q_slots),
+        k_slots=cat(k_slots),
+        q_inverse=torch.from_numpy(q_inverse).to(dev),
+        total_q=int(cq[-1]),
+        total_k=int(ck[-1]),
         padding_fraction=1.0 - used / total_slots if total_slots else 0.0,
     )
 
@@ -256,7 +279,9 @@ def _cpu_varlen(
             qg.view(g.size, g.len_q, heads, dim).transpose(1, 2),
             kg.view(g.size, g.len_k, heads, dim).transpose(1, 2),
             vg.view(g.size, g.len_k, heads, dim).transpose(1, 2),
-            attn_mask=g.mask, is_causal=g.is_causal, scale=scale,
+            attn_mask=g.mask,
+            is_causal=g.is_causal,
+            scale=scale,
         ).transpose(1, 2)  # [G, len_q, heads, dim]
         if g.keep is not None:
             o = o * g.keep.to(o.dtype)
@@ -313,14 +338,24 @@ def varlen_attention(
         ImportError: the requested backend's package is missing.
     """
     if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
-        raise ValueError(f"q, k, v must be [tokens, heads, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k, v must be [tokens, heads, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     if k.shape != v.shape or q.shape[1:] != k.shape[1:]:
-        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree in heads/head_dim")
+        raise ValueError(
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree in heads/head_dim"
+        )
     if cu_seqlens_q.shape != cu_seqlens_k.shape:
-        raise ValueError(f"cu_seqlens_q {tuple(cu_seqlens_q.shape)} and cu_seqlens_k {tuple(cu_seqlens_k.shape)} differ in segment count")
+        raise ValueError(
+            f"cu_seqlens_q {tuple(cu_seqlens_q.shape)} and cu_seqlens_k {tuple(cu_seqlens_k.shape)} differ in segment count"
+        )
     chosen = resolve_backend(q.device, q.dtype, backend)
     if chosen == "cpu":
-        plan = plan if plan is not None else plan_varlen(cu_seqlens_q, cu_seqlens_k, q.device, causal=causal)
+        plan = (
+            plan
+            if plan is not None
+            else plan_varlen(cu_seqlens_q, cu_seqlens_k, q.device, causal=causal)
+        )
         if plan.total_q != q.shape[0] or plan.total_k != k.shape[0]:
             raise ValueError(
                 f"boundaries cover {plan.total_q} q / {plan.total_k} k tokens but q has {q.shape[0]} "
@@ -332,15 +367,30 @@ def varlen_attention(
         from flash_attn import flash_attn_varlen_func
 
         out = flash_attn_varlen_func(
-            q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k,
-            dropout_p=0.0, softmax_scale=scale, causal=causal,
+            q,
+            k,
+            v,
+            cu_q,
+            cu_k,
+            max_seqlen_q,
+            max_seqlen_k,
+            dropout_p=0.0,
+            softmax_scale=scale,
+            causal=causal,
         )
     else:
         from torch.nn.attention.varlen import varlen_attn
 
         out = varlen_attn(
-            q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k,
-            scale=scale, window_size=(-1, 0) if causal else (-1, -1),
+            q,
+            k,
+            v,
+            cu_q,
+            cu_k,
+            max_seqlen_q,
+            max_seqlen_k,
+            scale=scale,
+            window_size=(-1, 0) if causal else (-1, -1),
         )
     return _zero_rows_without_keys(out, cu_q, cu_k)
 
@@ -370,11 +420,15 @@ def padded_attention(
         ValueError: shapes disagree.
     """
     if q.ndim != 4 or k.shape != v.shape or k.ndim != 4 or q.shape[0] != k.shape[0]:
-        raise ValueError(f"q, k, v must be [B, L, heads, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k, v must be [B, L, heads, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     mask, keep = None, None
     if key_padding_mask is not None:
         if key_padding_mask.shape != k.shape[:2]:
-            raise ValueError(f"key_padding_mask {tuple(key_padding_mask.shape)} must be [B, Lk] = {tuple(k.shape[:2])}")
+            raise ValueError(
+                f"key_padding_mask {tuple(key_padding_mask.shape)} must be [B, Lk] = {tuple(k.shape[:2])}"
+            )
         keep = key_padding_mask.any(dim=1)  # [B]
         mask = (key_padding_mask | ~keep[:, None])[:, None, None, :]
     out = F.scaled_dot_product_attention(

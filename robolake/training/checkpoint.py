@@ -122,7 +122,11 @@ def load_checkpoint(
         scheduler.load_state_dict(payload["scheduler"])
     if restore_rng:
         _set_rng_state(payload["rng"], generator)
-    return CheckpointState(step=int(payload["step"]), loader_state=payload.get("loader"), extra=payload.get("extra", {}))
+    return CheckpointState(
+        step=int(payload["step"]),
+        loader_state=payload.get("loader"),
+        extra=payload.get("extra", {}),
+    )
 
 
 def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:

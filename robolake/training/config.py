@@ -87,10 +87,26 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         positive = (
-            "image_size", "patch_size", "tokens_per_view", "vision_dim", "vision_heads", "vocab_size",
-            "d_model", "backbone_heads", "max_positions", "dit_dim", "dit_layers", "dit_heads",
-            "dit_output_dim", "head_hidden", "action_horizon", "max_state_dim", "max_action_dim",
-            "num_embodiments", "num_timestep_buckets", "num_inference_steps",
+            "image_size",
+            "patch_size",
+            "tokens_per_view",
+            "vision_dim",
+            "vision_heads",
+            "vocab_size",
+            "d_model",
+            "backbone_heads",
+            "max_positions",
+            "dit_dim",
+            "dit_layers",
+            "dit_heads",
+            "dit_output_dim",
+            "head_hidden",
+            "action_horizon",
+            "max_state_dim",
+            "max_action_dim",
+            "num_embodiments",
+            "num_timestep_buckets",
+            "num_inference_steps",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -99,16 +115,24 @@ class ModelConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"ModelConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.image_size % self.patch_size:
-            raise ValueError(f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}")
+            raise ValueError(
+                f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}"
+            )
         patches = (self.image_size // self.patch_size) ** 2
         if self.tokens_per_view > patches:
             raise ValueError(
                 f"tokens_per_view {self.tokens_per_view} exceeds the {patches} patches per view; "
                 "raise image_size or lower patch_size"
             )
-        for width, heads in (("vision_dim", "vision_heads"), ("d_model", "backbone_heads"), ("dit_dim", "dit_heads")):
+        for width, heads in (
+            ("vision_dim", "vision_heads"),
+            ("d_model", "backbone_heads"),
+            ("dit_dim", "dit_heads"),
+        ):
             if getattr(self, width) % getattr(self, heads):
-                raise ValueError(f"ModelConfig.{width}={getattr(self, width)} is not divisible by {heads}={getattr(self, heads)}")
+                raise ValueError(
+                    f"ModelConfig.{width}={getattr(self, width)} is not divisible by {heads}={getattr(self, heads)}"
+                )
         if self.vocab_size < 256:
             raise ValueError(f"vocab_size must cover the 256 byte ids, got {self.vocab_size}")
         if self.mlp_ratio <= 0:
@@ -118,7 +142,9 @@ class ModelConfig:
         if not 0.0 < self.noise_s <= 1.0:
             raise ValueError(f"noise_s must be in (0, 1], got {self.noise_s}")
         if self.attention_backend not in ATTENTION_BACKENDS:
-            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+            raise ValueError(
+                f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}"
+            )
 
     @property
     def action_side_tokens(self) -> int:
@@ -140,15 +166,49 @@ class ModelConfig:
 _PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {},
     "small": dict(
-        image_size=224, patch_size=14, tokens_per_view=64, vision_dim=384, vision_layers=4, vision_heads=6,
-        d_model=1024, backbone_layers=8, backbone_heads=16, mlp_ratio=4.0, max_positions=2048,
-        dit_dim=512, dit_layers=8, dit_heads=8, dit_output_dim=512, head_hidden=512,
-        num_future_tokens=16, action_horizon=16, max_state_dim=64, max_action_dim=32, num_embodiments=32,
+        image_size=224,
+        patch_size=14,
+        tokens_per_view=64,
+        vision_dim=384,
+        vision_layers=4,
+        vision_heads=6,
+        d_model=1024,
+        backbone_layers=8,
+        backbone_heads=16,
+        mlp_ratio=4.0,
+        max_positions=2048,
+        dit_dim=512,
+        dit_layers=8,
+        dit_heads=8,
+        dit_output_dim=512,
+        head_hidden=512,
+        num_future_tokens=16,
+        action_horizon=16,
+        max_state_dim=64,
+        max_action_dim=32,
+        num_embodiments=32,
     ),
     "n15": dict(
-        image_size=224, patch_size=14, tokens_per_view=64, vision_dim=1152, vision_layers=27, vision_heads=16,
-        d_model=2048, backbone_layers=12, backbone_heads=16, mlp_ratio=3.0, max_positions=4096,
-        dit_dim=1536, dit_layers=16, dit_heads=32, dit_output_dim=1024, head_hidden=1024,
-        num_future_tokens=32, action_horizon=16, max_state_dim=64, max_action_dim=32, num_embodiments=32,
+        image_size=224,
+        patch_size=14,
+        tokens_per_view=64,
+        vision_dim=1152,
+        vision_layers=27,
+        vision_heads=16,
+        d_model=2048,
+        backbone_layers=12,
+        backbone_heads=16,
+        mlp_ratio=3.0,
+        max_positions=4096,
+        dit_dim=1536,
+        dit_layers=16,
+        dit_heads=32,
+        dit_output_dim=1024,
+        head_hidden=1024,
+        num_future_tokens=32,
+        action_horizon=16,
+        max_state_dim=64,
+        max_action_dim=32,
+        num_embodiments=32,
     ),
 }

@@ -38,7 +38,9 @@ class TimestepEncoder(nn.Module):
 class DiTBlock(nn.Module):
     """AdaLN-conditioned attention (cross or self) followed by a plain pre-norm MLP."""
 
-    def __init__(self, dim: int, heads: int, *, cross: bool, context_dim: int, mlp_ratio: float = 4.0) -> None:
+    def __init__(
+        self, dim: int, heads: int, *, cross: bool, context_dim: int, mlp_ratio: float = 4.0
+    ) -> None:
         super().__init__()
         self.cross = cross
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False)
@@ -48,8 +50,12 @@ class DiTBlock(nn.Module):
         self.mlp = MLP(dim, int(dim * mlp_ratio))
 
     def forward(
-        self, x: torch.Tensor, temb: torch.Tensor, context: torch.Tensor,
-        self_attend: Attend, cross_attend: Attend,
+        self,
+        x: torch.Tensor,
+        temb: torch.Tensor,
+        context: torch.Tensor,
+        self_attend: Attend,
+        cross_attend: Attend,
     ) -> torch.Tensor:
         scale, shift = self.ada(F.silu(temb)).unsqueeze(1).chunk(2, dim=-1)
         h = self.norm1(x) * (1 + scale) + shift
@@ -63,7 +69,9 @@ class DiTBlock(nn.Module):
 class DiT(nn.Module):
     """Action-side tokens [n, L, dim] + timestep [n] + backbone context -> [n, L, output_dim]."""
 
-    def __init__(self, *, dim: int, layers: int, heads: int, context_dim: int, output_dim: int) -> None:
+    def __init__(
+        self, *, dim: int, layers: int, heads: int, context_dim: int, output_dim: int
+    ) -> None:
         super().__init__()
         self.timestep = TimestepEncoder(dim)
         self.blocks = nn.ModuleList(
@@ -74,8 +82,12 @@ class DiT(nn.Module):
         self.proj_out_2 = nn.Linear(dim, output_dim)
 
     def forward(
-        self, x: torch.Tensor, timestep: torch.Tensor, context: torch.Tensor,
-        self_attend: Attend, cross_attend: Attend,
+        self,
+        x: torch.Tensor,
+        timestep: torch.Tensor,
+        context: torch.Tensor,
+        self_attend: Attend,
+        cross_attend: Attend,
     ) -> torch.Tensor:
         temb = self.timestep(timestep, x.dtype)
         for block in self.blocks:

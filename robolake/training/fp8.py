@@ -83,9 +83,13 @@ class FP8Recipe:
 
     def __post_init__(self) -> None:
         if self.backend not in FP8_BACKENDS:
-            raise ValueError(f"FP8Recipe.backend must be one of {FP8_BACKENDS}, got {self.backend!r}")
+            raise ValueError(
+                f"FP8Recipe.backend must be one of {FP8_BACKENDS}, got {self.backend!r}"
+            )
         if self.scaling not in FP8_SCALINGS:
-            raise ValueError(f"FP8Recipe.scaling must be one of {FP8_SCALINGS}, got {self.scaling!r}")
+            raise ValueError(
+                f"FP8Recipe.scaling must be one of {FP8_SCALINGS}, got {self.scaling!r}"
+            )
         if self.amax_history_len < 1 or self.margin < 0 or self.multiple_of < 1:
             raise ValueError("FP8Recipe needs amax_history_len >= 1, margin >= 0, multiple_of >= 1")
         if isinstance(self.skip, str):
@@ -108,7 +112,9 @@ class FP8Conversion:
     backend: str
     converted: tuple[str, ...] = ()
     reason: str = ""
-    context_factory: Callable[[], AbstractContextManager] = field(default=contextlib.nullcontext, repr=False)
+    context_factory: Callable[[], AbstractContextManager] = field(
+        default=contextlib.nullcontext, repr=False
+    )
 
     def forward_context(self) -> AbstractContextManager:
         """A fresh context manager to wrap one forward pass in."""
@@ -141,12 +147,16 @@ def _eligible(recipe: FP8Recipe) -> Callable[[nn.Module, str], bool]:
     def ok(mod: nn.Module, fqn: str) -> bool:
         if not isinstance(mod, nn.Linear) or any(s in fqn for s in recipe.skip):
             return False
-        return mod.in_features % recipe.multiple_of == 0 and mod.out_features % recipe.multiple_of == 0
+        return (
+            mod.in_features % recipe.multiple_of == 0 and mod.out_features % recipe.multiple_of == 0
+        )
 
     return ok
 
 
-def _swap_linears(model: nn.Module, make: Callable[[nn.Linear], nn.Module], ok: Callable[[nn.Module, str], bool]) -> tuple[str, ...]:
+def _swap_linears(
+    model: nn.Module, make: Callable[[nn.Linear], nn.Module], ok: Callable[[nn.Module, str], bool]
+) -> tuple[str, ...]:
     done = []
     for fqn, mod in list(model.named_modules()):
         if fqn and ok(mod, fqn):
@@ -168,8 +178,11 @@ class _TELinear(nn.Module):
         import transformer_engine.pytorch as te
 
         self.inner = te.Linear(
-            linear.in_features, linear.out_features, bias=linear.bias is not None,
-            params_dtype=linear.weight.dtype, device=linear.weight.device,
+            linear.in_features,
+            linear.out_features,
+            bias=linear.bias is not None,
+            params_dtype=linear.weight.dtype,
+            device=linear.weight.device,
         )
         with torch.no_grad():
             self.inner.weight.copy_(linear.weight)
@@ -192,8 +205,10 @@ def _te_context_factory(recipe: FP8Recipe) -> Callable[[], AbstractContextManage
 
     if recipe.scaling == "delayed":
         r = te_recipe.DelayedScaling(
-            fp8_format=te_recipe.Format.HYBRID, amax_history_len=recipe.amax_history_len,
-            amax_compute_algo="max", margin=recipe.margin,
+            fp8_format=te_recipe.Format.HYBRID,
+            amax_history_len=recipe.amax_history_len,
+            amax_compute_algo="max",
+            margin=recipe.margin,
         )
     elif recipe.scaling == "current":
         r = te_recipe.Float8CurrentScaling(fp8_format=te_recipe.Format.HYBRID)
@@ -207,7 +222,9 @@ def _te_context_factory(recipe: FP8Recipe) -> Callable[[], AbstractContextManage
 def _apply_te(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
     _require("transformer_engine", "FP8 backend 'te'")
     if not fp8_training_supported(_model_device(model)):
-        raise ValueError("FP8 backend 'te' needs the model on a CUDA device with compute capability >= 8.9")
+        raise ValueError(
+            "FP8 backend 'te' needs the model on a CUDA device with compute capability >= 8.9"
+        )
     done = _swap_linears(model, _TELinear, _eligible(recipe))
     return FP8Conversion(model, "te", done, "transformer_engine", _te_context_factory(recipe))
 
@@ -223,7 +240,9 @@ def _apply_torchao(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
             "(or FP8Recipe(emulate=True) for a slow emulated run)"
         )
     if recipe.scaling == "delayed":
-        raise ValueError("torchao float8 training has no delayed scaling; use scaling='current' or 'rowwise'")
+        raise ValueError(
+            "torchao float8 training has no delayed scaling; use scaling='current' or 'rowwise'"
+        )
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     if recipe.scaling == "rowwise":
@@ -242,11 +261,22 @@ def _apply_torchao(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
 class Float8WeightOnlyLinear(nn.Module):
     """A frozen Linear whose weight is float8_e4m3fn with a float32 scale per output channel."""
 
-    def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None, device: torch.device | None = None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: torch.Tensor | None,
+        device: torch.device | None = None,
+    ) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.register_buffer("weight_fp8", torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn, device=device))
-        self.register_buffer("weight_scale", torch.ones(out_features, dtype=torch.float32, device=device))
+        self.register_buffer(
+            "weight_fp8",
+            torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn, device=device),
+        )
+        self.register_buffer(
+            "weight_scale", torch.ones(out_features, dtype=torch.float32, device=device)
+        )
         self.register_buffer("bias", None if bias is None else bias.detach().clone())
 
     @classmethod
@@ -254,7 +284,9 @@ class Float8WeightOnlyLinear(nn.Module):
         w = linear.weight.detach().float()
         scale = w.abs().amax(dim=1).clamp(min=1e-12) / E4M3_MAX
         mod = cls(linear.in_features, linear.out_features, linear.bias, device=w.device)
-        mod.weight_fp8.copy_((w / scale[:, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn))
+        mod.weight_fp8.copy_(
+            (w / scale[:, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        )
         mod.weight_scale.copy_(scale)
         return mod
 
@@ -289,16 +321,28 @@ def quantize_weights_fp8(
     out = copy.deepcopy(model).eval()
     out.requires_grad_(False)
     device = _model_device(out)
-    use_torchao = backend == "torchao" or (backend == "auto" and _has("torchao") and fp8_training_supported(device))
+    use_torchao = backend == "torchao" or (
+        backend == "auto" and _has("torchao") and fp8_training_supported(device)
+    )
     if use_torchao:
         _require("torchao", "quantize_weights_fp8(backend='torchao')")
         if not fp8_training_supported(device):
-            raise ValueError("torchao float8 weight-only needs CUDA with compute capability >= 8.9; use backend='emulated'")
+            raise ValueError(
+                "torchao float8 weight-only needs CUDA with compute capability >= 8.9; use backend='emulated'"
+            )
         from torchao.quantization import Float8WeightOnlyConfig, quantize_
 
-        quantize_(out, Float8WeightOnlyConfig(), filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and not any(s in fqn for s in skip))
+        quantize_(
+            out,
+            Float8WeightOnlyConfig(),
+            filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and not any(s in fqn for s in skip),
+        )
         return out
-    _swap_linears(out, Float8WeightOnlyLinear.from_linear, lambda m, fqn: isinstance(m, nn.Linear) and not any(s in fqn for s in skip))
+    _swap_linears(
+        out,
+        Float8WeightOnlyLinear.from_linear,
+        lambda m, fqn: isinstance(m, nn.Linear) and not any(s in fqn for s in skip),
+    )
     return out
 
 
@@ -333,7 +377,11 @@ def apply_fp8(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
     if recipe.backend == "torchao":
         return _apply_torchao(model, recipe)
     if recipe.backend == "weight_only":
-        return FP8Conversion(quantize_weights_fp8(model, skip=recipe.skip), "weight_only", reason="weight-only float8 inference copy")
+        return FP8Conversion(
+            quantize_weights_fp8(model, skip=recipe.skip),
+            "weight_only",
+            reason="weight-only float8 inference copy",
+        )
     device = _model_device(model)
     if not fp8_training_supported(device):
         reason = f"FP8 training needs CUDA with compute capability >= 8.9; model is on {device}, training in high precision"

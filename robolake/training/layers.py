@@ -46,15 +46,29 @@ class VarlenAttend:
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         shape = q.shape
-        q, k, v = q.reshape(-1, *shape[-2:]), k.reshape(-1, *k.shape[-2:]), v.reshape(-1, *v.shape[-2:])
+        q, k, v = (
+            q.reshape(-1, *shape[-2:]),
+            k.reshape(-1, *k.shape[-2:]),
+            v.reshape(-1, *v.shape[-2:]),
+        )
         plan = None
         if resolve_backend(q.device, q.dtype, self.backend) == "cpu":
             if self._plan is None:
-                self._plan = plan_varlen(self.cu_seqlens_q, self.cu_seqlens_k, q.device, causal=self.causal)
+                self._plan = plan_varlen(
+                    self.cu_seqlens_q, self.cu_seqlens_k, q.device, causal=self.causal
+                )
             plan = self._plan
         out = varlen_attention(
-            q, k, v, self.cu_seqlens_q, self.cu_seqlens_k, self.max_seqlen_q, self.max_seqlen_k,
-            causal=self.causal, backend=self.backend, plan=plan,
+            q,
+            k,
+            v,
+            self.cu_seqlens_q,
+            self.cu_seqlens_k,
+            self.max_seqlen_q,
+            self.max_seqlen_k,
+            causal=self.causal,
+            backend=self.backend,
+            plan=plan,
         )
         return out.reshape(shape)
 
@@ -81,7 +95,9 @@ class Attention(nn.Module):
         self.kv = nn.Linear(kv_dim or dim, 2 * dim)
         self.out = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, attend: Attend, context: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, attend: Attend, context: torch.Tensor | None = None
+    ) -> torch.Tensor:
         src = x if context is None else context
         q = self.q(x).unflatten(-1, (self.heads, self.head_dim))
         k, v = self.kv(src).unflatten(-1, (2, self.heads, self.head_dim)).unbind(-3)

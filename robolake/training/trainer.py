@@ -89,7 +89,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.total_steps < 1 or self.warmup_steps < 0:
-            raise ValueError(f"need lr > 0, total_steps >= 1, warmup_steps >= 0; got {self.lr}, {self.total_steps}, {self.warmup_steps}")
+            raise ValueError(
+                f"need lr > 0, total_steps >= 1, warmup_steps >= 0; got {self.lr}, {self.total_steps}, {self.warmup_steps}"
+            )
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.weight_decay < 0 or self.grad_clip < 0 or self.checkpoint_every < 0:
@@ -135,7 +137,9 @@ class TrainResult:
     fp8_backend: str
 
 
-def train_step(state: TrainState, batch: PackedBatch | PaddedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+def train_step(
+    state: TrainState, batch: PackedBatch | PaddedBatch
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step on `batch`; returns (loss, grad norm before clipping) as tensors."""
     with state.forward_context():
         loss = state.model(batch, generator=state.generator).loss
@@ -168,7 +172,9 @@ def _step_seed(seed: int, rank: int, step: int) -> int:
     return (seed * 1_000_003 + rank * 7919 + step * 104_729) % (2**63 - 1)
 
 
-def _forward_context_factory(device: torch.device, bf16: bool, conversion: FP8Conversion) -> Callable[[], contextlib.AbstractContextManager]:
+def _forward_context_factory(
+    device: torch.device, bf16: bool, conversion: FP8Conversion
+) -> Callable[[], contextlib.AbstractContextManager]:
     use_autocast = bf16 and device.type == "cuda"
 
     def make() -> contextlib.AbstractContextManager:
@@ -217,12 +223,24 @@ class _MetricsLog:
             self.fh.close()
 
 
-def _restore(config: TrainConfig, state: TrainState, model: nn.Module, batches: Iterable[PackedBatch]) -> tuple[int, int]:
+def _restore(
+    config: TrainConfig, state: TrainState, model: nn.Module, batches: Iterable[PackedBatch]
+) -> tuple[int, int]:
     """Resume from the latest checkpoint; returns (step, batches to skip in a fresh stream)."""
-    ckpt = latest_checkpoint(config.checkpoint_dir) if config.checkpoint_dir and config.resume else None
+    ckpt = (
+        latest_checkpoint(config.checkpoint_dir)
+        if config.checkpoint_dir and config.resume
+        else None
+    )
     if ckpt is None:
         return 0, 0
-    restored = load_checkpoint(ckpt, model=model, optimizer=state.optimizer, scheduler=state.scheduler, generator=state.generator)
+    restored = load_checkpoint(
+        ckpt,
+        model=model,
+        optimizer=state.optimizer,
+        scheduler=state.scheduler,
+        generator=state.generator,
+    )
     log.info("resumed from %s at step %d", ckpt, restored.step)
     if restored.loader_state is not None and hasattr(batches, "load_state_dict"):
         batches.load_state_dict(restored.loader_state)
@@ -230,7 +248,9 @@ def _restore(config: TrainConfig, state: TrainState, model: nn.Module, batches: 
     return restored.step, restored.step
 
 
-def train(config: TrainConfig, batches: Iterable[PackedBatch], model: nn.Module | None = None) -> TrainResult:
+def train(
+    config: TrainConfig, batches: Iterable[PackedBatch], model: nn.Module | None = None
+) -> TrainResult:
     """Train on `batches` (any iterable of PackedBatch; re-iterated for further epochs if it can be).
 
     Raises:
@@ -241,16 +261,28 @@ def train(config: TrainConfig, batches: Iterable[PackedBatch], model: nn.Module 
     device = dist_info.device
     _seed_everything(config.seed)
     model = (model if model is not None else GrootModel(config.model)).to(device)
-    conversion = apply_fp8(model, config.fp8) if config.fp8 is not None else FP8Conversion(model, "none")
+    conversion = (
+        apply_fp8(model, config.fp8) if config.fp8 is not None else FP8Conversion(model, "none")
+    )
     model = conversion.model
     wrapped: nn.Module = model
     if dist_info.world_size > 1:
-        wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        wrapped = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     optimizer = build_optimizer(model, config)
-    scheduler = build_scheduler(optimizer, warmup_steps=config.warmup_steps, total_steps=config.total_steps, min_lr_ratio=config.min_lr_ratio)
+    scheduler = build_scheduler(
+        optimizer,
+        warmup_steps=config.warmup_steps,
+        total_steps=config.total_steps,
+        min_lr_ratio=config.min_lr_ratio,
+    )
     generator = torch.Generator(device).manual_seed(config.seed + dist_info.rank)
     state = TrainState(
-        model=wrapped, optimizer=optimizer, scheduler=scheduler, generator=generator,
+        model=wrapped,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        generator=generator,
         forward_context=_forward_context_factory(device, config.bf16, conversion),
         max_grad_norm=config.grad_clip if config.grad_clip > 0 else math.inf,
     )
@@ -258,7 +290,9 @@ def train(config: TrainConfig, batches: Iterable[PackedBatch], model: nn.Module 
     stream = _BatchStream(batches)
     for _ in range(skip):
         next(stream)
-    prepare: Callable[[PackedBatch], PackedBatch | PaddedBatch] = PackedBatch.to_padded if config.layout == "padded" else (lambda b: b)
+    prepare: Callable[[PackedBatch], PackedBatch | PaddedBatch] = (
+        PackedBatch.to_padded if config.layout == "padded" else (lambda b: b)
+    )
     end = min(config.total_steps, config.stop_at_step or config.total_steps)
     metrics = _MetricsLog(config.log_path, dist_info.is_main)
     losses: list[float] = []
@@ -267,25 +301,40 @@ def train(config: TrainConfig, batches: Iterable[PackedBatch], model: nn.Module 
     try:
         while step < end:
             t0 = time.perf_counter()
-            batch = prepare(next(stream).to(device, non_blocking=True))
+            batch = prepare(next(stream)).to(
+                device, non_blocking=True
+            )  # pad on the host, then move
             t1 = time.perf_counter()
             lr = optimizer.param_groups[0]["lr"]
             generator.manual_seed(_step_seed(config.seed, dist_info.rank, step))
             loss_t, grad_norm = train_step(state, batch)
             loss = float(loss_t)
             if not math.isfinite(loss):
-                raise FloatingPointError(f"loss is {loss} at step {step + 1}; lower lr or check the batch {getattr(batch, 'sample_keys', '')}")
+                raise FloatingPointError(
+                    f"loss is {loss} at step {step + 1}; lower lr or check the batch {getattr(batch, 'sample_keys', '')}"
+                )
             t2 = time.perf_counter()
             step += 1
             losses.append(loss)
             packed = batch.packed if isinstance(batch, PaddedBatch) else batch
             pad = batch.padding_fraction if isinstance(batch, PaddedBatch) else 0.0
-            metrics.write({
-                "step": step, "loss": loss, "lr": lr, "grad_norm": float(grad_norm),
-                "samples_per_s": packed.num_samples / (t2 - t0), "effective_tokens_per_s": packed.total_tokens / (t2 - t0),
-                "padding_fraction": pad, "data_wait_s": t1 - t0, "step_time_s": t2 - t0, "layout": config.layout,
-            })
-            if config.checkpoint_dir and ((config.checkpoint_every and step % config.checkpoint_every == 0) or step == end):
+            metrics.write(
+                {
+                    "step": step,
+                    "loss": loss,
+                    "lr": lr,
+                    "grad_norm": float(grad_norm),
+                    "samples_per_s": packed.num_samples / (t2 - t0),
+                    "effective_tokens_per_s": packed.total_tokens / (t2 - t0),
+                    "padding_fraction": pad,
+                    "data_wait_s": t1 - t0,
+                    "step_time_s": t2 - t0,
+                    "layout": config.layout,
+                }
+            )
+            if config.checkpoint_dir and (
+                (config.checkpoint_every and step % config.checkpoint_every == 0) or step == end
+            ):
                 last_ckpt = _save(config, dist_info.is_main, step, model, state, batches)
     finally:
         metrics.close()
@@ -293,13 +342,21 @@ def train(config: TrainConfig, batches: Iterable[PackedBatch], model: nn.Module 
     return TrainResult(model, step, losses, metrics.path, last_ckpt, conversion.backend)
 
 
-def _save(config: TrainConfig, is_main: bool, step: int, model: nn.Module, state: TrainState, batches: Any) -> Path | None:
+def _save(
+    config: TrainConfig, is_main: bool, step: int, model: nn.Module, state: TrainState, batches: Any
+) -> Path | None:
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
     if not is_main or config.checkpoint_dir is None:
         return None
     loader_state = batches.state_dict() if hasattr(batches, "state_dict") else None
     return save_checkpoint(
-        config.checkpoint_dir, step=step, model=model, optimizer=state.optimizer, scheduler=state.scheduler,
-        generator=state.generator, loader_state=loader_state, extra={"layout": config.layout},
+        config.checkpoint_dir,
+        step=step,
+        model=model,
+        optimizer=state.optimizer,
+        scheduler=state.scheduler,
+        generator=state.generator,
+        loader_state=loader_state,
+        extra={"layout": config.layout},
     )

@@ -11,8 +11,6 @@ import pytest
 
 from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.ingest import ingest
-
-
 from tests.conftest import copy_pick_n_place
 
 

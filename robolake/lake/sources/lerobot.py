@@ -18,6 +18,7 @@ exists its video mapping decides the cameras; otherwise every video feature with
 from __future__ import annotations
 
 import glob
+import io
 import json
 import logging
 import os
@@ -29,8 +30,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from PIL import Image
 
-from robolake.lake.sources.base import EncodedFrames, EpisodeRef, SourceError, TabularEpisode, content_hash
+from robolake.lake.sources.base import (
+    EncodedFrames,
+    EpisodeRef,
+    SourceError,
+    TabularEpisode,
+    content_hash,
+)
 from robolake.lake.sources.video import file_digest, iter_video_frames
 from robolake.schemas.embodiment import EmbodimentSpec
 
@@ -344,9 +352,10 @@ class LeRobotReader:
                 raise SourceError("missing_video", ref.source_uri, f"episode {ref.episode_index} has no video for camera {cam!r}")
             path = os.path.join(self.root, rel)
             images: list[bytes] = []
-            h = w = 0
-            for _, img, h, w in iter_video_frames(path, start_s=ref.get(f"from:{cam}"), end_s=ref.get(f"to:{cam}"), fps=self.fps):
+            size = (0, 0)
+            for _, img, height, width in iter_video_frames(path, start_s=ref.get(f"from:{cam}"), end_s=ref.get(f"to:{cam}"), fps=self.fps):
                 images.append(img)  # type: ignore[arg-type]
+                size = (height, width)
                 if len(images) > n:
                     break
             if len(images) != n:
@@ -355,14 +364,13 @@ class LeRobotReader:
                     f"camera {cam!r} has {'more than ' if len(images) > n else ''}{len(images)} frames for "
                     f"episode {ref.episode_index} but the episode has {n} rows; the video is short, long or truncated",
                 )
-            yield EncodedFrames(camera=cam, images=tuple(images), encoding="jpeg", height=h, width=w)
+            yield EncodedFrames(camera=cam, images=tuple(images), encoding="jpeg", height=size[0], width=size[1])
 
     def _image_column_frames(self, episode: TabularEpisode, cam: str, key: str) -> EncodedFrames:
         table, path = self._read_rows(episode.ref)
         if key not in table.column_names:
             raise SourceError("missing_column", path, f"image column {key!r} is missing")
-        from PIL import Image
-        import io
+
 
         images = []
         for cell in table[key].to_pylist():

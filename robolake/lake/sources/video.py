@@ -12,6 +12,7 @@ import hashlib
 import io
 import os
 from collections.abc import Iterator
+from fractions import Fraction
 from functools import lru_cache
 
 import av
@@ -72,12 +73,13 @@ def iter_video_frames(
                 raise SourceError("corrupt_video", path, "file has no video stream")
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
+            time_base = stream.time_base or Fraction(1, 90000)
             if lo is not None and lo > 0:
-                container.seek(max(0, int(lo / stream.time_base)), stream=stream, backward=True)
+                container.seek(max(0, int(lo / time_base)), stream=stream, backward=True)
             for frame in container.decode(stream):
                 if frame.pts is None:
                     continue
-                t = float(frame.pts * stream.time_base)
+                t = float(frame.pts * time_base)
                 if lo is not None and t < lo:
                     continue
                 if hi is not None and t >= hi:
@@ -105,8 +107,9 @@ def seek_frame(path: str, index: int, fps: float) -> np.ndarray:
     half = 0.5 / fps
     with av.open(path) as container:
         stream = container.streams.video[0]
-        container.seek(max(0, int((target - half) / stream.time_base)), stream=stream, backward=True)
+        time_base = stream.time_base or Fraction(1, 90000)
+        container.seek(max(0, int((target - half) / time_base)), stream=stream, backward=True)
         for frame in container.decode(stream):
-            if frame.pts is not None and float(frame.pts * stream.time_base) >= target - half:
+            if frame.pts is not None and float(frame.pts * time_base) >= target - half:
                 return frame.to_ndarray(format="rgb24")
     raise SourceError("frame_count", path, f"video has no frame {index} at {target:.3f}s")

@@ -26,13 +26,21 @@ def random_batch(
     """n samples with 1-3 views, instructions of 5-40 bytes and mixed embodiments."""
     rng = np.random.default_rng(seed)
     views = views if views is not None else rng.integers(1, 4, size=n).tolist()
-    text_lengths = text_lengths if text_lengths is not None else rng.integers(5, 41, size=n).tolist()
-    embodiments = embodiments if embodiments is not None else rng.integers(0, len(EMBODIMENTS), size=n).tolist()
+    text_lengths = (
+        text_lengths if text_lengths is not None else rng.integers(5, 41, size=n).tolist()
+    )
+    embodiments = (
+        embodiments
+        if embodiments is not None
+        else rng.integers(0, len(EMBODIMENTS), size=n).tolist()
+    )
     horizon, size = config.action_horizon, config.image_size
     pixels = rng.integers(0, 256, size=(int(sum(views)), 3, size, size), dtype=np.uint8)
     text = [rng.integers(0, 256, size=length).astype(np.int64) for length in text_lengths]
     state = [rng.standard_normal(EMBODIMENTS[e][0]).astype(np.float32) for e in embodiments]
-    action = [rng.standard_normal((horizon, EMBODIMENTS[e][1])).astype(np.float32) for e in embodiments]
+    action = [
+        rng.standard_normal((horizon, EMBODIMENTS[e][1])).astype(np.float32) for e in embodiments
+    ]
     valid = rng.integers(horizon // 2, horizon + 1, size=n).tolist()
     return make_packed_batch(
         pixels=pixels,

@@ -111,7 +111,11 @@ def test_every_grouping_is_exact(group_cost: float, causal: bool) -> None:
     ref = reference(q, k, v, lq, lk, causal)
     torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-9)
     grad = torch.randn_like(out)
-    for a, b in zip(torch.autograd.grad(out, (q, k, v), grad), torch.autograd.grad(ref, (q, k, v), grad), strict=True):
+    for a, b in zip(
+        torch.autograd.grad(out, (q, k, v), grad),
+        torch.autograd.grad(ref, (q, k, v), grad),
+        strict=True,
+    ):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-9)
 
 
@@ -132,7 +136,9 @@ def test_validation_errors() -> None:
     with pytest.raises(ValueError, match="segment count"):
         varlen_attention(q, k, v, cu([3, 2]), cu([5]), 3, 5)
     with pytest.raises(ValueError, match="non-decreasing"):
-        plan_varlen(torch.tensor([0, 3, 2], dtype=torch.int32), torch.tensor([0, 3, 2], dtype=torch.int32))
+        plan_varlen(
+            torch.tensor([0, 3, 2], dtype=torch.int32), torch.tensor([0, 3, 2], dtype=torch.int32)
+        )
 
 
 def test_auto_backend_on_cpu_is_exact_path() -> None:

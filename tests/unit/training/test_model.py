@@ -42,15 +42,25 @@ def test_samples_do_not_interact(model: GrootModel, batch_factory) -> None:
     batch = batch_factory(n=4, seed=1)
     noise, t = fixed_noise(model, batch)
     together = model(batch, noise=noise, t=t).pred_velocity
-    single = batch_factory(n=1, seed=9, views=[batch.views_per_sample[2].item()], text_lengths=[batch.text_lengths[2].item()])
+    single = batch_factory(
+        n=1,
+        seed=9,
+        views=[batch.views_per_sample[2].item()],
+        text_lengths=[batch.text_lengths[2].item()],
+    )
     # rebuild sample 2 on its own from the packed batch's tensors
     s, e = batch.cu_seqlens[2].item(), batch.cu_seqlens[3].item()
     vs = (batch.view_sample_index == 2).nonzero().flatten()
     ts, te = batch.cu_text[2].item(), batch.cu_text[3].item()
     single = dataclasses.replace(
         single,
-        pixels=batch.pixels[vs], text_ids=batch.text_ids[ts:te], state=batch.state[2:3], state_mask=batch.state_mask[2:3],
-        action=batch.action[2:3], action_mask=batch.action_mask[2:3], embodiment_id=batch.embodiment_id[2:3],
+        pixels=batch.pixels[vs],
+        text_ids=batch.text_ids[ts:te],
+        state=batch.state[2:3],
+        state_mask=batch.state_mask[2:3],
+        action=batch.action[2:3],
+        action_mask=batch.action_mask[2:3],
+        embodiment_id=batch.embodiment_id[2:3],
         position_ids=batch.position_ids[s:e],
     )
     alone = model(single, noise=noise[2:3], t=t[2:3]).pred_velocity

@@ -55,12 +55,16 @@ def small_config(**kw: Any) -> TrainConfig:
 def test_tiny_overfits_a_handful_of_samples(tiny_config: ModelConfig, batch_factory) -> None:
     torch.manual_seed(0)
     model = GrootModel(tiny_config)
-    config = TrainConfig(lr=1e-3, warmup_steps=5, total_steps=100, weight_decay=0.0, min_lr_ratio=1.0)
+    config = TrainConfig(
+        lr=1e-3, warmup_steps=5, total_steps=100, weight_decay=0.0, min_lr_ratio=1.0
+    )
     optimizer = build_optimizer(model, config)
     state = TrainState(
-        model=model, optimizer=optimizer,
+        model=model,
+        optimizer=optimizer,
         scheduler=build_scheduler(optimizer, warmup_steps=5, total_steps=100, min_lr_ratio=1.0),
-        generator=torch.Generator(), forward_context=contextlib.nullcontext,
+        generator=torch.Generator(),
+        forward_context=contextlib.nullcontext,
         max_grad_norm=1.0,
     )
     batch = batch_factory(n=4, seed=0)
@@ -81,7 +85,9 @@ def test_resumed_run_matches_uninterrupted(tmp_path: Path, batch_factory) -> Non
     resumed = train(ckpt_cfg, StatefulBatches(batches))
     assert resumed.step == 6
     assert first.losses + resumed.losses == full.losses
-    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+    for (name, a), b in zip(
+        full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b), name
 
 
@@ -108,7 +114,16 @@ def test_metrics_jsonl(tmp_path: Path, batch_factory) -> None:
     train(small_config(total_steps=3, layout="padded", log_path=str(log_path)), batches)
     rows = [json.loads(line) for line in log_path.read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
-    keys = {"loss", "lr", "grad_norm", "samples_per_s", "effective_tokens_per_s", "padding_fraction", "data_wait_s", "step_time_s"}
+    keys = {
+        "loss",
+        "lr",
+        "grad_norm",
+        "samples_per_s",
+        "effective_tokens_per_s",
+        "padding_fraction",
+        "data_wait_s",
+        "step_time_s",
+    }
     assert keys <= rows[0].keys()
     assert 0.0 < rows[0]["padding_fraction"] < 1.0
     assert rows[0]["lr"] == pytest.approx(1e-3 * 0.5)  # first warmup step of 2
@@ -144,21 +159,31 @@ def _free_port() -> int:
 
 
 def _ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
     from conftest import random_batch
 
     cfg = ModelConfig.preset("tiny")
-    batches = [random_batch(cfg, 2, seed=10 * rank + s) for s in range(2)]  # each rank its own shard
+    batches = [
+        random_batch(cfg, 2, seed=10 * rank + s) for s in range(2)
+    ]  # each rank its own shard
     result = train(TrainConfig(total_steps=3, warmup_steps=1, device="cpu"), batches)
     torch.save(result.model.state_dict(), Path(out_dir) / f"rank{rank}.pt")
 
 
 @pytest.mark.slow
 def test_ddp_two_ranks_stay_in_sync(tmp_path: Path) -> None:
-    torch.multiprocessing.spawn(_ddp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    torch.multiprocessing.spawn(
+        _ddp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True
+    )
     a, b = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
     for name in a:
         torch.testing.assert_close(a[name], b[name], msg=name)
