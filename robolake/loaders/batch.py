@@ -111,7 +111,7 @@ class PackedBatch:
         lengths = self.seqlens
         max_len = self.max_seqlen
         starts = self.cu_seqlens[:-1].long()
-        offs = torch.arange(max_len)
+        offs = torch.arange(max_len, device=self.cu_seqlens.device)
         token_index = starts[:, None] + offs[None, :]
         valid = offs[None, :] < lengths[:, None]
         token_index = torch.where(valid, token_index, torch.zeros_like(token_index))

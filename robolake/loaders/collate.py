@@ -79,7 +79,7 @@ def _pixels(table: pa.Table, image_size: int) -> np.ndarray:
         raw = _flat(table, "pixels").to_pylist()
         if not raw:
             return np.zeros((0, image_size, image_size, 3), np.uint8)
-        arr = np.frombuffer(b"".join(raw), dtype=np.uint8)
+        arr = np.frombuffer(bytearray(b"".join(raw)), dtype=np.uint8)  # writable, as torch wants
         if arr.size != len(raw) * image_size * image_size * 3:
             raise ValueError(
                 f"decoded views are not {image_size}x{image_size} RGB; decode and collate with the same image_size"

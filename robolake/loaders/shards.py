@@ -27,6 +27,8 @@ worker.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import multiprocessing.context
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +61,9 @@ class LoaderConfig:
         num_workers: DataLoader worker processes (0 reads in the main process).
         prefetch_factor: Batches each worker prepares ahead (with num_workers > 0).
         pin_memory: Return batches in pinned memory (for fast host-to-GPU copies).
+        worker_start_method: How workers start: "forkserver" (default: Lance is not fork-safe,
+            and a fork server that preloads torch/pyarrow starts workers in well under a
+            second), "spawn", or "fork" (only safe if nothing in this process used Lance yet).
     """
 
     sequences_per_batch: int = 1
@@ -71,6 +76,7 @@ class LoaderConfig:
     num_workers: int = 2
     prefetch_factor: int = 2
     pin_memory: bool = False
+    worker_start_method: str = "forkserver"
 
     def __post_init__(self) -> None:
         if self.sequences_per_batch < 1:
@@ -85,6 +91,8 @@ class LoaderConfig:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
         if self.prefetch_factor < 1:
             raise ValueError(f"prefetch_factor must be >= 1, got {self.prefetch_factor}")
+        if self.worker_start_method not in ("forkserver", "spawn", "fork"):
+            raise ValueError(f"worker_start_method must be 'forkserver', 'spawn' or 'fork', got {self.worker_start_method!r}")
 
     def collate_config(self, shards: PackedShards) -> CollateConfig:
         """The collate settings for `shards` (padded widths default to the widest in the shards)."""
@@ -122,6 +130,17 @@ def epoch_batches(
         )
     nb = min(math.ceil(num_rows / (world_size * b)), num_rows // world_size)
     return np.array_split(mine, nb)
+
+
+_PRELOAD = ["numpy", "pyarrow", "pyarrow.dataset", "PIL.Image", "torch"]
+
+
+def _worker_context(method: str) -> multiprocessing.context.BaseContext:
+    """The start method's context; a fork server preloads the heavy imports (not Lance: it warns on fork)."""
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(_PRELOAD)  # no effect once the server runs
+    return ctx
 
 
 def _dist_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -184,7 +203,6 @@ class PackedLoader:
         rank: int | None = None,
         world_size: int | None = None,
         storage_options: dict[str, str] | None = None,
-        multiprocessing_context: str | None = None,
     ) -> None:
         """Open the shards (validating them) and plan this rank's reads.
 
@@ -195,7 +213,6 @@ class PackedLoader:
             rank: This process's rank; default from torch.distributed when initialized, else 0.
             world_size: Number of ranks; default from torch.distributed when initialized, else 1.
             storage_options: Object-store options, when `shards` is a URI.
-            multiprocessing_context: DataLoader worker start method ("fork", "spawn", ...).
 
         Raises:
             FileNotFoundError, ValueError, LineageError: as for `open_shards`.
@@ -204,7 +221,6 @@ class PackedLoader:
         self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
         self.rank, self.world_size = _dist_rank_world(rank, world_size)
         self.dataset = PackedShardDataset(self.shards, self.config, rank=self.rank, world_size=self.world_size)
-        self.multiprocessing_context = multiprocessing_context
         self.epoch = 0
         self.batches_done = 0
         self._num_batches = len(self.dataset.batches())
@@ -228,7 +244,7 @@ class PackedLoader:
             num_workers=workers,
             prefetch_factor=cfg.prefetch_factor if workers else None,
             pin_memory=cfg.pin_memory,
-            multiprocessing_context=self.multiprocessing_context if workers else None,
+            multiprocessing_context=_worker_context(cfg.worker_start_method) if workers else None,
         )
 
     def __iter__(self) -> Iterator[PackedBatch]:

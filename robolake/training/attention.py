@@ -10,11 +10,17 @@ Backends:
 - `flash`: `flash_attn.flash_attn_varlen_func`, CUDA, fp16/bf16, when flash-attn is installed.
 - `torch_varlen`: PyTorch's own `torch.nn.attention.varlen.varlen_attn` (flash kernels shipped with
   torch), CUDA, fp16/bf16.
-- `cpu`: an exact path that runs anywhere (CPU or CUDA, any float dtype). Segments with the same
-  (len_q, len_k) are gathered into one [G, heads, L, D] stack through index tensors, attended with
-  a single `F.scaled_dot_product_attention` call, and scattered back. A batch of n samples costs
-  one kernel call per distinct length pair rather than one per sample, and the plan (the gather
-  indices) is built once per batch and reused by every layer through `plan=`.
+- `cpu`: an exact path that runs anywhere (CPU or CUDA, any float dtype). Segments are sorted by
+  (len_q, len_k) and cut into a few runs; each run is gathered into one [G, heads, L, D] stack
+  through index tensors, attended with a single `F.scaled_dot_product_attention` call, and
+  scattered back. A run's shorter segments are padded to its longest with masked keys, which is
+  still exact (a masked score is exactly zero after softmax) and is what flash kernels do with
+  their tiles anyway. Where to cut is a small dynamic program over the sorted lengths that
+  trades padded score entries against kernel calls (`plan_varlen(group_cost=...)`;
+  `group_cost=0` gives one group per distinct length pair and no padding at all). All gathers
+  go through one index per tensor and one split, so autograd's backward is one scatter and one
+  concatenation rather than one full-size scatter per group. The plan is built once per batch
+  and reused by every layer through `plan=`.
 
 `auto` picks flash, then torch_varlen, on CUDA with a half-precision input, and `cpu` otherwise.
 

@@ -261,6 +261,10 @@ def _apply_torchao(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
 class Float8WeightOnlyLinear(nn.Module):
     """A frozen Linear whose weight is float8_e4m3fn with a float32 scale per output channel."""
 
+    weight_fp8: torch.Tensor
+    weight_scale: torch.Tensor
+    bias: torch.Tensor | None
+
     def __init__(
         self,
         in_features: int,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+import torch
 
 from robolake.loaders import PackedBatch, make_packed_batch
 from robolake.training import ModelConfig
@@ -55,6 +56,16 @@ def random_batch(
         max_action_dim=config.max_action_dim,
         sample_keys=tuple((f"ep{seed}", i) for i in range(n)),
     )
+
+
+@pytest.fixture(autouse=True)
+def _single_thread():
+    """Tiny models gain nothing from intra-op threads, and on a shared machine a second thread
+    stalls at every kernel barrier; one thread keeps these tests fast and steady."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture()
