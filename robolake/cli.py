@@ -120,14 +120,42 @@ def cmd_pack(args: argparse.Namespace) -> int:
         f"of <= {spec.max_tokens} tokens ({args.algorithm}) in {m.seconds:.1f}s"
     )
     print(
-        f"  fill {m.fill:.4f}; padded batches of the same samples would be {m.padded_fill:.4f} real tokens: "
-        f"packing removes {1 - m.padded_fill / max(m.fill, 1e-9):.1%} of the padded token grid"
+        f"  fill {m.fill:.4f}: padding in packed sequences {1 - m.fill:.1%}; padded batches of the same samples "
+        f"would spend {1 - m.padded_fill:.1%} of their tokens on padding (fill {m.padded_fill:.4f})"
     )
     if m.rejected:
         print(f"  rejected {len(m.rejected)} samples longer than max_tokens (listed in {args.out}/manifest.json)")
     if args.webdataset:
         tars = export_webdataset(args.out, args.webdataset)
         print(f"  exported {len(tars)} WebDataset tars to {args.webdataset}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import json as _json
+
+    from robolake.training.run import RunConfig, train_on
+
+    _quiet_ray()
+    source = args.shards or args.lake
+    run = RunConfig(
+        out=args.out, preset=args.preset, steps=args.steps, layout=args.layout, lr=args.lr,
+        sequences_per_batch=args.sequences_per_batch, max_tokens=args.max_tokens, fp8=args.fp8,
+        num_workers=args.workers, seed=args.seed, checkpoint_every=args.checkpoint_every, device=args.device,
+    )
+    result = train_on(source, run)
+    records = []
+    if result.metrics_path and result.metrics_path.exists():
+        records = [_json.loads(line) for line in result.metrics_path.read_text().splitlines() if line.strip()]
+    first, last = (result.losses[0], result.losses[-1]) if result.losses else (float("nan"), float("nan"))
+    print(f"trained {result.step} steps ({args.layout}, preset {args.preset}, fp8 {result.fp8_backend}); loss {first:.4f} -> {last:.4f}")
+    if records:
+        tail = records[len(records) // 2 :] or records
+        for key in ("samples_per_s", "effective_tokens_per_s", "padding_fraction", "data_wait_s"):
+            vals = [r[key] for r in tail if key in r]
+            if vals:
+                print(f"  {key:<24} {sum(vals) / len(vals):,.3f} (mean over the second half)")
+    print(f"  metrics: {result.metrics_path}  checkpoint: {result.checkpoint}")
     return 0
 
 
@@ -191,6 +219,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--webdataset", default=None, metavar="DIR", help="also export WebDataset tars here")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(fn=cmd_pack)
+
+    s = sub.add_parser("train", help="train the thin GR00T-style model on shards or a lake")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--shards", help="a `robolake pack` output")
+    src.add_argument("--lake", help="a lake (packed on the fly)")
+    s.add_argument("--out", required=True, help="metrics.jsonl and checkpoints go here")
+    s.add_argument("--preset", default="tiny", choices=["tiny", "small", "n15"])
+    s.add_argument("--steps", type=int, default=100)
+    s.add_argument("--layout", default="packed", choices=["packed", "padded"])
+    s.add_argument("--lr", type=float, default=3e-4)
+    s.add_argument("--sequences-per-batch", type=int, default=1)
+    s.add_argument("--max-tokens", type=int, default=2048, help="packed sequence capacity with --lake")
+    s.add_argument("--fp8", default="none", choices=["none", "auto", "te", "torchao"])
+    s.add_argument("--workers", type=int, default=2)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--checkpoint-every", type=int, default=0)
+    s.add_argument("--device", default="auto")
+    s.set_defaults(fn=cmd_train)
 
     s = sub.add_parser("demo", help="the whole flow on synthetic data in a local lake with a local Ray")
     s.add_argument("--out", default="demo_out")
