@@ -26,9 +26,13 @@ worker.
 
 from __future__ import annotations
 
+import functools
 import math
 import multiprocessing
 import multiprocessing.context
+import os
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +147,35 @@ def _worker_context(method: str) -> multiprocessing.context.BaseContext:
     return ctx
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a killed process stays a zombie until reaped: count it as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _exit_with_main(main_pid: int, _worker_id: int) -> None:
+    """worker_init_fn: end this worker when the training process dies (even by kill -9).
+
+    Workers started by a fork server are its children, not the training process's, so torch's
+    own parent watchdog never fires and they would outlive a killed job; poll the main process.
+    """
+
+    def watch() -> None:
+        while _process_alive(main_pid):
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="robolake-main-watchdog", daemon=True).start()
+
+
 def _dist_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if rank is not None or world_size is not None:
         if rank is None or world_size is None:
@@ -245,6 +278,7 @@ class PackedLoader:
             prefetch_factor=cfg.prefetch_factor if workers else None,
             pin_memory=cfg.pin_memory,
             multiprocessing_context=_worker_context(cfg.worker_start_method) if workers else None,
+            worker_init_fn=functools.partial(_exit_with_main, os.getpid()) if workers else None,
         )
 
     def __iter__(self) -> Iterator[PackedBatch]:
