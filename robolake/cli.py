@@ -142,6 +142,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         out=args.out, preset=args.preset, steps=args.steps, layout=args.layout, lr=args.lr,
         sequences_per_batch=args.sequences_per_batch, max_tokens=args.max_tokens, fp8=args.fp8,
         num_workers=args.workers, seed=args.seed, checkpoint_every=args.checkpoint_every, device=args.device,
+        resume=not args.fresh,
     )
     result = train_on(source, run)
     records = []
@@ -236,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--checkpoint-every", type=int, default=0)
     s.add_argument("--device", default="auto")
+    s.add_argument("--fresh", action="store_true", help="start over instead of resuming from --out/checkpoints")
     s.set_defaults(fn=cmd_train)
 
     s = sub.add_parser("demo", help="the whole flow on synthetic data in a local lake with a local Ray")

@@ -110,7 +110,7 @@ def run_demo(config: DemoConfig, progress: ProgressFn | None = None) -> dict[str
           f"pixels {tuple(batch.pixels.shape)}")
 
     print(f"[5/7] train the tiny GR00T-style model, packed, {steps} steps (varlen attention)")
-    run = RunConfig(out=os.path.join(out, "train_packed"), steps=steps, lr=1e-3, sequences_per_batch=2, seed=config.seed, warmup_steps=10)
+    run = RunConfig(out=os.path.join(out, "train_packed"), steps=steps, lr=1e-3, sequences_per_batch=2, seed=config.seed, warmup_steps=10, resume=False)
     packed_result = train_on(os.path.join(out, "packed_train"), run)
     padded_steps = max(10, steps // 5)
     print(f"      ... and the padded baseline on the same batches, {padded_steps} steps (dense attention with a mask)")

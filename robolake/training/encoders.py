@@ -41,7 +41,9 @@ class CategorySpecificLinear(nn.Module):
 
     def __init__(self, num_categories: int, in_features: int, out_features: int) -> None:
         super().__init__()
-        self.weight = nn.Parameter(0.02 * torch.randn(num_categories, in_features, out_features))
+        self.weight = nn.Parameter(
+            torch.randn(num_categories, in_features, out_features) / math.sqrt(in_features)
+        )
         self.bias = nn.Parameter(torch.zeros(num_categories, out_features))
 
     def forward(self, x: torch.Tensor, category: torch.Tensor) -> torch.Tensor:

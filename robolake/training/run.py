@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +42,8 @@ class RunConfig:
         seed: Seed of the model, the loader shuffle and the flow noise.
         checkpoint_every: Save every N steps (0: only at the end).
         device: "auto", "cpu" or "cuda[:N]".
+        resume: Continue from the newest checkpoint in `out/checkpoints` when there is one;
+            False starts over (and removes that run's old checkpoints and metrics).
     """
 
     out: str
@@ -56,6 +59,7 @@ class RunConfig:
     seed: int = 0
     checkpoint_every: int = 0
     device: str = "auto"
+    resume: bool = True
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -104,6 +108,10 @@ def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
             max_seqlen=run.max_tokens,
         )
         batches = LakeStream(lake, spec, _loader_config(run, model_config))
+    if not run.resume:
+        shutil.rmtree(os.path.join(run.out, "checkpoints"), ignore_errors=True)
+        if os.path.exists(os.path.join(run.out, "metrics.jsonl")):
+            os.remove(os.path.join(run.out, "metrics.jsonl"))
     os.makedirs(run.out, exist_ok=True)
     config = TrainConfig(
         model=model_config,
@@ -117,6 +125,7 @@ def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
         log_path=os.path.join(run.out, "metrics.jsonl"),
         checkpoint_dir=os.path.join(run.out, "checkpoints"),
         checkpoint_every=run.checkpoint_every,
+        resume=run.resume,
     )
     return train(config, batches)
 
