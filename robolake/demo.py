@@ -22,7 +22,13 @@ from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.ingest import IngestConfig, ingest
 from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
 from robolake.loaders import LoaderConfig, PackedLoader
-from robolake.packers import PackSpec, TokenLengthConfig, build_sample_index, pack, padded_fill, plan_sequences
+from robolake.packers import (
+    PackSpec,
+    TokenLengthConfig,
+    build_sample_index,
+    pack,
+    plan_sequences,
+)
 from robolake.plots import plot_fill_rates, plot_length_histograms, plot_loss, plot_throughput
 from robolake.training.config import ModelConfig
 from robolake.training.evaluate import evaluate_actions

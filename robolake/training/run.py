@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from robolake.lake import Lake
+from robolake.lake.storage import exists, join_uri, normalize_uri
 from robolake.loaders import LakeStream, LoaderConfig, PackedLoader, open_shards
 from robolake.packers import PackSpec, TokenLengthConfig
+from robolake.packers.manifest import MANIFEST_NAME
 from robolake.training.config import ModelConfig
 from robolake.training.fit import fit_model_config
 from robolake.training.fp8 import FP8Recipe
@@ -75,7 +77,7 @@ def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
         FileNotFoundError: `source` is neither a pack output nor a lake.
     """
     base = ModelConfig.preset(run.preset)
-    if isinstance(source, str) and os.path.isfile(os.path.join(source, "manifest.json")):
+    if isinstance(source, str) and exists(join_uri(normalize_uri(source), MANIFEST_NAME)):
         shards = open_shards(source)
         model_config = fit_model_config(
             base,
