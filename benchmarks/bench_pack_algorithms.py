@@ -27,12 +27,12 @@ import pyarrow as pa
 
 from robolake.packers.binpack import (
     PackPlan,
-    WindowPacker,
     best_fit_decreasing,
     first_fit_decreasing,
     reference_best_fit_decreasing,
 )
 from robolake.packers.lengths import TokenLengthConfig, sample_lengths
+from robolake.packers.window import WindowPacker
 
 MAX_TOKENS = 4096
 WINDOW = 8192

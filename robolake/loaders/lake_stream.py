@@ -28,11 +28,11 @@ from robolake.lake.lake import Lake
 from robolake.loaders.batch import PackedBatch
 from robolake.loaders.collate import CollateConfig, collate_rows
 from robolake.loaders.shards import LoaderConfig
-from robolake.packers.binpack import WindowPacker
 from robolake.packers.materialize import SequenceMaterializer
 from robolake.packers.pipeline import materializer_for
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
+from robolake.packers.window import WindowPacker
 
 __all__ = ["LakeStream"]
 

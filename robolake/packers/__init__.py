@@ -2,7 +2,6 @@
 
 from robolake.packers.binpack import (
     PackPlan,
-    WindowPacker,
     best_fit_decreasing,
     first_fit_decreasing,
     reference_best_fit_decreasing,
@@ -18,6 +17,7 @@ from robolake.packers.manifest import LineageError, PackManifest, read_manifest
 from robolake.packers.pipeline import pack, padded_fill, plan_sequences
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
+from robolake.packers.window import WindowPacker
 
 __all__ = [
     "PackPlan",

@@ -32,11 +32,12 @@ import pyarrow as pa
 from robolake.lake.ingest import ensure_ray
 from robolake.lake.lake import Lake
 from robolake.lake.storage import exists, join_uri, normalize_uri
-from robolake.packers.binpack import WindowPacker, best_fit_decreasing, first_fit_decreasing
+from robolake.packers.binpack import best_fit_decreasing, first_fit_decreasing
 from robolake.packers.manifest import MANIFEST_NAME, SHARDS_NAME, PackManifest, write_manifest
 from robolake.packers.materialize import SequenceMaterializer
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
+from robolake.packers.window import WindowPacker
 from robolake.schemas.packed import packed_schema
 
 __all__ = ["pack", "plan_sequences", "padded_fill", "materializer_for"]

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from robolake.packers.binpack import (
     PackPlan,
-    WindowPacker,
     best_fit_decreasing,
     first_fit_decreasing,
     reference_best_fit_decreasing,
 )
+from robolake.packers.window import WindowPacker
 
 FAST = settings(max_examples=60, deadline=None)
 PACKERS = [first_fit_decreasing, best_fit_decreasing, reference_best_fit_decreasing]
