@@ -80,7 +80,8 @@ class IngestResult:
         discovered: Episodes found in the source.
         ingested: Episodes written.
         skipped: Episodes already in the lake (same content hash) or duplicated in the source.
-        quarantined: Episodes rejected, each recorded in the quarantine table.
+        quarantined: Episodes rejected in this run, each recorded in the quarantine table (once:
+            a re-run over the same bad file does not record it again).
         steps: Steps written.
         frames: Camera frames written.
         seconds: Wall time.
@@ -356,10 +357,14 @@ def ingest(
     n_frames = sum(res["num_frames"] for res in loaded)
 
     quarantine_list = [(q["source_path"], q["reason"]) for q in quarantine]
-    if not episode_rows and not quarantine:
+    for path, reason in quarantine_list:
+        log.warning("quarantined %s: %s", path, reason)
+    to_record = _new_quarantine(lake, quarantine)
+    if not episode_rows and not to_record:
         return IngestResult(
-            lake_version=lake.version, discovered=discovered, ingested=0, skipped=skipped, quarantined=0,
-            steps=0, frames=0, seconds=time.perf_counter() - t0,
+            lake_version=lake.version, discovered=discovered, ingested=0, skipped=skipped,
+            quarantined=len(quarantine), steps=0, frames=0, seconds=time.perf_counter() - t0,
+            quarantine=quarantine_list,
         )
 
     # One lake version: media, steps, episodes, quarantine, then statistics, then the manifest.
@@ -368,8 +373,8 @@ def ingest(
     tx.append("steps", frags["steps"])
     if episode_rows:
         tx.append_table("episodes", pa.Table.from_pylist(episode_rows, schema=schema_for_table("episodes")))
-    if quarantine:
-        tx.append_table("quarantine", pa.Table.from_pylist(quarantine, schema=schema_for_table("quarantine")))
+    if to_record:
+        tx.append_table("quarantine", pa.Table.from_pylist(to_record, schema=schema_for_table("quarantine")))
     if episode_rows:
         _update_embodiments(tx, by_root, {e["embodiment"] for e in episode_rows})
         for table in ("episodes", "steps", "media"):
@@ -377,13 +382,23 @@ def ingest(
     summary = {"source": os.path.abspath(source), "ingested": len(episode_rows), "skipped": skipped,
                "quarantined": len(quarantine), "steps": n_steps, "frames": n_frames}
     published = tx.commit("ingest", summary)
-    for path, reason in quarantine_list:
-        log.warning("quarantined %s: %s", path, reason)
     return IngestResult(
         lake_version=published.version, discovered=discovered, ingested=len(episode_rows), skipped=skipped,
         quarantined=len(quarantine), steps=n_steps, frames=n_frames, seconds=time.perf_counter() - t0,
         quarantine=quarantine_list,
     )
+
+
+def _new_quarantine(lake: Lake, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` less those the lake already records (same file, episode and reason): re-running an
+    ingest over a bad file reports it again but does not record it twice."""
+    if not rows:
+        return rows
+    have = {
+        (q["source_path"], q["source_episode_index"], q["reason"])
+        for q in lake.to_arrow("quarantine", columns=["source_path", "source_episode_index", "reason"]).to_pylist()
+    }
+    return [q for q in rows if (q["source_path"], q["source_episode_index"], q["reason"]) not in have]
 
 
 def _update_embodiments(tx: Any, readers: dict[str, LeRobotReader], touched: set[str]) -> None:

@@ -67,9 +67,10 @@ class Lake:
         versions = {}
         for name in TABLES:
             schema = schema_for_table(name)
+            # "overwrite": a create killed before its first version leaves tables nobody can see.
             ds = lance.write_dataset(
                 pa.Table.from_pylist([], schema=schema), table_uri(uri, name), schema=schema,
-                mode="create", storage_options=storage_options,
+                mode="overwrite", storage_options=storage_options,
             )
             versions[name] = ds.version
         info = LakeVersion(version=1, tables=versions, operation="create", created_at=time.time())

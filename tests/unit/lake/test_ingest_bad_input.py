@@ -185,3 +185,12 @@ def test_embodiment_width_conflict_is_quarantined(dataset, tmp_path, ray_session
     result = ingest(str(other), str(tmp_path / "lake"))
     assert (result.ingested, result.quarantined) == (0, 1)
     assert "--embodiment" in result.quarantine[0][1]
+
+
+def test_rerun_over_a_bad_file_reports_it_but_records_it_once(dataset, tmp_path, ray_session):
+    nan_state(dataset)
+    first = ingest(str(dataset), str(tmp_path / "lake"))
+    again = ingest(str(dataset), str(tmp_path / "lake"))
+    assert (first.quarantined, again.quarantined, again.skipped) == (1, 1, EPISODES - 1)
+    lake = Lake.open(str(tmp_path / "lake"))
+    assert lake.count("quarantine") == 1 and lake.version == 2
