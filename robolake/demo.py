@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from robolake.packers import (
 from robolake.plots import plot_fill_rates, plot_length_histograms, plot_loss, plot_throughput
 from robolake.training.config import ModelConfig
 from robolake.training.evaluate import evaluate_actions
+from robolake.training.model import GrootModel
 from robolake.training.run import RunConfig, train_on
 
 __all__ = ["DemoConfig", "run_demo"]
@@ -137,9 +138,10 @@ def run_demo(config: DemoConfig, progress: ProgressFn | None = None) -> dict[str
           f"({fig['train']['speedup_packed_vs_padded']:.2f}x)")
 
     print("[6/7] evaluate on held-out episodes (action MSE vs the mean-action baseline)")
+    fitted = cast(GrootModel, packed_result.model).config
     test_loader = PackedLoader(os.path.join(out, "packed_test"), LoaderConfig(image_size=model.image_size, shuffle=False, num_workers=0,
-                                                                              max_state_dim=packed_result.model.config.max_state_dim,
-                                                                              max_action_dim=packed_result.model.config.max_action_dim))
+                                                                              max_state_dim=fitted.max_state_dim,
+                                                                              max_action_dim=fitted.max_action_dim))
     fig["eval"] = evaluate_actions(packed_result.model, test_loader, seed=config.seed)
     print(f"      action MSE {fig['eval']['mse']:.4f} vs mean-action baseline {fig['eval']['baseline_mse']:.4f} "
           f"({fig['eval']['ratio_to_baseline']:.2f}x of baseline) on {int(fig['eval']['samples'])} held-out samples")

@@ -76,7 +76,7 @@ def _collate_class() -> type:
         def __init__(self, config: CollateConfig) -> None:
             self.config = config
 
-        def __call__(self, batch: pa.Table) -> PackedBatch:
+        def __call__(self, batch: pa.Table) -> PackedBatch:  # type: ignore[override]  # Ray passes any object through
             return collate_rows(batch, self.config)
 
     return PackedArrowCollate
