@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import av
@@ -36,7 +35,8 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from robolake.lake import Lake
-from robolake.lake.sources import discover_readers
+from robolake.lake.sources import SourceError, discover_readers
+from robolake.lake.sources.video import seek_frame
 from robolake.lake.stats import NormStats
 from robolake.loaders import PackedBatch, PackedShards, PaddedBatch, make_packed_batch
 from robolake.packers.lengths import TokenLengthConfig
@@ -141,19 +141,13 @@ def decode_frame_pyav(path: str, index: int, fps: float, size: int) -> np.ndarra
     Raises:
         ValueError: the video has no such frame.
     """
-    target = index / fps
-    half = 0.5 / fps
-    with av.open(path) as container:
-        stream = container.streams.video[0]
-        time_base = stream.time_base or Fraction(1, 90000)
-        container.seek(max(0, int((target - half) / time_base)), stream=stream, backward=True)
-        for frame in container.decode(stream):
-            if frame.pts is not None and float(frame.pts * time_base) >= target - half:
-                img = frame.to_image()
-                if img.size != (size, size):
-                    img = img.resize((size, size), Image.Resampling.BILINEAR)
-                return np.asarray(img)
-    raise ValueError(f"{path} has no frame {index} (t={target:.3f}s)")
+    try:
+        frame = seek_frame(path, index, fps)
+    except SourceError as e:
+        raise ValueError(str(e)) from e
+    if frame.shape[:2] != (size, size):
+        frame = np.asarray(Image.fromarray(frame).resize((size, size), Image.Resampling.BILINEAR))
+    return frame
 
 
 def keyframe_interval(path: str) -> int:
