@@ -1,6 +1,9 @@
 """ModelConfig: the shape of the thin GR00T-style model, with named presets.
 
 `tiny` trains on a laptop CPU in milliseconds per step and is what tests and the CPU benchmark use.
+Its action head is wider than the backbone (DiT 128, head MLPs 256) because every head token carries
+a whole noisy action vector: at 64 wide, with about half of the decoder's ReLU units inactive, the
+head could not pass a 44-dof humanoid's action through and learned little in a few hundred steps.
 `small` is a single-GPU model for throughput checks. `n15` follows GR00T N1.5's published shapes:
 a SigLIP-sized vision tower (1152 wide, 27 layers, 224 px, patch 14, 64 tokens per view after
 pooling), a 2048-wide language backbone cut at 12 layers, and a 16-layer DiT (32 heads x 48 =
@@ -68,11 +71,11 @@ class ModelConfig:
     backbone_heads: int = 4
     mlp_ratio: float = 4.0
     max_positions: int = 1024
-    dit_dim: int = 64
+    dit_dim: int = 128
     dit_layers: int = 2
     dit_heads: int = 4
-    dit_output_dim: int = 64
-    head_hidden: int = 64
+    dit_output_dim: int = 128
+    head_hidden: int = 256
     num_future_tokens: int = 4
     action_horizon: int = 16
     max_state_dim: int = 32

@@ -7,6 +7,14 @@ does. The flow timestep conditions every block through adaptive layer norm: a La
 affine weights whose scale and shift come from a projection of the timestep embedding, so the
 same weights denoise differently at different noise levels. A final AdaLN and a projection map
 to `output_dim`.
+
+Each block's residual branches (the attention and MLP output projections) start at zero, so the
+untrained DiT passes its input tokens through unchanged. With random branches, the first
+cross-attention added one context average to every action-side token of a sample; under a high
+learning rate that shared vector grew within a few dozen steps until it swamped the state token
+after LayerNorm, and the self-attention never learned to read the state (the small model then
+predicted noise). Starting from identity lets each branch grow only as far as it lowers the loss,
+the same reasoning as DiT's adaLN-Zero, without adding its gates to GR00T's block.
 """
 
 from __future__ import annotations
@@ -48,6 +56,9 @@ class DiTBlock(nn.Module):
         self.attn = Attention(dim, heads, kv_dim=context_dim if cross else None)
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = MLP(dim, int(dim * mlp_ratio))
+        for branch_out in (self.attn.out, self.mlp.fc2):
+            nn.init.zeros_(branch_out.weight)
+            nn.init.zeros_(branch_out.bias)
 
     def forward(
         self,

@@ -41,6 +41,9 @@ class CategorySpecificLinear(nn.Module):
 
     def __init__(self, num_categories: int, in_features: int, out_features: int) -> None:
         super().__init__()
+        # Unit gain (std 1/sqrt(in)), not GR00T's fixed 0.02: 0.02 is about 1/sqrt(in) only at
+        # GR00T's widths (1024-1536); at tiny widths every layer shrank its input ~6x, so the state
+        # token and the decoded velocity started ~1e-2 and the head learned nothing in time.
         self.weight = nn.Parameter(
             torch.randn(num_categories, in_features, out_features) / math.sqrt(in_features)
         )

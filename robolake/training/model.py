@@ -226,9 +226,6 @@ class GrootModel(nn.Module):
         c = self.config
         step = (t * c.num_timestep_buckets).long()
         actions = self.action_encoder(x_t, step, embodiment) + self.action_position.to(x_t.dtype)
-        import os
-        if os.environ.get("DIAG_DIRECT"):
-            actions = actions + state_tokens
         future = self.future_tokens.to(x_t.dtype).expand(x_t.shape[0], -1, -1)
         h = torch.cat([state_tokens.to(actions.dtype), future, actions], dim=1)
         out = self.dit(h, step, ctx.features, ctx.self_attend, ctx.cross_attend)
