@@ -202,6 +202,9 @@ class PackedShardDataset(IterableDataset):
         self.world_size = world_size
         self.epoch = 0
         self.start_batch = 0
+        # Persistent workers keep the copy of this object they started with; PackedLoader passes
+        # each epoch's (epoch, start_batch) through this shared array instead.
+        self.position: Any = None
 
     def batches(self) -> list[np.ndarray]:
         """This rank's batches (row indices) of the current epoch."""
@@ -210,6 +213,8 @@ class PackedShardDataset(IterableDataset):
     def __iter__(self) -> Iterator[PackedBatch]:
         info = get_worker_info()
         w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        if self.position is not None:
+            self.epoch, self.start_batch = int(self.position[0]), int(self.position[1])
         plan = self.batches()
         for b in range(self.start_batch + w, len(plan), nw):
             yield collate_rows(self.shards.read_rows(plan[b]), self.collate)
@@ -257,6 +262,9 @@ class PackedLoader:
         self.epoch = 0
         self.batches_done = 0
         self._num_batches = len(self.dataset.batches())
+        self._loader: DataLoader | None = None
+        if self.config.num_workers:
+            self.dataset.position = _worker_context(self.config.worker_start_method).Array("q", 2, lock=False)
 
     def __len__(self) -> int:
         """Batches per epoch on this rank (the same on every rank)."""
@@ -269,9 +277,12 @@ class PackedLoader:
         self.epoch, self.batches_done = int(epoch), 0
 
     def _dataloader(self) -> DataLoader:
+        """One DataLoader for the loader's lifetime: its workers start once, not every epoch."""
+        if self._loader is not None:
+            return self._loader
         cfg = self.config
         workers = cfg.num_workers
-        return DataLoader(
+        self._loader = DataLoader(
             self.dataset,
             batch_size=None,
             num_workers=workers,
@@ -279,13 +290,17 @@ class PackedLoader:
             pin_memory=cfg.pin_memory,
             multiprocessing_context=_worker_context(cfg.worker_start_method) if workers else None,
             worker_init_fn=functools.partial(_exit_with_main, os.getpid()) if workers else None,
+            persistent_workers=bool(workers),
         )
+        return self._loader
 
     def __iter__(self) -> Iterator[PackedBatch]:
         if self.batches_done >= self._num_batches:
             self.epoch, self.batches_done = self.epoch + 1, 0
         self.dataset.epoch = self.epoch
         self.dataset.start_batch = self.batches_done
+        if self.dataset.position is not None:
+            self.dataset.position[0], self.dataset.position[1] = self.epoch, self.batches_done
         for batch in self._dataloader():
             self.batches_done += 1
             yield batch
