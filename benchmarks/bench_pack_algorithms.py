@@ -32,6 +32,7 @@ from robolake.packers.binpack import (
     reference_best_fit_decreasing,
 )
 from robolake.packers.lengths import TokenLengthConfig, sample_lengths
+from robolake.packers.pipeline import padded_fill
 from robolake.packers.window import WindowPacker
 
 MAX_TOKENS = 4096
@@ -85,11 +86,9 @@ def timed(fn: Callable[[], PackPlan], repeats: int) -> tuple[PackPlan, float]:
     return plan, best
 
 
-def padded_fill(lengths: np.ndarray, batch_size: int, seed: int = SEED) -> float:
+def random_padded_fill(lengths: np.ndarray, batch_size: int, seed: int = SEED) -> float:
     """Real-token fraction when random batches of `batch_size` are padded to their longest."""
-    shuffled = lengths[np.random.default_rng(seed).permutation(lengths.size)]
-    usable = shuffled[: lengths.size - lengths.size % batch_size].reshape(-1, batch_size)
-    return float(usable.sum() / (usable.max(axis=1).sum() * batch_size))
+    return padded_fill(lengths[np.random.default_rng(seed).permutation(lengths.size)], batch_size)
 
 
 def run(quick: bool) -> dict:
@@ -137,7 +136,7 @@ def run(quick: bool) -> dict:
         "length_model_samples_per_s": length_model_sps,
         "algorithms": algorithms,
         "padded_batch_size": round(per_bin),
-        "padded_fill": padded_fill(lengths, max(1, round(per_bin))),
+        "padded_fill": random_padded_fill(lengths, max(1, round(per_bin))),
         "fill_upper_bound": float(
             lengths.sum() / (-(-int(lengths.sum()) // MAX_TOKENS) * MAX_TOKENS)
         ),
