@@ -15,7 +15,7 @@ from typing import Any
 
 import fsspec
 
-__all__ = ["join_uri", "normalize_uri", "filesystem", "read_json", "write_json_atomic", "exists"]
+__all__ = ["join_uri", "normalize_uri", "filesystem", "fsspec_options", "read_json", "write_json_atomic", "exists"]
 
 
 def normalize_uri(uri: str | os.PathLike[str]) -> str:
@@ -34,10 +34,59 @@ def join_uri(base: str, *parts: str) -> str:
     return os.path.join(base, *parts)
 
 
+# Lance's object-store option names -> s3fs keyword arguments, so one dict serves both.
+_S3_KEYS = {
+    "aws_access_key_id": ("key",),
+    "access_key_id": ("key",),
+    "aws_secret_access_key": ("secret",),
+    "secret_access_key": ("secret",),
+    "aws_session_token": ("token",),
+    "session_token": ("token",),
+    "aws_endpoint": ("client_kwargs", "endpoint_url"),
+    "aws_endpoint_url": ("client_kwargs", "endpoint_url"),
+    "endpoint": ("client_kwargs", "endpoint_url"),
+    "aws_region": ("client_kwargs", "region_name"),
+    "region": ("client_kwargs", "region_name"),
+}
+_LANCE_ONLY = {"allow_http", "aws_virtual_hosted_style_request", "virtual_hosted_style_request", "timeout"}
+
+
+def fsspec_options(protocol: str, storage_options: dict[str, str] | None) -> dict[str, object]:
+    """fsspec keyword arguments for `protocol` from Lance-style `storage_options`.
+
+    Lance (object_store) and s3fs name the same settings differently; robolake takes Lance's
+    names everywhere and translates them here. Unknown keys pass through unchanged.
+    """
+    opts = dict(storage_options or {})
+    if protocol not in ("s3", "s3a"):
+        return dict(opts)
+    out: dict[str, object] = {}
+    client: dict[str, object] = {}
+    for key, value in opts.items():
+        target = _S3_KEYS.get(key.lower())
+        if target is None:
+            if key.lower() not in _LANCE_ONLY:
+                out[key] = value
+        elif target[0] == "client_kwargs":
+            client[target[1]] = value
+        else:
+            out[target[0]] = value
+    if client:
+        out["client_kwargs"] = client
+    return out
+
+
 def filesystem(uri: str, storage_options: dict[str, str] | None = None) -> fsspec.AbstractFileSystem:
-    """The fsspec filesystem serving `uri`."""
+    """The fsspec filesystem serving `uri` (object stores need their fsspec package: `robolake[cloud]`).
+
+    Raises:
+        ImportError: the filesystem package for the URI's scheme is not installed.
+    """
     protocol = uri.split("://", 1)[0] if "://" in uri else "file"
-    return fsspec.filesystem(protocol, **dict(storage_options or {}))
+    try:
+        return fsspec.filesystem(protocol, **fsspec_options(protocol, storage_options))
+    except ImportError as e:
+        raise ImportError(f"{uri}: {e}. Install the object-store extra: pip install 'robolake[cloud]'") from e
 
 
 def exists(uri: str, storage_options: dict[str, str] | None = None) -> bool:
