@@ -102,9 +102,9 @@ def run_demo(config: DemoConfig, progress: ProgressFn | None = None) -> dict[str
     print("[3/7] pack training samples into cu_seqlens shards (Ray Data)")
     spec = PackSpec(max_tokens=1024, horizon=model.action_horizon, tokens=tokens, seed=config.seed, where=EpisodeFilter(episode_ids=train_ids))
     m = pack(lake, spec, os.path.join(out, "packed_train"), overwrite=True, progress=progress)
-    pack(lake, PackSpec(**{**spec.__dict__, "where": EpisodeFilter(episode_ids=test_ids)}), os.path.join(out, "packed_test"), overwrite=True)
+    pack(lake, dataclasses.replace(spec, where=EpisodeFilter(episode_ids=test_ids)), os.path.join(out, "packed_test"), overwrite=True)
     index = build_sample_index(lake, spec)
-    fills = {alg: _plan_fill(index, PackSpec(**{**spec.__dict__, "algorithm": alg})) for alg in ("bfd", "ffd", "window")}
+    fills = {alg: _plan_fill(index, dataclasses.replace(spec, algorithm=alg)) for alg in ("bfd", "ffd", "window")}
     fig["pack"] = {"samples": m.num_samples, "sequences": m.num_sequences, "fill": fills, "padded_fill": m.padded_fill}
     print(f"      {m.num_samples} samples -> {m.num_sequences} sequences; fill bfd {fills['bfd']:.3f}, ffd {fills['ffd']:.3f}, "
           f"window {fills['window']:.3f}; padded batches {m.padded_fill:.3f}")
@@ -122,7 +122,7 @@ def run_demo(config: DemoConfig, progress: ProgressFn | None = None) -> dict[str
     packed_result = train_on(os.path.join(out, "packed_train"), run)
     padded_steps = max(10, steps // 5)
     print(f"      ... and the padded baseline on the same batches, {padded_steps} steps (dense attention with a mask)")
-    padded_run = RunConfig(**{**run.__dict__, "out": os.path.join(out, "train_padded"), "layout": "padded", "steps": padded_steps})
+    padded_run = dataclasses.replace(run, out=os.path.join(out, "train_padded"), layout="padded", steps=padded_steps)
     train_on(os.path.join(out, "packed_train"), padded_run)
     packed_m, padded_m = _metrics(os.path.join(run.out, "metrics.jsonl")), _metrics(os.path.join(padded_run.out, "metrics.jsonl"))
     fig["train"] = {

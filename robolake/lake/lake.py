@@ -15,7 +15,7 @@ import lance
 import pyarrow as pa
 
 from robolake.lake.media import FrameReader
-from robolake.lake.query import EpisodeFilter, sql_in
+from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
 from robolake.lake.stats import NormStats
 from robolake.lake.storage import filesystem, normalize_uri
 from robolake.lake.transaction import LakeTransaction, table_uri
@@ -150,7 +150,8 @@ class Lake:
     def count(self, table: str) -> int:
         return self.dataset(table).count_rows()
 
-    def _predicate(self, table: str, where: FilterLike) -> str | None:
+    def predicate(self, table: str, where: FilterLike) -> str | None:
+        """The Lance filter for `where` on `table` (an EpisodeFilter on steps/media resolves episode ids)."""
         if where is None or isinstance(where, str):
             return where
         if table == "episodes" or where.is_empty:
@@ -163,7 +164,7 @@ class Lake:
 
     def to_arrow(self, table: str, *, columns: list[str] | None = None, where: FilterLike = None) -> pa.Table:
         """Read `table` (optionally some columns, filtered) as an Arrow table."""
-        return self.dataset(table).to_table(columns=columns, filter=self._predicate(table, where))
+        return self.dataset(table).to_table(columns=columns, filter=self.predicate(table, where))
 
     def to_ray(self, table: str, *, columns: list[str] | None = None, where: FilterLike = None) -> ray.data.Dataset:
         """`table` at this version as a Ray Dataset (read lazily, in parallel)."""
@@ -173,7 +174,7 @@ class Lake:
             self.table_uri(table),
             version=self._info.tables[table],
             columns=columns,
-            filter=self._predicate(table, where),
+            filter=self.predicate(table, where),
             storage_options=self._opts,
         )
 
@@ -197,7 +198,7 @@ class Lake:
             KeyError: the lake has no such embodiment.
         """
         rows = self.to_arrow(
-            "embodiments", columns=["stats_json"], where=f"embodiment = '{embodiment.replace(chr(39), chr(39) * 2)}'"
+            "embodiments", columns=["stats_json"], where=f"embodiment = {sql_quote(embodiment)}"
         ).to_pylist()
         if not rows:
             raise KeyError(f"lake {self._uri} has no embodiment {embodiment!r}; it has {sorted(self.embodiments())}")

@@ -23,7 +23,9 @@ import lance
 import numpy as np
 from PIL import Image
 
-__all__ = ["JPEG_QUALITY", "encode_frame", "decode_frame", "FrameReader"]
+from robolake.lake.query import sql_quote
+
+__all__ = ["JPEG_QUALITY", "encode_frame", "decode_frame", "FrameReader", "row_offsets"]
 
 JPEG_QUALITY = 92
 
@@ -47,30 +49,40 @@ def decode_frame(data: bytes, size: tuple[int, int] | None = None) -> np.ndarray
     return np.asarray(img)
 
 
+def row_offsets(ds: lance.LanceDataset, row_ids: np.ndarray) -> np.ndarray:
+    """Global row offsets (what `LanceDataset.take` accepts) of Lance row ids (fragment << 32 | row)."""
+    starts: dict[int, int] = {}
+    total = 0
+    for f in ds.get_fragments():
+        starts[f.fragment_id] = total
+        total += f.count_rows()
+    lookup = np.zeros(max(starts, default=0) + 1, dtype=np.int64)
+    for fid, s in starts.items():
+        lookup[fid] = s
+    return lookup[(row_ids >> 32).astype(np.int64)] + (row_ids & 0xFFFFFFFF).astype(np.int64)
+
+
 class FrameReader:
     """Random access to single frames of a media table at one version.
 
-    The (episode, camera, step) -> row position map is read once from the key columns; each
-    fetch is then one Lance `take` of the encoded bytes, no scan and no video decode.
+    The first read of an episode looks up its frames' row positions with one query on the
+    `episode_id` index; every fetch is then one Lance `take` of the encoded bytes, no scan of
+    the table and no video decode.
     """
 
     def __init__(self, media: lance.LanceDataset):
         self._ds = media
-        keys = media.to_table(columns=["episode_id", "camera", "step_index"])
-        self._pos: dict[tuple[str, str, int], int] = {
-            (e, c, int(s)): i
-            for i, (e, c, s) in enumerate(
-                zip(
-                    keys["episode_id"].to_pylist(),
-                    keys["camera"].to_pylist(),
-                    keys["step_index"].to_pylist(),
-                    strict=True,
-                )
-            )
-        }
+        self._pos: dict[tuple[str, str, int], int] = {}
+        self._episodes: set[str] = set()
 
-    def __len__(self) -> int:
-        return len(self._pos)
+    def _load_episode(self, episode_id: str) -> None:
+        keys = self._ds.to_table(
+            columns=["camera", "step_index"], filter=f"episode_id = {sql_quote(episode_id)}", with_row_id=True
+        )
+        offsets = row_offsets(self._ds, keys["_rowid"].to_numpy())
+        for cam, step, off in zip(keys["camera"].to_pylist(), keys["step_index"].to_pylist(), offsets.tolist(), strict=True):
+            self._pos[(episode_id, cam, int(step))] = off
+        self._episodes.add(episode_id)
 
     def positions(self, keys: Sequence[tuple[str, str, int]]) -> list[int]:
         """Row positions of (episode_id, camera, step) keys.
@@ -80,6 +92,8 @@ class FrameReader:
         """
         out = []
         for key in keys:
+            if key[0] not in self._episodes:
+                self._load_episode(key[0])
             try:
                 out.append(self._pos[key])
             except KeyError:

@@ -19,26 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
+from robolake.lake.media import row_offsets
 from robolake.packers.lengths import text_token_lengths
 from robolake.packers.spec import PackSpec
 
-__all__ = ["SampleIndex", "build_sample_index", "row_offsets"]
-
-
-def row_offsets(ds: lance.LanceDataset, row_ids: np.ndarray) -> np.ndarray:
-    """Global row offsets (what `LanceDataset.take` accepts) of Lance row ids (fragment << 32 | row)."""
-    frags = ds.get_fragments()
-    starts = {}
-    total = 0
-    for f in frags:
-        starts[f.fragment_id] = total
-        total += f.count_rows()
-    frag_ids = (row_ids >> 32).astype(np.int64)
-    local = (row_ids & 0xFFFFFFFF).astype(np.int64)
-    lookup = np.zeros(max(starts, default=0) + 1, dtype=np.int64)
-    for fid, s in starts.items():
-        lookup[fid] = s
-    return lookup[frag_ids] + local
+__all__ = ["SampleIndex", "build_sample_index"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +92,7 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
     ids = episodes["episode_id"]
     num_steps = episodes["num_steps"].to_numpy().astype(np.int64)
     num_cams = pc.list_value_length(episodes["cameras"]).to_numpy().astype(np.int64)
-    pred = None if spec.where is None else lake._predicate("steps", spec.where)
+    pred = None if spec.where is None else lake.predicate("steps", spec.where)
 
     # Steps: episode e's step t sits at step_offset[e] + t (checked below).
     steps = _first_offsets(lake.dataset("steps"), ["episode_id", "step_index"], pred)

@@ -9,6 +9,7 @@ modality file can be written back unchanged and a dataset without one still gets
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,5 +190,5 @@ class EmbodimentSpec:
             robot_type=d.get("robot_type", ""),
         )
         if list(spec.cameras) != d.get("cameras", list(spec.cameras)):
-            spec = EmbodimentSpec(**{**spec.__dict__, "cameras": tuple(d["cameras"])})
+            spec = dataclasses.replace(spec, cameras=tuple(d["cameras"]))
         return spec

@@ -7,7 +7,6 @@ and hand both to `train`. Checkpoints and metrics go under `out/`.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 from dataclasses import dataclass
@@ -133,8 +132,7 @@ def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
 
 
 def _loader_config(run: RunConfig, model: ModelConfig) -> LoaderConfig:
-    return dataclasses.replace(
-        LoaderConfig(),
+    return LoaderConfig(
         sequences_per_batch=run.sequences_per_batch,
         image_size=model.image_size,
         seed=run.seed,
