@@ -1,4 +1,10 @@
-"""The `robolake` command: ingest, info, pack, train, demo, bench."""
+"""The `robolake` command: ingest, info, pack, train, demo, bench, and the commands in
+`robolake/commands/` (each module there has `register(subparsers)`; they are found at start-up,
+so a new command is one new module and no edit here).
+
+Errors reach a CLI user as one line naming what went wrong and what to do; `--debug` shows the
+traceback instead.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,10 @@ import argparse
 import json
 import logging
 import os
-import runpy
 import sys
-from pathlib import Path
 from typing import Any
 
 __all__ = ["main"]
-
-BENCHMARKS = ("ingest", "pack", "load", "train", "e2e")
-
 
 def _tqdm_progress() -> Any:
     from tqdm import tqdm
@@ -66,7 +67,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     _quiet_ray()
     if args.format == "synthetic" and not os.path.isdir(args.src):
-        from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+        from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
         print(f"generating synthetic dataset at {args.src}")
         generate_synthetic(args.src, SyntheticConfig())
@@ -169,23 +170,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"bench_{args.which}.py"
-    if not script.is_file():
-        print(f"benchmark script {script} not found; `robolake bench` runs from a source checkout", file=sys.stderr)
+    import importlib
+
+    from robolake.bench import available
+
+    if args.which not in available():
+        print(f"robolake bench: unknown benchmark {args.which!r}; choose one of {', '.join(available())}", file=sys.stderr)
         return 2
     _quiet_ray()
-    argv = ["--json", args.json] + (["--quick"] if args.quick else [])
-    old = sys.argv
-    sys.argv = [str(script), *argv]
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-    finally:
-        sys.argv = old
-    return 0
+    module = importlib.import_module(f"robolake.bench.{args.which}")
+    argv = ["--json", args.json] + (["--quick"] if args.quick else []) + list(args.extra)
+    rc = module.main(argv)
+    return int(rc or 0)
+
+
+def _register_command_modules(sub: Any) -> None:
+    import importlib
+    import pkgutil
+
+    import robolake.commands as commands
+
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"robolake.commands.{info.name}").register(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from robolake import __version__
+
     p = argparse.ArgumentParser(prog="robolake", description="Robot episodes -> Lance lake -> packed batches -> trainer.")
+    p.add_argument("--version", action="version", version=f"robolake {__version__}")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    p.add_argument("--verbose", action="store_true", help="show the log lines of Lance, Ray and robolake")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("ingest", help="ingest a dataset (or a directory of datasets) into a lake")
@@ -246,20 +262,40 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_demo)
 
     s = sub.add_parser("bench", help="run a benchmark, print a table and write JSON")
-    s.add_argument("which", choices=BENCHMARKS)
-    s.add_argument("--json", required=True)
-    s.add_argument("--quick", action="store_true")
+    s.add_argument("which", help="the benchmark (a module of robolake.bench: ingest, pack, load, train, e2e, ...)")
+    s.add_argument("--json", required=True, help="write the results here")
+    s.add_argument("--quick", action="store_true", help="a smaller run (minutes, not tens of minutes)")
+    s.add_argument("extra", nargs=argparse.REMAINDER, help="options passed to the benchmark (e.g. --data PATH)")
     s.set_defaults(fn=cmd_bench)
+    _register_command_modules(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug / --verbose are accepted anywhere on the line, not only before the subcommand.
+    flags = [a for a in argv if a in ("--debug", "--verbose")]
+    argv = [a for a in argv if a not in ("--debug", "--verbose")]
+    args = build_parser().parse_args(flags + argv)
+    if args.debug:
+        return int(args.fn(args))
     try:
         return int(args.fn(args))
-    except (FileNotFoundError, FileExistsError, ValueError, KeyError) as e:
-        print(f"robolake {args.command}: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"robolake {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # one line for a CLI user; --debug shows the traceback
+        print(f"robolake {args.command}: {_describe(e)}", file=sys.stderr)
         return 2
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    if isinstance(e, KeyError):
+        text = f"missing key {text}"
+    if not isinstance(e, (FileNotFoundError, FileExistsError, ValueError, KeyError, RuntimeError, OSError)):
+        text = f"{type(e).__name__}: {text}"
+    return f"{text} (run with --debug for a traceback)"
 
 
 if __name__ == "__main__":

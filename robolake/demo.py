@@ -21,7 +21,7 @@ import numpy as np
 
 from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.ingest import IngestConfig, ingest
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from robolake.loaders import LoaderConfig, PackedLoader
 from robolake.packers import (
     PackSpec,

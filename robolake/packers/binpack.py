@@ -7,7 +7,7 @@ into the bin with the least room that still fits it. FFD uses at most 11/9 OPT +
 has the same 11/9 asymptotic ratio. On robot-training mixtures with some short samples (one
 low-resolution camera, ~70-200 tokens) both fill 4096-token bins to ~99.8%; when every sample is
 longer than ~1/16 of the capacity, each bin ends with a gap no sample fits and fill drops to ~98%
-(benchmarks/bench_pack_algorithms.py measures both). BFD is the default: it leaves the remaining
+(robolake/bench/pack_algorithms.py measures both). BFD is the default: it leaves the remaining
 room concentrated in few bins, which is what a streaming packer wants to carry over.
 
 Why not the textbook implementations. Item-by-item FFD/BFD costs one search per item: a Python

@@ -14,17 +14,15 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from robolake.loaders import collate_rows, open_shards
 from robolake.loaders.shards import LoaderConfig
 from robolake.packers import PackSpec, TokenLengthConfig, pack
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
 
-import _baseline  # noqa: E402
-import bench_e2e  # noqa: E402
-import bench_load  # noqa: E402
+from robolake.bench import _baseline  # noqa: E402
+from robolake.bench import e2e as bench_e2e  # noqa: E402
+from robolake.bench import load as bench_load  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from robolake.lake.transaction import LakeTransaction
 
 

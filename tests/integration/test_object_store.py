@@ -12,7 +12,7 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from robolake.loaders import LoaderConfig, PackedLoader
 from robolake.packers import PackSpec, TokenLengthConfig, pack, read_manifest
 

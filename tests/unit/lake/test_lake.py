@@ -10,7 +10,7 @@ import pytest
 from robolake.cli import main as cli_main
 from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.ingest import ingest
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
 @pytest.fixture(scope="module")

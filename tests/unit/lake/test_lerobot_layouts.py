@@ -13,7 +13,7 @@ import pytest
 from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.ingest import ingest
 from robolake.lake.sources import LeRobotReader, discover_readers
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic, synthetic_episodes
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic, synthetic_episodes
 
 LAYOUTS = [("v2.0", "h264"), ("v2.1", "h264"), ("v3.0", "av1")]
 

@@ -11,13 +11,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from robolake.lake.sources.lerobot_writer import (
+from robolake.writers.lerobot import (
     V3_EPISODES_PATH,
     EpisodeArrays,
     VideoOptions,
     write_lerobot_dataset,
 )
-from robolake.lake.sources.synthetic import (
+from robolake.writers.synthetic import (
     EMBODIMENT_NAMES,
     SyntheticConfig,
     generate_synthetic,

@@ -20,7 +20,7 @@ class PackedData:
 
 def build_packed(root: Path) -> PackedData:
     from robolake.lake.ingest import ingest
-    from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic
+    from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
     from robolake.packers.lengths import TokenLengthConfig
     from robolake.packers.pipeline import pack
     from robolake.packers.spec import PackSpec

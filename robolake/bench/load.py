@@ -29,7 +29,7 @@ cost of a random mp4 read grows with the keyframe interval, which is reported pe
 
 `--quick` samples every 2nd step (same stride on all loaders) and a smaller synthetic set.
 
-Usage: python benchmarks/bench_load.py --json out.json [--quick]
+Usage: robolake bench load --json out.json [--quick]
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _baseline import (  # noqa: E402
+from robolake.bench._baseline import (  # noqa: E402
     PerSampleDataset,
     baseline_loader,
     baseline_spec,
@@ -56,11 +55,11 @@ from _baseline import (  # noqa: E402
     shard_keys,
     source_episodes,
 )
-from _common import machine, print_table, write_json  # noqa: E402
+from robolake.bench._common import machine, print_table, write_json  # noqa: E402
 
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 from robolake.loaders import LoaderConfig, PackedLoader, PackedShards, RayPackedStream, open_shards  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
 from robolake.training import ModelConfig  # noqa: E402
@@ -198,7 +197,7 @@ def lerobot_dataset_check() -> dict[str, Any]:
         return {
             "measured": False,
             "reason": f"installing lerobot {installs.get('lerobot')} would replace torch {torch.__version__} with torch "
-            f"{installs['torch']}; `per_sample_baseline` re-implements its read path instead (benchmarks/_baseline.py)",
+            f"{installs['torch']}; `per_sample_baseline` re-implements its read path instead (robolake/bench/_baseline.py)",
             "would_install": {k: v for k, v in installs.items() if k in ("lerobot", "torch", "torchvision", "torchcodec", "av")},
         }
     return {"measured": False, "reason": "lerobot resolves beside this torch but is not installed in the venv; install it to measure", "would_install": installs}
@@ -256,11 +255,11 @@ def _table(name: str, d: dict[str, Any]) -> None:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--quick", action="store_true", help="every 2nd step, small synthetic set (about three minutes)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     res = run(args.quick)
     for name, d in res["datasets"].items():
         _table(name, d)

@@ -11,7 +11,7 @@ Sections (each records an error string instead of stopping the script when it fa
 3. fp8: the `small` preset trained in bf16 vs with FP8 through Transformer Engine and torchao
    (whichever are installed and the GPU supports, compute capability >= 8.9), step time and loss.
 
-Usage: python benchmarks/gpu_check.py [--quick] [--json out.json]
+Usage: python -m robolake.bench.gpu_check [--quick] [--json out.json]
 Without CUDA it prints why and exits 0 without measuring anything.
 """
 
@@ -31,9 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_train import equal_length_twin, make_batch  # noqa: E402
+from robolake.bench.train import equal_length_twin, make_batch  # noqa: E402
 
 from robolake.schemas.varlen import cu_seqlens_from_lengths  # noqa: E402
 from robolake.training import (  # noqa: E402

@@ -1,6 +1,6 @@
 """`robolake bench pack`: packing algorithms on 1M realistic lengths, and the Ray Data pipeline.
 
-- `algorithms` (from bench_pack_algorithms.py): ffd, bfd and window {fill, samples_per_s} on
+- `algorithms` (from pack_algorithms.py): ffd, bfd and window {fill, samples_per_s} on
   1,000,000 lengths at max_tokens 4096, `padded_fill`, and `reference_samples_per_s` of a
   pure-Python BFD on the same lengths, in the same run.
 - `pipeline`: {samples_per_s, fill, padded_fill} packing a synthetic multi-embodiment lake end to
@@ -16,12 +16,11 @@ import tempfile
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_pack_algorithms  # noqa: E402
-from _common import machine, print_table, write_json  # noqa: E402
+from robolake.bench import pack_algorithms as bench_pack_algorithms  # noqa: E402
+from robolake.bench._common import machine, print_table, write_json  # noqa: E402
 
 from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
 
 
@@ -49,11 +48,11 @@ def run(quick: bool) -> dict[str, Any]:
     return {"machine": machine(), "quick": quick, "algorithms_run": bench_pack_algorithms.run(quick), "pipeline": run_pipeline(quick)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--json", required=True)
     p.add_argument("--quick", action="store_true")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     res = run(args.quick)
     algo = res["algorithms_run"]
     # Lift the issue's headline keys to the top level.

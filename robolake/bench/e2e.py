@@ -50,8 +50,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _baseline import (  # noqa: E402
+from robolake.bench._baseline import (  # noqa: E402
     PerSampleDataset,
     baseline_loader,
     baseline_spec,
@@ -59,11 +58,11 @@ from _baseline import (  # noqa: E402
     shard_keys,
     source_episodes,
 )
-from _common import machine, print_table, write_json  # noqa: E402
+from robolake.bench._common import machine, print_table, write_json  # noqa: E402
 
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 from robolake.loaders import LoaderConfig, PackedBatch, PackedLoader, PackedShards, open_shards  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
 from robolake.training import ModelConfig, TrainConfig, train  # noqa: E402
@@ -286,11 +285,11 @@ def _model_params(config: ModelConfig) -> Iterable[torch.nn.Parameter]:
     return GrootModel(config).parameters()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--quick", action="store_true", help="smaller dataset, every 2nd step (about three minutes)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     res = run(args.quick)
     rows: list[tuple[str, Any]] = []
     for name in ("naive", "robolake_data_padded", "robolake"):

@@ -23,13 +23,12 @@ import lance
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import machine, print_table, write_json  # noqa: E402
+from robolake.bench._common import machine, print_table, write_json  # noqa: E402
 
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
 from robolake.lake.sources import discover_readers  # noqa: E402
-from robolake.lake.sources.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 from robolake.lake.sources.video import iter_video_frames, seek_frame  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "gr00t_pick_n_place")
@@ -134,11 +133,11 @@ def run(quick: bool) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--json", required=True)
     p.add_argument("--quick", action="store_true")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     res = run(args.quick)
     rows = [
         ("episodes", res["episodes"]),

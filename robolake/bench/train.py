@@ -16,7 +16,7 @@ Steps are interleaved across layouts (so machine noise hits all three alike) aft
 the median of per-step rates is reported. Sample lengths follow a realistic mixture: 1-3 camera
 views and instructions of 5-120 bytes with a long tail (log-normal, median ~22).
 
-Usage: python benchmarks/bench_train.py [--quick] [--json out.json]
+Usage: robolake bench train [--quick] [--json out.json]
 """
 
 from __future__ import annotations

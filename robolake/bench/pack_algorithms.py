@@ -8,7 +8,7 @@ Lengths come from the token-length model (`robolake.packers.lengths`) applied to
 mixture of embodiments (1-3 cameras, 64 or 256 tokens per view, 1-4 state tokens) and byte-level
 instructions of 5-120 tokens drawn from a per-embodiment pool of tasks.
 
-    python benchmarks/bench_pack_algorithms.py --json out.json [--quick]
+    robolake bench pack_algorithms --json out.json [--quick]
 """
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+import sys
+
+from robolake.cli import main
+
+sys.exit(main())
