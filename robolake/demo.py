@@ -21,7 +21,6 @@ import numpy as np
 
 from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.ingest import IngestConfig, ingest
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from robolake.loaders import LoaderConfig, PackedLoader
 from robolake.packers import (
     PackSpec,
@@ -35,6 +34,7 @@ from robolake.training.config import ModelConfig
 from robolake.training.evaluate import evaluate_actions
 from robolake.training.model import GrootModel
 from robolake.training.run import RunConfig, train_on
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 __all__ = ["DemoConfig", "run_demo"]
 

@@ -41,7 +41,6 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -59,14 +58,13 @@ from robolake.bench._baseline import (  # noqa: E402
     source_episodes,
 )
 from robolake.bench._common import machine, print_table, write_json  # noqa: E402
-
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 from robolake.loaders import LoaderConfig, PackedBatch, PackedLoader, PackedShards, open_shards  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
 from robolake.training import ModelConfig, TrainConfig, train  # noqa: E402
 from robolake.training.fit import fit_model_config  # noqa: E402
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
 BATCH_SAMPLES = 32
 MAX_TOKENS = 2048

@@ -31,9 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-
 from robolake.bench.train import equal_length_twin, make_batch  # noqa: E402
-
 from robolake.schemas.varlen import cu_seqlens_from_lengths  # noqa: E402
 from robolake.training import (  # noqa: E402
     FP8Recipe,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import tempfile
 import time
 from typing import Any
@@ -24,12 +23,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robolake.bench._common import machine, print_table, write_json  # noqa: E402
-
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
 from robolake.lake.sources import discover_readers  # noqa: E402
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 from robolake.lake.sources.video import iter_video_frames, seek_frame  # noqa: E402
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "gr00t_pick_n_place")
 

@@ -56,13 +56,12 @@ from robolake.bench._baseline import (  # noqa: E402
     source_episodes,
 )
 from robolake.bench._common import machine, print_table, write_json  # noqa: E402
-
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 from robolake.loaders import LoaderConfig, PackedLoader, PackedShards, RayPackedStream, open_shards  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
 from robolake.training import ModelConfig  # noqa: E402
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
 REAL_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "gr00t_pick_n_place")
 IMAGE_SIZE = 224

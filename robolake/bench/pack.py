@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from typing import Any
 
 from robolake.bench import pack_algorithms as bench_pack_algorithms  # noqa: E402
 from robolake.bench._common import machine, print_table, write_json  # noqa: E402
-
 from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
 
 def run_pipeline(quick: bool) -> dict[str, Any]:

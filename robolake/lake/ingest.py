@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import lance
 import numpy as np
 import pyarrow as pa
 
@@ -38,10 +37,11 @@ from robolake.lake.sources import (
     discover_readers,
 )
 from robolake.lake.stats import compute_norm_stats
-from robolake.lake.transaction import write_table_fragments
+from robolake.lake.transaction import fragments_from_json, fragments_to_json, write_table_fragments
+from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.tables import schema_for_table
 
-__all__ = ["IngestConfig", "IngestResult", "ingest", "ensure_ray"]
+__all__ = ["IngestConfig", "IngestResult", "ingest", "ensure_ray"]  # ensure_ray: re-exported from robolake.ray_tasks
 
 log = logging.getLogger(__name__)
 
@@ -99,22 +99,6 @@ class IngestResult:
     quarantine: list[tuple[str, str]] = field(default_factory=list)
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Start or join Ray once per process (no dashboard, quiet logs)."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    ray.init(
-        address=address,
-        num_cpus=None if address else num_cpus,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        ignore_reinit_error=True,
-    )
-
-
 def _now_ns() -> int:
     return time.time_ns()
 
@@ -146,15 +130,15 @@ class _CheckStage:
     def __init__(self, readers: dict[str, LeRobotReader], chunks: list[list[EpisodeRef]]):
         self.readers, self.chunks = readers, chunks
 
-    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, index: int) -> list[dict[str, Any]]:
         out = []
-        for ref in self.chunks[int(row["chunk"])]:
+        for ref in self.chunks[index]:
             try:
                 ep = _read_checked(self.readers[ref.source_uri], ref)
                 out.append({"ok": True, "ref": _ref_key(ref), "hash": ep.content_hash})
             except SourceError as e:
                 out.append({"ok": False, "ref": _ref_key(ref), "quarantine": _quarantine_row(ref, e)})
-        return {"chunk": row["chunk"], "result": json.dumps(out)}
+        return out
 
 
 class _LoadStage:
@@ -163,12 +147,12 @@ class _LoadStage:
     def __init__(self, readers: dict[str, LeRobotReader], chunks: list[list[EpisodeRef]], lake_uri: str, storage_options: dict[str, str] | None):
         self.readers, self.chunks, self.lake_uri, self.opts = readers, chunks, lake_uri, storage_options
 
-    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, index: int) -> dict[str, Any]:
         steps: list[pa.Table] = []
         media: list[pa.Table] = []
         episodes: list[dict[str, Any]] = []
         quarantine: list[dict[str, Any]] = []
-        for ref in self.chunks[int(row["chunk"])]:
+        for ref in self.chunks[index]:
             reader = self.readers[ref.source_uri]
             try:
                 ep = _read_checked(reader, ref)
@@ -184,10 +168,10 @@ class _LoadStage:
         for table, parts in (("steps", steps), ("media", media)):
             if parts:
                 frags = write_table_fragments(self.lake_uri, table, pa.concat_tables(parts), self.opts)
-                out[table] = [json.dumps(f.to_json()) for f in frags]
+                out[table] = fragments_to_json(frags)
         out["num_steps"] = int(sum(t.num_rows for t in steps))
         out["num_frames"] = int(sum(t.num_rows for t in media))
-        return {"chunk": row["chunk"], "result": json.dumps(out)}
+        return out
 
 
 def _ref_key(ref: EpisodeRef) -> str:
@@ -248,30 +232,16 @@ def _episode_row(episode_id: str, ep: TabularEpisode, cameras: list[str]) -> dic
     }
 
 
-def _chunked(refs: list[EpisodeRef], size: int) -> list[list[EpisodeRef]]:
-    """Chunks of at most `size` episodes, small enough that every CPU gets about two."""
-    import ray
-
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    size = max(1, min(size, -(-len(refs) // (2 * cpus))))
-    return [refs[i : i + size] for i in range(0, len(refs), size)]
-
-
 def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: ProgressFn | None) -> list[Any]:
-    import ray.data
-
-    if num_chunks == 0:
-        return []
-    ds = ray.data.from_items([{"chunk": i} for i in range(num_chunks)], override_num_blocks=max(1, num_chunks))
-    results: list[Any] = []
+    """Results of `stage` over every chunk, in chunk order (so the commit order is reproducible)."""
+    results: dict[int, Any] = {}
     done = 0
-    for row in ds.map(stage).iter_rows():
-        res = json.loads(row["result"])
-        results.append(res)
+    for index, res in fan_out(stage, num_chunks):
+        results[index] = res
         done += len(res) if isinstance(res, list) else len(res["episodes"]) + len(res["quarantine"])
         if progress:
             progress(name, done, total)
-    return results
+    return [results[i] for i in sorted(results)]
 
 
 def _check_embodiments(lake: Lake, readers: list[LeRobotReader]) -> dict[str, str]:
@@ -329,13 +299,13 @@ def ingest(
     discovered = len(refs) + len(quarantine)
 
     # Stage 1: validate + hash; drop what the lake already holds.
-    chunks = _chunked(refs, config.episodes_per_task)
+    chunks = chunk(refs, config.episodes_per_task)
     checked = _run_stage(_CheckStage(by_root, chunks), len(chunks), "check", len(refs), progress)
     by_key = {_ref_key(r): r for r in refs}
     existing = lake.content_hashes()
     todo: list[EpisodeRef] = []
     skipped = 0
-    for res in (x for chunk in checked for x in chunk):
+    for res in (x for part in checked for x in part):
         if not res["ok"]:
             quarantine.append(res["quarantine"])
         elif res["hash"] in existing:
@@ -346,13 +316,11 @@ def ingest(
     todo.sort(key=lambda r: (r.source_uri, r.episode_index))
 
     # Stage 2: decode frames and write fragments on workers.
-    chunks = _chunked(todo, config.episodes_per_task)
+    chunks = chunk(todo, config.episodes_per_task)
     loaded = _run_stage(_LoadStage(by_root, chunks, lake.uri, lake.storage_options), len(chunks), "load", len(todo), progress)
     episode_rows = [e for res in loaded for e in res["episodes"]]
     quarantine += [q for res in loaded for q in res["quarantine"]]
-    frags = {
-        t: [lance.FragmentMetadata.from_json(f) for res in loaded for f in res[t]] for t in ("steps", "media")
-    }
+    frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ("steps", "media")}
     n_steps = sum(res["num_steps"] for res in loaded)
     n_frames = sum(res["num_frames"] for res in loaded)
 

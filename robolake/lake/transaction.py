@@ -9,6 +9,7 @@ it has committed everything.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any, Literal
@@ -20,7 +21,14 @@ from robolake.lake.storage import join_uri
 from robolake.lake.versions import CommitConflictError, LakeVersion, list_versions, write_version
 from robolake.schemas.tables import schema_for_table
 
-__all__ = ["LakeTransaction", "table_uri", "write_table_fragments"]
+__all__ = [
+    "LakeTransaction",
+    "commit_fragments",
+    "fragments_from_json",
+    "fragments_to_json",
+    "table_uri",
+    "write_table_fragments",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,36 @@ def write_table_fragments(
     return lance.fragment.write_fragments(
         data, table_uri(lake_uri, table), schema=schema, storage_options=storage_options
     )
+
+
+def fragments_to_json(fragments: list[lance.FragmentMetadata]) -> list[str]:
+    """Fragment metadata as JSON strings, to hand from a Ray task to the driver."""
+    return [json.dumps(f.to_json()) for f in fragments]
+
+
+def fragments_from_json(encoded: list[str]) -> list[lance.FragmentMetadata]:
+    """The inverse of `fragments_to_json`."""
+    return [lance.FragmentMetadata.from_json(f) for f in encoded]
+
+
+def commit_fragments(
+    uri: str,
+    fragments: list[lance.FragmentMetadata],
+    *,
+    read_version: int,
+    storage_options: dict[str, str] | None = None,
+) -> int:
+    """Append `fragments` to the Lance dataset at `uri` in one commit; returns the new version.
+
+    The one place robolake turns written fragments into a table version (lake tables through
+    `LakeTransaction.append`, packed shards through `pack`).
+    """
+    if not fragments:
+        return read_version
+    ds = lance.LanceDataset.commit(
+        uri, lance.LanceOperation.Append(list(fragments)), read_version=read_version, storage_options=storage_options
+    )
+    return int(ds.version)
 
 
 class LakeTransaction:
@@ -115,13 +153,9 @@ class LakeTransaction:
         if not fragments:
             return
         read_version = self._head_for_write(table)
-        ds = lance.LanceDataset.commit(
-            table_uri(self._uri, table),
-            lance.LanceOperation.Append(list(fragments)),
-            read_version=read_version,
-            storage_options=self._opts,
+        self._tables[table] = commit_fragments(
+            table_uri(self._uri, table), fragments, read_version=read_version, storage_options=self._opts
         )
-        self._tables[table] = ds.version
         self._touched.add(table)
 
     def append_table(self, table: str, data: pa.Table) -> None:

@@ -44,7 +44,7 @@ def _require_ray() -> Any:
         import ray.data  # noqa: F401
     except ImportError as e:  # pragma: no cover - ray is a core dependency here
         raise ImportError("the Ray Data loader needs ray[data]: pip install 'robolake[ray]'") from e
-    from robolake.lake.ingest import ensure_ray
+    from robolake.ray_tasks import ensure_ray
 
     ensure_ray()
     return ray

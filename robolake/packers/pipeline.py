@@ -19,7 +19,6 @@ Same lake version + spec + seed => the same plan, the same rows in the same orde
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -29,15 +28,16 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-from robolake.lake.ingest import ensure_ray
 from robolake.lake.lake import Lake
 from robolake.lake.storage import exists, join_uri, normalize_uri
+from robolake.lake.transaction import commit_fragments, fragments_from_json, fragments_to_json
 from robolake.packers.binpack import best_fit_decreasing, first_fit_decreasing
 from robolake.packers.manifest import MANIFEST_NAME, SHARDS_NAME, PackManifest, write_manifest
 from robolake.packers.materialize import SequenceMaterializer
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
 from robolake.packers.window import WindowPacker
+from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.packed import packed_schema
 
 __all__ = ["pack", "plan_sequences", "padded_fill", "materializer_for"]
@@ -111,11 +111,11 @@ class _WriteStage:
     def __init__(self, mat: SequenceMaterializer, groups: list[list[int]], sequences: list[np.ndarray], shards_uri: str, opts: dict[str, str] | None):
         self.mat, self.groups, self.sequences, self.uri, self.opts = mat, groups, sequences, shards_uri, opts
 
-    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        seqs = self.groups[int(row["group"])]
+    def __call__(self, index: int) -> dict[str, Any]:
+        seqs = self.groups[index]
         table = self.mat.rows([self.sequences[i] for i in seqs], seqs)
         frags = lance.fragment.write_fragments(table, self.uri, schema=packed_schema(), storage_options=self.opts)
-        return {"group": row["group"], "frags": json.dumps([f.to_json() for f in frags]), "n": len(seqs)}
+        return {"frags": fragments_to_json(frags), "n": len(seqs)}
 
 
 def pack(
@@ -144,8 +144,6 @@ def pack(
         FileExistsError: `out` already holds a pack output and `overwrite` is False.
         ValueError: nothing to pack, or an oversize sample with on_oversize="error".
     """
-    import ray.data
-
     t0 = time.perf_counter()
     spec = spec or PackSpec()
     if isinstance(lake, str):
@@ -162,23 +160,16 @@ def pack(
     shards_uri = join_uri(out, SHARDS_NAME)
     schema = packed_schema()
     base = lance.write_dataset(pa.Table.from_pylist([], schema=schema), shards_uri, schema=schema, mode="overwrite", storage_options=opts).version
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    per_task = max(1, min(sequences_per_task, -(-len(sequences) // (2 * cpus))))
-    groups = [list(range(i, min(i + per_task, len(sequences)))) for i in range(0, len(sequences), per_task)]
-    results: list[dict[str, Any]] = []
+    groups = chunk(list(range(len(sequences))), sequences_per_task)
+    results: dict[int, dict[str, Any]] = {}
     done = 0
-    if groups:
-        ds = ray.data.from_items([{"group": i} for i in range(len(groups))], override_num_blocks=len(groups))
-        for row in ds.map(_WriteStage(mat, groups, sequences, shards_uri, opts)).iter_rows():
-            results.append(row)
-            done += int(row["n"])
-            if progress:
-                progress("pack", done, len(sequences))
-    results.sort(key=lambda r: int(r["group"]))
-    frags = [lance.FragmentMetadata.from_json(json.dumps(f)) for r in results for f in json.loads(r["frags"])]
-    version = base
-    if frags:
-        version = lance.LanceDataset.commit(shards_uri, lance.LanceOperation.Append(frags), read_version=base, storage_options=opts).version
+    for group, res in fan_out(_WriteStage(mat, groups, sequences, shards_uri, opts), len(groups)):
+        results[group] = res
+        done += int(res["n"])
+        if progress:
+            progress("pack", done, len(sequences))
+    frags = fragments_from_json([f for g in sorted(results) for f in results[g]["frags"]])
+    version = commit_fragments(shards_uri, frags, read_version=base, storage_options=opts)
 
     packed_ids = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
     total = int(index.length[packed_ids].sum())

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 from robolake.writers.lerobot import (
     VERSIONS,
     EpisodeArrays,
@@ -40,7 +41,6 @@ from robolake.writers.lerobot import (
     VideoCodec,
     write_lerobot_dataset,
 )
-from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 
 __all__ = [
     "EMBODIMENT_NAMES",

@@ -6,23 +6,20 @@ and that the benchmarks run and report what their docstrings promise. No timing 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from robolake.lake import Lake
-from robolake.lake.ingest import ingest
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
-from robolake.loaders import collate_rows, open_shards
-from robolake.loaders.shards import LoaderConfig
-from robolake.packers import PackSpec, TokenLengthConfig, pack
-
-
 from robolake.bench import _baseline  # noqa: E402
 from robolake.bench import e2e as bench_e2e  # noqa: E402
 from robolake.bench import load as bench_load  # noqa: E402
+from robolake.lake import Lake
+from robolake.lake.ingest import ingest
+from robolake.loaders import collate_rows, open_shards
+from robolake.loaders.shards import LoaderConfig
+from robolake.packers import PackSpec, TokenLengthConfig, pack
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from robolake.lake.transaction import LakeTransaction
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from robolake.loaders import LoaderConfig, PackedLoader
 from robolake.packers import PackSpec, TokenLengthConfig, pack, read_manifest
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
 @pytest.fixture()

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.writers.lerobot import (
     V3_EPISODES_PATH,
     EpisodeArrays,
@@ -24,7 +25,6 @@ from robolake.writers.synthetic import (
     make_instruction,
     synthetic_episodes,
 )
-from robolake.schemas.embodiment import EmbodimentSpec
 
 av = pytest.importorskip("av")
 

@@ -20,10 +20,10 @@ class PackedData:
 
 def build_packed(root: Path) -> PackedData:
     from robolake.lake.ingest import ingest
-    from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
     from robolake.packers.lengths import TokenLengthConfig
     from robolake.packers.pipeline import pack
     from robolake.packers.spec import PackSpec
+    from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
     generate_synthetic(root / "syn", SyntheticConfig.tiny())
     ingest(str(root / "syn"), str(root / "lake"))

@@ -13,8 +13,8 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from robolake.packers import PackSpec, TokenLengthConfig, export_webdataset, pack, read_manifest
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 TOKENS = TokenLengthConfig(tokens_per_view=16, state_tokens=0)
 
