@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from robolake.lake.storage import exists, join_uri, read_json, write_json_atomic
+from robolake.packers.spec import PackSpec
 
 __all__ = ["PackManifest", "read_manifest", "write_manifest", "MANIFEST_NAME", "SHARDS_NAME", "LineageError"]
 
@@ -54,6 +55,16 @@ class PackManifest:
     shards_version: int = 0
     created_at: float = field(default_factory=time.time)
     seconds: float = 0.0
+
+    @property
+    def pack_spec(self) -> PackSpec:
+        """The typed PackSpec this pack ran with.
+
+        Raises:
+            ValueError: the spec used a custom tokenizer (use `PackSpec.from_json(manifest.spec,
+                tokenizer=...)`).
+        """
+        return PackSpec.from_json(self.spec)
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
