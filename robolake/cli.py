@@ -71,7 +71,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
         print(f"generating synthetic dataset at {args.src}")
         generate_synthetic(args.src, SyntheticConfig())
-    config = IngestConfig(format=args.format, embodiment=args.embodiment, ray_address=args.ray_address)
+    from robolake.lake.sources.mapping import load_mapping
+
+    mapping = load_mapping(args.map) if args.map else None
+    config = IngestConfig(format=args.format, embodiment=args.embodiment, ray_address=args.ray_address,
+                          mapping=mapping, state_only=args.state_only)
     result = ingest(args.src, args.lake, config, progress=None if args.no_progress else _tqdm_progress())
     print(
         f"ingested {result.ingested} episodes ({result.steps} steps, {result.frames} frames) in "
@@ -80,6 +84,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     )
     for path, reason in result.quarantine:
         print(f"  quarantined {path}: {reason}")
+    for what in result.unrecognised:
+        print(f"  not read: {what}")
     if result.ingested == 0 and result.skipped == 0:
         print("nothing could be ingested", file=sys.stderr)
         return 1
@@ -204,10 +210,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="show the log lines of Lance, Ray and robolake")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("ingest", help="ingest a dataset (or a directory of datasets) into a lake")
-    s.add_argument("src")
-    s.add_argument("lake")
-    s.add_argument("--format", default="auto", choices=["auto", "lerobot", "synthetic"])
+    from robolake.lake.sources import format_choices, formats
+
+    s = sub.add_parser(
+        "ingest", help="ingest a dataset, a recording, or a directory of them into a lake",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="formats (detected per file or directory with --format auto):\n"
+        + "\n".join(f"  {f.name:<10} {f.description}" for f in formats()),
+    )
+    s.add_argument("src", help="a dataset directory, a recording file, or a folder of them (searched at any depth)")
+    s.add_argument("lake", help="the lake URI (created if missing)")
+    s.add_argument("--format", default="auto", choices=format_choices(), help="source format (default: detect)")
+    s.add_argument("--map", default=None, metavar="FILE",
+                   help="YAML/JSON mapping: which topics/keys become state, action, cameras, task (see `robolake inspect`)")
+    s.add_argument("--state-only", action="store_true", help="accept episodes without camera frames instead of quarantining them")
     s.add_argument("--embodiment", default=None, help="force this embodiment tag")
     s.add_argument("--ray-address", default=None, help="Ray cluster address (default: local Ray)")
     s.add_argument("--no-progress", action="store_true")

@@ -31,12 +31,14 @@ from robolake.lake.lake import Lake
 from robolake.lake.query import sql_quote
 from robolake.lake.sources import (
     EpisodeRef,
-    LeRobotReader,
     SourceError,
+    SourceOptions,
+    SourceReader,
     TabularEpisode,
     discover_readers,
 )
-from robolake.lake.stats import compute_norm_stats
+from robolake.lake.sources.mapping import Mapping
+from robolake.lake.stats import NormStatsAccumulator, accumulate_norm_stats
 from robolake.lake.transaction import fragments_from_json, fragments_to_json, write_table_fragments
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.tables import schema_for_table
@@ -53,8 +55,10 @@ class IngestConfig:
     """How to ingest.
 
     Attributes:
-        format: Source format: `auto`, `lerobot` or `synthetic`.
+        format: Source format: `auto` or a registered format name (`robolake ingest --help`).
         embodiment: Force this embodiment tag on every source dataset.
+        mapping: Which streams become state, action, cameras and task (`--map FILE`).
+        state_only: Accept episodes without camera frames instead of quarantining them.
         episodes_per_task: Episodes one Ray task handles (and writes as one fragment per table).
         ray_address: Ray cluster address; None starts (or joins) a local Ray.
         num_cpus: CPUs for a local Ray; None lets Ray decide.
@@ -62,6 +66,8 @@ class IngestConfig:
 
     format: str = "auto"
     embodiment: str | None = None
+    mapping: Mapping | None = None
+    state_only: bool = False
     episodes_per_task: int = 8
     ray_address: str | None = None
     num_cpus: int | None = None
@@ -86,6 +92,7 @@ class IngestResult:
         frames: Camera frames written.
         seconds: Wall time.
         quarantine: (path, reason) of each rejected episode.
+        unrecognised: Paths under the source that look like data but that no format read.
     """
 
     lake_version: int
@@ -97,6 +104,7 @@ class IngestResult:
     frames: int
     seconds: float
     quarantine: list[tuple[str, str]] = field(default_factory=list)
+    unrecognised: list[str] = field(default_factory=list)
 
 
 def _now_ns() -> int:
@@ -115,7 +123,7 @@ def _quarantine_row(ref: EpisodeRef, err: SourceError) -> dict[str, Any]:
     }
 
 
-def _read_checked(reader: LeRobotReader, ref: EpisodeRef) -> TabularEpisode:
+def _read_checked(reader: SourceReader, ref: EpisodeRef) -> TabularEpisode:
     try:
         return reader.read_tabular(ref)
     except SourceError:
@@ -127,7 +135,7 @@ def _read_checked(reader: LeRobotReader, ref: EpisodeRef) -> TabularEpisode:
 class _CheckStage:
     """Ray Data stage 1: validate and hash tabular content (no video decode)."""
 
-    def __init__(self, readers: dict[str, LeRobotReader], chunks: list[list[EpisodeRef]]):
+    def __init__(self, readers: dict[str, SourceReader], chunks: list[list[EpisodeRef]]):
         self.readers, self.chunks = readers, chunks
 
     def __call__(self, index: int) -> list[dict[str, Any]]:
@@ -144,7 +152,7 @@ class _CheckStage:
 class _LoadStage:
     """Ray Data stage 2: decode frames, build rows, write Lance fragments from the worker."""
 
-    def __init__(self, readers: dict[str, LeRobotReader], chunks: list[list[EpisodeRef]], lake_uri: str, storage_options: dict[str, str] | None):
+    def __init__(self, readers: dict[str, SourceReader], chunks: list[list[EpisodeRef]], lake_uri: str, storage_options: dict[str, str] | None):
         self.readers, self.chunks, self.lake_uri, self.opts = readers, chunks, lake_uri, storage_options
 
     def __call__(self, index: int) -> dict[str, Any]:
@@ -171,7 +179,20 @@ class _LoadStage:
                 out[table] = fragments_to_json(frags)
         out["num_steps"] = int(sum(t.num_rows for t in steps))
         out["num_frames"] = int(sum(t.num_rows for t in media))
+        out["stats"] = _partial_stats(steps)
         return out
+
+
+def _partial_stats(steps: list[pa.Table]) -> dict[str, str]:
+    """Mergeable statistics of the steps one task wrote, per embodiment (merged on the driver)."""
+    by_tag: dict[str, list[pa.Table]] = {}
+    for t in steps:
+        if t.num_rows:
+            by_tag.setdefault(t["embodiment"][0].as_py(), []).append(t)
+    return {
+        tag: json.dumps(accumulate_norm_stats(pa.concat_tables(parts)).state_action_dict())
+        for tag, parts in sorted(by_tag.items())
+    }
 
 
 def _ref_key(ref: EpisodeRef) -> str:
@@ -244,7 +265,7 @@ def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: Pro
     return [results[i] for i in sorted(results)]
 
 
-def _check_embodiments(lake: Lake, readers: list[LeRobotReader]) -> dict[str, str]:
+def _check_embodiments(lake: Lake, readers: list[SourceReader]) -> dict[str, str]:
     """Readers whose spec contradicts the lake's spec for the same tag -> reason."""
     known = lake.embodiments()
     problems = {}
@@ -282,13 +303,20 @@ def ingest(
     """
     config = config or IngestConfig()
     t0 = time.perf_counter()
+    # Discovery first: a source with nothing readable fails here, before Ray starts or the lake is created.
+    found_units = discover_readers(source, format=config.format, options=SourceOptions(
+        embodiment=config.embodiment, mapping=config.mapping, state_only=config.state_only))
+    readers = list(found_units.readers)
     if isinstance(lake, str):
         lake = Lake.open_or_create(lake)
     ensure_ray(config.ray_address, config.num_cpus)
-    readers = discover_readers(source, format=config.format, embodiment=config.embodiment)
     by_root = {r.root: r for r in readers}
     spec_problems = _check_embodiments(lake, readers)
-    quarantine: list[dict[str, Any]] = []
+    quarantine: list[dict[str, Any]] = [
+        _quarantine_row(EpisodeRef(source_uri=u.path, source_format=u.format, episode_index=-1, embodiment=""),
+                        SourceError(u.reason_code, u.path, u.message))
+        for u in found_units.failed
+    ]
     refs: list[EpisodeRef] = []
     for r in readers:
         found = r.discover()
@@ -332,7 +360,7 @@ def ingest(
         return IngestResult(
             lake_version=lake.version, discovered=discovered, ingested=0, skipped=skipped,
             quarantined=len(quarantine), steps=0, frames=0, seconds=time.perf_counter() - t0,
-            quarantine=quarantine_list,
+            quarantine=quarantine_list, unrecognised=list(found_units.unrecognised),
         )
 
     # One lake version: media, steps, episodes, quarantine, then statistics, then the manifest.
@@ -344,7 +372,7 @@ def ingest(
     if to_record:
         tx.append_table("quarantine", pa.Table.from_pylist(to_record, schema=schema_for_table("quarantine")))
     if episode_rows:
-        _update_embodiments(tx, by_root, {e["embodiment"] for e in episode_rows})
+        _update_embodiments(tx, by_root, episode_rows, [res["stats"] for res in loaded])
         for table in ("episodes", "steps", "media"):
             tx.create_index(table, "episode_id")
     summary = {"source": os.path.abspath(source), "ingested": len(episode_rows), "skipped": skipped,
@@ -353,7 +381,7 @@ def ingest(
     return IngestResult(
         lake_version=published.version, discovered=discovered, ingested=len(episode_rows), skipped=skipped,
         quarantined=len(quarantine), steps=n_steps, frames=n_frames, seconds=time.perf_counter() - t0,
-        quarantine=quarantine_list,
+        quarantine=quarantine_list, unrecognised=list(found_units.unrecognised),
     )
 
 
@@ -369,21 +397,49 @@ def _new_quarantine(lake: Lake, rows: list[dict[str, Any]]) -> list[dict[str, An
     return [q for q in rows if (q["source_path"], q["source_episode_index"], q["reason"]) not in have]
 
 
-def _update_embodiments(tx: Any, readers: dict[str, LeRobotReader], touched: set[str]) -> None:
-    """Rewrite the embodiments table: specs of new tags, fresh statistics of touched ones."""
+def _update_embodiments(
+    tx: Any, readers: dict[str, SourceReader], episode_rows: list[dict[str, Any]], partial_stats: list[dict[str, str]]
+) -> None:
+    """Rewrite the (small) embodiments table: specs of new tags, statistics of touched ones with
+    this ingest's steps merged in.
+
+    Only the new steps are read (by the workers that wrote them, as `partial_stats` in chunk
+    order); the stored accumulators absorb them, so the cost of an ingest does not grow with the
+    lake. A tag whose stored statistics predate the accumulators is recomputed from its steps once.
+    """
     current = {r["embodiment"]: r for r in tx.dataset("embodiments").to_table().to_pylist()}
     specs = {r.tag: r.spec() for r in readers.values()}
-    episodes = tx.dataset("episodes")
-    steps = tx.dataset("steps")
-    for tag in sorted(touched):
+    new_episodes: dict[str, int] = {}
+    for e in episode_rows:
+        new_episodes[e["embodiment"]] = new_episodes.get(e["embodiment"], 0) + 1
+    merged: dict[str, NormStatsAccumulator] = {}
+    for part in partial_stats:
+        for tag, text in part.items():
+            acc = NormStatsAccumulator.from_state_action_dict(json.loads(text))
+            merged[tag] = merged[tag].merge(acc) if tag in merged else acc
+    for tag in sorted(new_episodes):
         where = f"embodiment = {sql_quote(tag)}"
-        stats = compute_norm_stats(steps.to_table(columns=["state", "action"], filter=where))
-        spec_json = current[tag]["spec_json"] if tag in current else specs[tag].to_json()
+        row = current.get(tag)
+        stored = None
+        if row is not None:
+            try:
+                stored = NormStatsAccumulator.from_json(row["stats_json"])
+            except ValueError as e:
+                log.warning("embodiment %s: %s", tag, e)
+        if row is not None and stored is None:
+            # Statistics from before the accumulators: rebuild them from every step once
+            # (this version's steps table already holds the new steps, so nothing is merged).
+            log.info("embodiment %s: computing mergeable statistics from all its steps (once)", tag)
+            acc = accumulate_norm_stats(tx.dataset("steps").to_table(columns=["state", "action"], filter=where))
+            num_episodes = tx.dataset("episodes").count_rows(filter=where)
+        else:
+            acc = merged[tag] if stored is None else stored.merge(merged[tag])
+            num_episodes = (0 if row is None else int(row["num_episodes"])) + new_episodes[tag]
         current[tag] = {
             "embodiment": tag,
-            "spec_json": spec_json,
-            "stats_json": stats.to_json(),
-            "num_episodes": episodes.count_rows(filter=where),
-            "num_steps": stats.state.count,
+            "spec_json": row["spec_json"] if row is not None else specs[tag].to_json(),
+            "stats_json": acc.to_json(),
+            "num_episodes": num_episodes,
+            "num_steps": acc.state.count,
         }
     tx.overwrite("embodiments", pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")))

@@ -1,8 +1,12 @@
-"""Source readers, one per on-disk format, and discovery of datasets under a path."""
+"""Source readers, one per on-disk format, their registry, and discovery of units under a path.
+
+Built-in formats register here, in detection priority order (the first format whose `detect`
+claims a path reads it). To add a format: write `robolake/lake/sources/<name>.py` exposing a
+`SourceFormat` (keep heavy imports inside the reader), and add one `register_format` line in the
+block below.
+"""
 
 from __future__ import annotations
-
-import os
 
 from robolake.lake.sources.base import (
     EncodedFrames,
@@ -13,6 +17,18 @@ from robolake.lake.sources.base import (
     content_hash,
 )
 from robolake.lake.sources.lerobot import LeRobotReader, is_lerobot_dataset
+from robolake.lake.sources.registry import (
+    DiscoveryResult,
+    FailedUnit,
+    SourceFormat,
+    SourceOptions,
+    discover_readers,
+    format_choices,
+    format_names,
+    formats,
+    get_format,
+    register_format,
+)
 
 __all__ = [
     "EncodedFrames",
@@ -22,44 +38,32 @@ __all__ = [
     "TabularEpisode",
     "content_hash",
     "LeRobotReader",
+    "DiscoveryResult",
+    "FailedUnit",
+    "SourceFormat",
+    "SourceOptions",
     "discover_readers",
+    "format_choices",
+    "format_names",
+    "formats",
+    "get_format",
+    "register_format",
     "FORMATS",
 ]
 
-FORMATS = ("auto", "lerobot", "synthetic")
+
+def _open_lerobot(path: str, options: SourceOptions) -> SourceReader:
+    return LeRobotReader(path, embodiment=options.embodiment)
 
 
-def discover_readers(src: str, *, format: str = "auto", embodiment: str | None = None) -> list[LeRobotReader]:
-    """Readers for every dataset at or below `src` (two levels deep).
+# --- built-in formats, in detection priority ------------------------------------------------
+register_format(SourceFormat(
+    name="lerobot",
+    description="LeRobot dataset v2.0/v2.1/v3.0 (meta/info.json)",
+    detect=is_lerobot_dataset,
+    open=_open_lerobot,
+    unit="directory",
+))
+# H-hdf5: hdf5, rlds register below. H-ros: add ros2 / ros1 / mcap register lines after them.
 
-    Args:
-        src: A dataset root, or a directory holding several (one per embodiment, as the synthetic
-            generator writes them).
-        format: `auto`, `lerobot` or `synthetic` (the synthetic generator writes LeRobot layouts).
-        embodiment: Force this embodiment tag on every dataset found.
-
-    Raises:
-        ValueError: unknown format, or nothing readable under `src`.
-    """
-    if format not in FORMATS:
-        raise ValueError(f"unknown source format {format!r}; use one of {FORMATS}")
-    src = os.path.abspath(src)
-    if not os.path.isdir(src):
-        raise ValueError(f"source {src} is not a directory")
-    roots: list[str] = []
-    if is_lerobot_dataset(src):
-        roots.append(src)
-    else:
-        for dirpath, dirnames, _ in os.walk(src):
-            depth = dirpath[len(src):].count(os.sep)
-            if depth >= 2:
-                dirnames[:] = []
-            if dirpath != src and is_lerobot_dataset(dirpath):
-                roots.append(dirpath)
-                dirnames[:] = []
-            dirnames.sort()
-    if not roots:
-        raise ValueError(
-            f"no dataset found under {src}: expected a LeRobot dataset (meta/info.json) or a directory of them"
-        )
-    return [LeRobotReader(r, embodiment=embodiment) for r in sorted(roots)]
+FORMATS = tuple(format_choices())

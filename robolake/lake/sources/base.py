@@ -132,9 +132,19 @@ class EncodedFrames:
 
 
 class SourceReader(Protocol):
-    """A format reader. `discover` runs on the driver; the rest on workers."""
+    """A format reader over one unit (a dataset directory or a data file).
+
+    `discover` runs on the driver; the rest on workers. `root` is the unit's path, `tag` the
+    embodiment tag of its episodes (one reader = one embodiment spec), and `inspect` describes
+    what the unit holds (keys or topics, types, counts, rates, shapes, time span) for
+    `robolake inspect`.
+    """
 
     format_name: str
+    root: str
+    tag: str
+
+    def inspect(self) -> dict[str, Any]: ...
 
     def discover(self) -> list[EpisodeRef]: ...
 

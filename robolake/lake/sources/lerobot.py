@@ -177,6 +177,27 @@ class LeRobotReader:
             robot_type=str(self.info.get("robot_type", "")),
         )
 
+    def inspect(self) -> dict[str, Any]:
+        """What the dataset holds: features (dtype, shape), cameras, episodes, frames, fps, tasks."""
+        feats = self.info.get("features", {})
+        lengths = [int(e.get("length", 0)) for e in self._episodes.values()]
+        return {
+            "format": self.format_name,
+            "path": self.root,
+            "embodiment": self.tag,
+            "episodes": len(self._episodes),
+            "fps": self.fps,
+            "frames": int(sum(lengths)),
+            "duration_s": float(sum(lengths) / self.fps) if self.fps else 0.0,
+            "cameras": list(self.cameras),
+            "tasks": sorted(set(self._tasks.values()))[:20],
+            "keys": {
+                k: {"type": str(v.get("dtype", "")), "shape": list(v.get("shape", [])), "count": int(sum(lengths)),
+                    "rate_hz": self.fps}
+                for k, v in feats.items()
+            },
+        }
+
     def discover(self) -> list[EpisodeRef]:
         refs = []
         chunks_size = int(self.info.get("chunks_size", 1000)) or 1000

@@ -1,0 +1,301 @@
+"""The registry of source formats, and discovery of every readable unit under a path.
+
+A *format* says, cheaply and from the files themselves, whether a path holds one unit of it
+(`detect`) and how to open a reader over that unit (`open`). A unit is a directory (a LeRobot
+dataset, a TFDS/RLDS directory, a ROS 2 bag directory) or a single file (an HDF5 episode file, a
+ROS 1 bag, an MCAP file). Discovery walks the whole tree under the source path, top down, and
+at each directory asks the directory formats first: a directory one claims is one unit and is
+not descended into (its files belong to it). Otherwise each file is offered to the file formats.
+Formats are asked in registration order, which is therefore the detection priority.
+
+Nothing is skipped silently: a file that looks like recorded data (by its extension or its
+magic bytes) but that no format claims, or that a format claims but `--format` excluded, is
+reported as *unrecognised*; a unit that a format claims but cannot open (a truncated HDF5 file,
+an unreadable metadata file) is reported as *failed*, and ingest quarantines it. When nothing at
+all is readable, discovery raises one `ValueError` line saying what it found and which formats
+exist. All of this runs on the driver before Ray starts and before the lake is created or
+touched, so a wrong path never leaves an empty lake behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from robolake.lake.sources.base import SourceError, SourceReader
+
+if TYPE_CHECKING:
+    from robolake.lake.sources.mapping import Mapping
+
+__all__ = [
+    "SourceOptions",
+    "SourceFormat",
+    "FailedUnit",
+    "DiscoveryResult",
+    "register_format",
+    "formats",
+    "format_names",
+    "format_choices",
+    "get_format",
+    "discover_readers",
+]
+
+log = logging.getLogger(__name__)
+
+# Extensions of files that hold recorded data; one of these that no format claims is reported.
+DATA_SUFFIXES = (
+    ".bag", ".db3", ".mcap", ".hdf5", ".h5", ".he5", ".tfrecord", ".parquet", ".mp4", ".avi", ".mkv",
+    ".npz", ".npy", ".pkl", ".pickle", ".zarr", ".arrow", ".lance", ".csv",
+)
+# Aliases accepted by --format: the synthetic generator writes LeRobot datasets.
+_ALIASES = {"synthetic": "lerobot"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceOptions:
+    """What the user said about a source, passed to every reader that discovery opens.
+
+    Attributes:
+        embodiment: Force this embodiment tag on every unit.
+        mapping: Which keys/topics become state, action, cameras and task (from `--map FILE`).
+        state_only: Accept episodes without camera frames (a LeRobot dataset whose videos are
+            missing, a log without a camera topic) instead of quarantining them.
+    """
+
+    embodiment: str | None = None
+    mapping: Mapping | None = None
+    state_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.embodiment is not None and not self.embodiment.strip():
+            raise ValueError("embodiment tag must be a non-empty string (or leave --embodiment out)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceFormat:
+    """One on-disk format a reader understands.
+
+    Attributes:
+        name: Short name, used by `--format` (`lerobot`, `hdf5`, `rlds`, `ros2`, ...).
+        description: One line for `ingest --help`, `inspect` and the README.
+        detect: Cheap test: does this path (a file or a directory) hold one unit of the format?
+            Must not raise; reads at most a few bytes or a metadata file.
+        open: A reader over one detected unit. Raises ValueError/SourceError when the unit is
+            unreadable as a whole (discovery reports it as failed).
+        unit: Whether a unit is a directory (not descended into) or a single file.
+    """
+
+    name: str
+    description: str
+    detect: Callable[[str], bool]
+    open: Callable[[str, SourceOptions], SourceReader]
+    unit: Literal["directory", "file"]
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"format name {self.name!r} must be a short word ([a-z0-9_-])")
+        if self.unit not in ("directory", "file"):
+            raise ValueError(f"format {self.name!r}: unit must be 'directory' or 'file', got {self.unit!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailedUnit:
+    """A unit a format claimed but could not open; ingest quarantines it.
+
+    Attributes:
+        path: The file or directory.
+        format: The format that claimed it.
+        reason_code: Class of problem (`corrupt_file`, `missing_key`, ...).
+        message: What is wrong and what to do.
+    """
+
+    path: str
+    format: str
+    reason_code: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscoveryResult:
+    """What discovery found under a source path. Iterating it yields the readers.
+
+    Attributes:
+        readers: One reader per readable unit, in path order.
+        unrecognised: Paths that look like data but that no (selected) format reads, each with why.
+        failed: Units a format claimed but could not open.
+    """
+
+    readers: tuple[SourceReader, ...]
+    unrecognised: tuple[str, ...] = ()
+    failed: tuple[FailedUnit, ...] = field(default=())
+
+    def __iter__(self) -> Iterator[SourceReader]:
+        return iter(self.readers)
+
+    def __len__(self) -> int:
+        return len(self.readers)
+
+    def __getitem__(self, index: int) -> SourceReader:
+        return self.readers[index]
+
+
+_FORMATS: dict[str, SourceFormat] = {}
+
+
+def register_format(fmt: SourceFormat) -> None:
+    """Add a format (or replace one of the same name, keeping its place in the order)."""
+    _FORMATS[fmt.name] = fmt
+
+
+def formats() -> list[SourceFormat]:
+    """Registered formats in detection priority (registration order)."""
+    return list(_FORMATS.values())
+
+
+def format_names() -> list[str]:
+    return list(_FORMATS)
+
+
+def format_choices() -> list[str]:
+    """What `--format` accepts: `auto`, every registered format, and aliases."""
+    return ["auto", *_FORMATS, *(a for a, target in _ALIASES.items() if target in _FORMATS)]
+
+
+def get_format(name: str) -> SourceFormat:
+    """The format called `name` (or an alias of it).
+
+    Raises:
+        ValueError: no such format.
+    """
+    name = _ALIASES.get(name, name)
+    if name not in _FORMATS:
+        raise ValueError(f"unknown source format {name!r}; use one of {', '.join(format_choices())}")
+    return _FORMATS[name]
+
+
+def _looks_like_data(path: str) -> bool:
+    name = os.path.basename(path).lower()
+    if name.startswith("."):
+        return False
+    if any(name.endswith(s) or f"{s}-" in name for s in DATA_SUFFIXES):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    return head.startswith((b"\x89HDF", b"#ROSBAG", b"\x89MCAP", b"SQLite format 3"))
+
+
+def _claim(path: str, candidates: list[SourceFormat]) -> SourceFormat | None:
+    for fmt in candidates:
+        try:
+            if fmt.detect(path):
+                return fmt
+        except Exception as e:  # a detect that raises is a bug in that format, not the user's problem
+            log.warning("format %s: detect(%s) raised %s: %s", fmt.name, path, type(e).__name__, e)
+    return None
+
+
+def discover_readers(
+    src: str,
+    *,
+    format: str = "auto",
+    options: SourceOptions | None = None,
+    embodiment: str | None = None,
+) -> DiscoveryResult:
+    """Readers for every unit of a known format at or below `src` (the whole tree).
+
+    Args:
+        src: A unit (dataset directory or data file) or a directory holding any number of them,
+            at any depth.
+        format: `auto` (detect each unit's format) or one format name: only that format is read,
+            and units of other formats are reported as unrecognised.
+        options: Embodiment, mapping and state-only choices, passed to every reader.
+        embodiment: Shorthand for `options.embodiment` (kept for older callers).
+
+    Returns:
+        The readers, and what was found but not read.
+
+    Raises:
+        ValueError: unknown format, `src` missing, or nothing readable under `src` (one line
+            saying what was found and which formats exist).
+    """
+    options = options or SourceOptions(embodiment=embodiment)
+    if embodiment is not None and options.embodiment is None:
+        options = SourceOptions(embodiment=embodiment, mapping=options.mapping, state_only=options.state_only)
+    selected = formats() if format == "auto" else [get_format(format)]
+    src = os.path.abspath(src)
+    if not os.path.exists(src):
+        raise ValueError(f"source {src} does not exist; give a dataset directory, a data file, or a folder of them")
+    everything = formats()
+    units: list[tuple[str, SourceFormat]] = []
+    unrecognised: list[str] = []
+    seen: Counter[str] = Counter()
+
+    def offer(path: str, kind: Literal["directory", "file"]) -> bool:
+        fmt = _claim(path, [f for f in selected if f.unit == kind])
+        if fmt is not None:
+            units.append((path, fmt))
+            return True
+        other = _claim(path, [f for f in everything if f.unit == kind and f not in selected])
+        if other is not None:
+            unrecognised.append(f"{path} (a {other.name} {kind}; --format {format} skips it)")
+            return True
+        return False
+
+    if os.path.isfile(src):
+        seen[os.path.splitext(src)[1].lower() or "(no extension)"] += 1
+        if not offer(src, "file") and _looks_like_data(src):
+            unrecognised.append(f"{src} (no format reads this file)")
+    else:
+        for dirpath, dirnames, filenames in os.walk(src):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            if offer(dirpath, "directory"):
+                dirnames[:] = []
+                continue
+            for name in sorted(filenames):
+                path = os.path.join(dirpath, name)
+                seen[os.path.splitext(name)[1].lower() or "(no extension)"] += 1
+                if name.startswith("."):
+                    continue
+                if not offer(path, "file") and _looks_like_data(path):
+                    unrecognised.append(f"{path} (no format reads this file)")
+
+    readers: list[SourceReader] = []
+    failed: list[FailedUnit] = []
+    for path, fmt in units:
+        try:
+            readers.append(fmt.open(path, options))
+        except SourceError as e:
+            failed.append(FailedUnit(path=path, format=fmt.name, reason_code=e.reason_code, message=e.message))
+        except (ValueError, OSError) as e:
+            failed.append(FailedUnit(path=path, format=fmt.name, reason_code="corrupt_file", message=str(e)))
+    for u in unrecognised:
+        log.warning("not read: %s", u)
+    for f in failed:
+        log.warning("cannot open %s as %s: %s", f.path, f.format, f.message)
+    if not readers:
+        raise ValueError(_nothing_readable(src, seen, unrecognised, failed, selected))
+    return DiscoveryResult(readers=tuple(readers), unrecognised=tuple(unrecognised), failed=tuple(failed))
+
+
+def _nothing_readable(
+    src: str, seen: Counter[str], unrecognised: list[str], failed: list[FailedUnit], selected: list[SourceFormat]
+) -> str:
+    if failed:
+        found = "; ".join(f"{f.path}: {f.message}" for f in failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+        what = f"{len(failed)} unit(s) could not be opened ({found})"
+    elif seen:
+        what = "found " + ", ".join(f"{n} {ext}" for ext, n in seen.most_common(6)) + " file(s)"
+        if unrecognised:
+            what += f", e.g. {unrecognised[0]}"
+    else:
+        what = "found no files"
+    known = ", ".join(f"{f.name} ({f.description})" for f in formats())
+    hint = "" if len(selected) > 1 else f"; --format {selected[0].name} was given, try --format auto"
+    return f"no dataset found under {src}: {what}; readable formats: {known}{hint}"

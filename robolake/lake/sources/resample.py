@@ -1,0 +1,313 @@
+"""Aligning streams recorded at different rates onto one clock of fixed-rate ticks.
+
+A teleoperation log is a set of independent streams: joint states at 100 Hz or more, commands
+whenever the operator's device sent one, camera frames at 15 or 30 fps, each with its own jitter
+and dropped messages. A lake episode is one table of steps at a fixed rate, each step holding a
+state, an action and one frame per camera. Getting from one to the other takes three decisions:
+
+* **The window.** An episode spans only the time where *every* mapped stream has data: from the
+  latest first message to the earliest last one. Outside it some quantity would have to be
+  invented. Streams that never overlap are an error (`no_overlap`), not an empty episode.
+* **The ticks.** `ticks(start, end, fps)` are `start + k / fps` inside the window. The default
+  rate is that of the first state stream (1 / median message interval, robust to jitter).
+* **One rule per kind of stream.** State is a physical quantity sampled by the recorder, so it
+  is interpolated linearly between the two messages around a tick (`resample_linear`). An
+  action is a command that holds until the next one, so a tick takes the last command at or
+  before it (`resample_hold`, zero-order hold; interpolating would invent commands never sent).
+  A frame cannot be blended, and a frame from the future would leak information the policy did
+  not have, so a tick takes the latest frame at or before it (`resample_latest`).
+
+Where a recording has no command stream, teleop convention takes the action at a tick to be the
+state at the next tick (`action_from_state`); the last step repeats its own state.
+
+The checks here turn bad recordings into quarantine reasons a person can act on: an empty
+stream (`empty`), a clock that goes backwards (`timestamps`), NaN/inf values (`non_finite`), a
+width that changes mid-recording (`shape`), and streams with no common time (`no_overlap`).
+Equal consecutive stamps are tolerated (recorders batch messages); a decrease is not.
+Everything is plain numpy on arrays already in memory; readers decide how to get them there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robolake.lake.sources.base import SourceError
+
+__all__ = [
+    "Stream",
+    "Aligned",
+    "stack_rows",
+    "check_stream",
+    "stream_rate",
+    "overlap_window",
+    "ticks",
+    "resample_linear",
+    "resample_hold",
+    "resample_latest",
+    "action_one_ahead",
+    "segments_by_gap",
+    "segments_by_flag",
+    "check_frame_sizes",
+    "align",
+]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One recorded stream.
+
+    Attributes:
+        name: Topic / key, for messages.
+        t: float64 [N] seconds.
+        values: [N, D] numbers, or N payloads (encoded frames, raw image arrays, ...).
+        path: The file it came from, for messages.
+    """
+
+    name: str
+    t: np.ndarray
+    values: np.ndarray | Sequence[Any]
+    path: str = ""
+
+    def __len__(self) -> int:
+        return int(len(self.t))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Aligned:
+    """Streams resampled onto common ticks.
+
+    Attributes:
+        timestamps: float64 [T] tick times (seconds, on the recording's clock).
+        state: float64 [T, Ds].
+        action: float64 [T, Da].
+        frames: camera -> int64 [T] index into that camera stream's payloads.
+        fps: Tick rate.
+        metadata: What was decided (window, rate, action_from_state), for the episode metadata.
+    """
+
+    timestamps: np.ndarray
+    state: np.ndarray
+    action: np.ndarray
+    frames: dict[str, np.ndarray]
+    fps: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def stack_rows(rows: Sequence[Any], name: str, path: str) -> np.ndarray:
+    """float64 [N, D] of per-message rows, failing on a width change with where it happened.
+
+    Raises:
+        SourceError: `empty` (no rows) or `shape` (rows of different widths).
+    """
+    if len(rows) == 0:
+        raise SourceError("empty", path, f"{name} has no messages; record it or drop it from the mapping")
+    arrs = [np.atleast_1d(np.asarray(r, dtype=np.float64)).reshape(-1) for r in rows]
+    width = arrs[0].shape[0]
+    for i, a in enumerate(arrs):
+        if a.shape[0] != width:
+            raise SourceError(
+                "shape", path,
+                f"{name} changes width mid-recording: {width} values until message {i}, then {a.shape[0]}; "
+                "split the recording where the layout changed or select fixed joints with `names:` in the mapping",
+            )
+    return np.stack(arrs)
+
+
+def check_stream(stream: Stream) -> None:
+    """Validate one stream's clock and (numeric) values.
+
+    Raises:
+        SourceError: `empty`, `timestamps` (NaN or backwards clock), `non_finite` or `shape`.
+    """
+    t, name, path = np.asarray(stream.t, dtype=np.float64), stream.name, stream.path
+    if t.ndim != 1 or t.shape[0] == 0:
+        raise SourceError("empty", path, f"{name} has no messages; record it or drop it from the mapping")
+    if len(stream.values) != t.shape[0]:
+        raise SourceError("shape", path, f"{name} has {len(stream.values)} values but {t.shape[0]} timestamps")
+    if not np.all(np.isfinite(t)):
+        raise SourceError("timestamps", path, f"{name} has NaN/inf timestamps (first at message {int(np.argmin(np.isfinite(t)))})")
+    back = np.flatnonzero(np.diff(t) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise SourceError(
+            "timestamps", path,
+            f"{name}'s clock goes backwards at message {i} ({t[i - 1]:.6f} -> {t[i]:.6f} s); "
+            "re-sort the log by time, or use the other clock (mapping `clock: log` or `clock: header`)",
+        )
+    if isinstance(stream.values, np.ndarray) and np.issubdtype(stream.values.dtype, np.number):
+        v = stream.values
+        if v.ndim != 2:
+            raise SourceError("shape", path, f"{name} values have shape {v.shape}; expected [messages, width]")
+        bad = ~np.isfinite(v)
+        if bad.any():
+            row = int(np.argwhere(bad)[0][0])
+            raise SourceError(
+                "non_finite", path,
+                f"{name} has {int(bad.sum())} NaN/inf values (first at message {row}, t={t[row]:.6f} s); "
+                "clean the recording or drop the episode",
+            )
+
+
+def stream_rate(stream: Stream) -> float:
+    """Messages per second: 1 / median interval (robust to jitter and dropped messages); 0 for one message."""
+    dt = np.diff(np.asarray(stream.t, dtype=np.float64))
+    dt = dt[dt > 0]
+    return float(1.0 / np.median(dt)) if dt.size else 0.0
+
+
+def overlap_window(streams: Sequence[Stream], path: str) -> tuple[float, float]:
+    """[start, end] where every stream has data.
+
+    Raises:
+        SourceError: `no_overlap`, listing each stream's span.
+    """
+    start = max(float(s.t[0]) for s in streams)
+    end = min(float(s.t[-1]) for s in streams)
+    if start > end:
+        spans = ", ".join(f"{s.name} [{float(s.t[0]):.3f}, {float(s.t[-1]):.3f}]" for s in streams)
+        raise SourceError(
+            "no_overlap", path,
+            f"the mapped streams never overlap in time ({spans} s); they were recorded at different times "
+            "or on different clocks (try the other `clock:` in the mapping)",
+        )
+    return start, end
+
+
+def ticks(start: float, end: float, fps: float) -> np.ndarray:
+    """float64 tick times start + k / fps for every k with the tick inside [start, end]."""
+    if not fps > 0:
+        raise ValueError(f"fps must be > 0, got {fps}")
+    n = int(np.floor((end - start) * fps + 1e-6)) + 1
+    return start + np.arange(max(n, 0), dtype=np.float64) / fps
+
+
+def _index_at_or_before(t: np.ndarray, at: np.ndarray) -> np.ndarray:
+    return np.clip(np.searchsorted(t, at, side="right") - 1, 0, len(t) - 1).astype(np.int64)
+
+
+def resample_linear(stream: Stream, at: np.ndarray) -> np.ndarray:
+    """float64 [len(at), D]: values linearly interpolated at each tick (held flat outside the stream)."""
+    v = np.asarray(stream.values, dtype=np.float64)
+    t = np.asarray(stream.t, dtype=np.float64)
+    if len(t) == 1:
+        return np.repeat(v, len(at), axis=0)
+    return np.stack([np.interp(at, t, v[:, j]) for j in range(v.shape[1])], axis=1) if v.shape[1] else np.zeros((len(at), 0))
+
+
+def resample_hold(stream: Stream, at: np.ndarray) -> np.ndarray:
+    """[len(at), D]: the last value at or before each tick (the first value before the stream starts)."""
+    return np.asarray(stream.values, dtype=np.float64)[_index_at_or_before(np.asarray(stream.t, dtype=np.float64), at)]
+
+
+def resample_latest(stream: Stream, at: np.ndarray) -> np.ndarray:
+    """int64 [len(at)]: index of the latest message at or before each tick."""
+    return _index_at_or_before(np.asarray(stream.t, dtype=np.float64), at)
+
+
+def action_one_ahead(state: np.ndarray) -> np.ndarray:
+    """Action = the state one tick ahead; the last step repeats its own state."""
+    if len(state) == 0:
+        return state.copy()
+    return np.concatenate([state[1:], state[-1:]], axis=0)
+
+
+def segments_by_gap(t: np.ndarray, seconds: float) -> list[tuple[float, float]]:
+    """[start, end] spans of `t` separated by pauses longer than `seconds`."""
+    t = np.asarray(t, dtype=np.float64)
+    if t.size == 0:
+        return []
+    cuts = np.flatnonzero(np.diff(t) > seconds)
+    starts = np.concatenate([[0], cuts + 1])
+    ends = np.concatenate([cuts, [len(t) - 1]])
+    return [(float(t[a]), float(t[b])) for a, b in zip(starts, ends, strict=True)]
+
+
+def segments_by_flag(t: np.ndarray, flags: np.ndarray) -> list[tuple[float, float]]:
+    """[start, end] spans where a boolean stream is true (each run of true messages is one episode)."""
+    t = np.asarray(t, dtype=np.float64)
+    f = np.asarray(flags).astype(bool).reshape(len(t), -1)[:, 0] if len(t) else np.zeros(0, bool)
+    out = []
+    i = 0
+    while i < len(f):
+        if f[i]:
+            j = i
+            while j + 1 < len(f) and f[j + 1]:
+                j += 1
+            out.append((float(t[i]), float(t[j])))
+            i = j + 1
+        else:
+            i += 1
+    return out
+
+
+def check_frame_sizes(sizes: Sequence[tuple[int, int]], camera: str, path: str) -> tuple[int, int]:
+    """The (height, width) shared by all frames of a camera.
+
+    Raises:
+        SourceError: `shape` when the size changes mid-episode, naming the frame.
+    """
+    if not sizes:
+        raise SourceError("empty", path, f"camera {camera!r} has no frames")
+    first = tuple(sizes[0])
+    for i, s in enumerate(sizes):
+        if tuple(s) != first:
+            raise SourceError(
+                "shape", path,
+                f"camera {camera!r} changes image size mid-episode: {first[0]}x{first[1]} until frame {i}, then {s[0]}x{s[1]}; "
+                "split the recording where the camera was reconfigured, or resize the frames",
+            )
+    return int(first[0]), int(first[1])
+
+
+def align(
+    *,
+    state: Sequence[Stream],
+    action: Sequence[Stream] = (),
+    cameras: dict[str, Stream] | None = None,
+    fps: float | None = None,
+    action_from_state: bool = False,
+    window: tuple[float, float] | None = None,
+    path: str = "",
+) -> Aligned:
+    """Resample state (linear), action (hold) and camera frames (latest) onto common ticks.
+
+    Args:
+        state: Streams concatenated into the state vector.
+        action: Streams concatenated into the action vector (ignored with `action_from_state`).
+        cameras: Camera name -> stream of frames.
+        fps: Tick rate; None: the rate of `state[0]`.
+        action_from_state: Action = state one tick ahead.
+        window: Restrict the episode to [start, end] (a split of the recording).
+        path: The recording, for messages.
+
+    Raises:
+        SourceError: a stream is empty, non-finite or out of order; the streams do not overlap.
+    """
+    cameras = cameras or {}
+    if not state:
+        raise SourceError("missing_key", path, "no state stream; map one (`state:` in the mapping)")
+    if not action and not action_from_state:
+        raise SourceError("missing_key", path, "no action stream; map one, or set `action_from_state: true`")
+    streams = [*state, *([] if action_from_state else action), *cameras.values()]
+    for s in streams:
+        check_stream(s)
+    start, end = overlap_window(streams, path)
+    if window is not None:
+        start, end = max(start, window[0]), min(end, window[1])
+        if start > end:
+            raise SourceError("no_overlap", path, f"the episode window [{window[0]:.3f}, {window[1]:.3f}] s holds no data of every stream")
+    rate = fps or stream_rate(state[0])
+    if not rate > 0:
+        raise SourceError("empty", path, f"{state[0].name} has a single message; give `fps:` in the mapping or record longer")
+    at = ticks(start, end, rate)
+    st = np.concatenate([resample_linear(x, at) for x in state], axis=1)
+    ac = action_one_ahead(st) if action_from_state else np.concatenate([resample_hold(x, at) for x in action], axis=1)
+    frames = {cam: resample_latest(x, at) for cam, x in cameras.items()}
+    meta: dict[str, Any] = {"window": [start, end], "fps": rate, "streams": {x.name: len(x) for x in streams}}
+    if action_from_state:
+        meta["action_from_state"] = True
+    return Aligned(timestamps=at, state=st, action=ac, frames=frames, fps=float(rate), metadata=meta)
