@@ -1,14 +1,19 @@
-"""Loaders: PackedBatch and the streams that deliver it."""
+"""Loaders: the batch sources that deliver PackedBatches, and `open_batches`, which picks one."""
 
-from robolake.loaders.batch import PackedBatch, PaddedBatch, make_packed_batch
 from robolake.loaders.collate import CollateConfig, collate_rows, decode_views
+from robolake.loaders.config import LoaderConfig
 from robolake.loaders.lake_stream import LakeStream
+from robolake.loaders.open import open_batches
 from robolake.loaders.ray_stream import RayPackedStream, RaySplit
-from robolake.loaders.shards import LoaderConfig, PackedLoader, PackedShardDataset, epoch_batches
-from robolake.loaders.source import PackedShards, check_lineage, open_shards
+from robolake.loaders.shards import PackedShards, check_lineage, open_shards
 from robolake.loaders.stream import stream
+from robolake.loaders.torch_loader import PackedLoader, PackedShardDataset, epoch_batches
+from robolake.schemas.batch import BatchLayout, BatchSource, PackedBatch, PaddedBatch, make_packed_batch
 
 __all__ = [
+    "BatchLayout",
+    "BatchSource",
+    "open_batches",
     "CollateConfig",
     "LakeStream",
     "LoaderConfig",

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.lake.media import decode_frame
-from robolake.loaders.batch import PackedBatch, make_packed_batch
+from robolake.schemas.batch import PackedBatch, make_packed_batch
 
 __all__ = ["CollateConfig", "collate_rows", "decode_views"]
 

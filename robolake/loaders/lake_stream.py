@@ -3,46 +3,68 @@
 For notebooks and quick experiments, when writing shards first is not worth it. The stream runs
 the same steps as `robolake pack`, lazily:
 
-    sample index (metadata only) -> seeded shuffle (seed, epoch) -> WindowPacker (bounded window)
-    -> SequenceMaterializer.rows (Lance take of frames, states, actions) -> collate_rows
+    sample index (metadata only) -> seeded shuffle (config.seed, epoch) -> WindowPacker
+    (spec.seed, epoch) -> this rank's share of the sequences -> SequenceMaterializer.rows
+    (Lance take of frames, states, actions) -> collate_rows
 
-The sample index and the packing plan are cheap (lengths only); materialising a batch (random
-reads plus JPEG decodes) is the expensive part, so it runs in a small thread pool, a few batches
-ahead, in order. Lance takes and PIL decodes release the GIL, which is what makes threads pay
-off here; for full-speed training, pack once and use `PackedLoader` or `RayPackedStream`.
+The sample index and the packing plan are cheap (lengths only), so every rank computes the whole
+epoch's plan and takes its share of the packed sequences with the same rule as the shard loader
+(`epoch_batches`): ranks never share a sample, cover the epoch together, and take the same number
+of steps. Materialising a batch (random reads plus JPEG decodes) is the expensive part, so it
+runs in a small thread pool, a few batches ahead, in order. Lance takes and PIL decodes release
+the GIL, which is what makes threads pay off here; for full-speed training, pack once and use
+the shard loader.
 
-The stream is single-process: it does not split work across ranks or workers, and its batches
-differ from those of packed shards of the same lake (a window packer, reshuffled per epoch,
-instead of the pack run's global plan).
+Only the window packer runs here (`spec.algorithm` must be "window"); its batches differ from
+those of packed shards of the same lake (reshuffled and repacked every epoch).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
+from robolake.distributed import resolve_rank
 from robolake.lake.lake import Lake
-from robolake.loaders.batch import PackedBatch
 from robolake.loaders.collate import CollateConfig, collate_rows
-from robolake.loaders.shards import LoaderConfig
+from robolake.loaders.config import LoaderConfig
+from robolake.loaders.torch_loader import epoch_batches
 from robolake.packers.materialize import SequenceMaterializer
 from robolake.packers.pipeline import materializer_for
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
 from robolake.packers.window import WindowPacker
+from robolake.schemas.batch import BatchLayout, BatchSource, PackedBatch
 
 __all__ = ["LakeStream"]
 
 
-class LakeStream:
-    """PackedBatches packed on the fly from a lake; iterate once per epoch.
+def check_lake_stream_config(spec: PackSpec, config: LoaderConfig) -> None:
+    """Raise for settings the lake stream cannot honour (instead of ignoring them)."""
+    if spec.algorithm != "window":
+        raise ValueError(
+            f"streaming from a lake packs with the bounded window packer, but the spec asks for "
+            f"algorithm={spec.algorithm!r}; pass PackSpec(algorithm='window', ...) or run `robolake pack "
+            f"--algorithm {spec.algorithm}` and train on the shards"
+        )
+    if config.worker_start_method != LoaderConfig().worker_start_method:
+        raise ValueError(
+            "the lake stream materialises batches in threads, not worker processes: "
+            f"worker_start_method={config.worker_start_method!r} has no effect; leave it at its default"
+        )
+
+
+class LakeStream(BatchSource):
+    """PackedBatches packed on the fly from a lake, for one data-parallel rank.
 
     Example:
-        >>> stream = LakeStream(Lake.open("lake/"), PackSpec(max_tokens=2048))  # doctest: +SKIP
-        >>> batch = next(iter(stream))                                          # doctest: +SKIP
+        >>> stream = LakeStream(Lake.open("lake/"), PackSpec(max_tokens=2048, algorithm="window"))  # doctest: +SKIP
+        >>> batch = next(iter(stream))                                                            # doctest: +SKIP
     """
 
     def __init__(
@@ -51,6 +73,8 @@ class LakeStream:
         spec: PackSpec | None = None,
         config: LoaderConfig | None = None,
         *,
+        rank: int | None = None,
+        world_size: int | None = None,
         num_threads: int | None = None,
         storage_options: dict[str, str] | None = None,
     ) -> None:
@@ -58,19 +82,25 @@ class LakeStream:
 
         Args:
             lake: A Lake (read at its version) or its URI (newest version).
-            spec: Token model, max_tokens, horizon, normalisation, window and which episodes
-                (`spec.where`); its algorithm is ignored (always the window packer).
-            config: Batch size, image size, seed and shuffle; padded widths default to the widest
-                embodiment of the lake's selected episodes.
+            spec: Token model, max_tokens, horizon, window, packing seed and which episodes
+                (`spec.where`); default `PackSpec(algorithm="window")`.
+            config: Batch size, image size, shuffle seed, drop_last; padded widths default to the
+                widest embodiment of the lake's selected episodes.
+            rank: This process's data-parallel rank (with `world_size`, or neither: torchrun's).
+            world_size: Number of data-parallel ranks.
             num_threads: Batches materialised in parallel (default: `config.num_workers`, at least 1).
             storage_options: Object-store options, when `lake` is a URI.
 
         Raises:
-            ValueError: no episodes to stream (see `build_sample_index`).
+            ValueError: no episodes to stream (see `build_sample_index`), or a setting this stream
+                cannot honour (see `check_lake_stream_config`).
         """
         self.lake = lake if isinstance(lake, Lake) else Lake.open(lake, storage_options=storage_options)
-        self.spec = spec or PackSpec()
+        self.spec = spec or PackSpec(algorithm="window")
         self.config = config or LoaderConfig()
+        check_lake_stream_config(self.spec, self.config)
+        where = resolve_rank(rank, world_size)
+        self.rank, self.world_size = where.rank, where.world_size
         self.num_threads = max(1, num_threads if num_threads is not None else self.config.num_workers)
         self.index: SampleIndex = build_sample_index(self.lake, self.spec)
         self.materializer: SequenceMaterializer = materializer_for(self.lake, self.index, self.spec)
@@ -83,48 +113,103 @@ class LakeStream:
             max_action_dim=self.config.max_action_dim or max((specs[t].action_dim for t in tags), default=1),
         )
         self.epoch = 0
+        self.batches_done = 0
         self.rejected: list[int] = []
+        self._plans: dict[int, tuple[list[list[int]], list[np.ndarray]]] = {}
 
     @property
     def num_samples(self) -> int:
         return self.index.num_samples
 
-    def set_epoch(self, epoch: int) -> None:
-        """Use `epoch`'s shuffle at the next iteration."""
-        self.epoch = int(epoch)
+    @property
+    def num_batches(self) -> int:
+        return len(self._plan(self.epoch)[1])
 
-    def bins(self, epoch: int | None = None) -> Iterator[list[int]]:
-        """Sample ids of each packed sequence of `epoch`, lazily (the packing plan)."""
-        epoch = self.epoch if epoch is None else epoch
-        n = self.index.num_samples
-        order = np.random.default_rng([self.config.seed, epoch]).permutation(n) if self.config.shuffle else np.arange(n)
-        packer = WindowPacker(
-            max_tokens=self.spec.max_tokens, window=self.spec.window, seed=self.config.seed + epoch, on_oversize=self.spec.on_oversize
+    @property
+    def layout(self) -> BatchLayout:
+        return BatchLayout(
+            tokens_per_view=self.collate.tokens_per_view,
+            horizon=self.spec.horizon,
+            max_state_dim=self.collate.max_state_dim,
+            max_action_dim=self.collate.max_action_dim,
+            num_embodiments=len(self.index.embodiments),
+            max_seqlen=self.spec.max_tokens,
+            embodiments=tuple(self.index.embodiments),
         )
-        self.rejected = []
-        lengths = self.index.length
-        return packer.pack(((int(i), int(lengths[i])) for i in order), rejected=self.rejected)
 
-    def _batch(self, group: list[list[int]], first_seq: int) -> PackedBatch:
-        table = self.materializer.rows([np.asarray(b, dtype=np.int64) for b in group], range(first_seq, first_seq + len(group)))
-        return collate_rows(table, self.collate)
+    def set_epoch(self, epoch: int) -> None:
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch, self.batches_done = int(epoch), 0
+
+    def bins(self, epoch: int | None = None) -> list[list[int]]:
+        """Sample ids of every packed sequence of `epoch` (all ranks'), in plan order."""
+        return self._plan(self.epoch if epoch is None else epoch)[0]
+
+    def _plan(self, epoch: int) -> tuple[list[list[int]], list[np.ndarray]]:
+        """(all packed sequences of `epoch`, this rank's batches as indices into them)."""
+        if epoch not in self._plans:
+            n = self.index.num_samples
+            order = np.random.default_rng([self.config.seed, epoch]).permutation(n) if self.config.shuffle else np.arange(n)
+            seed = int(np.random.SeedSequence([self.spec.seed, epoch]).generate_state(1)[0])
+            packer = WindowPacker(max_tokens=self.spec.max_tokens, window=self.spec.window, seed=seed, on_oversize=self.spec.on_oversize)
+            rejected: list[int] = []
+            lengths = self.index.length
+            bins = list(packer.pack(((int(i), int(lengths[i])) for i in order), rejected=rejected))
+            self.rejected = rejected
+            # The sequences are already in a shuffled order; the rank split must not reshuffle them.
+            split = dataclasses.replace(self.config, shuffle=False)
+            batches = epoch_batches(len(bins), epoch=epoch, rank=self.rank, world_size=self.world_size, config=split)
+            self._plans = {epoch: (bins, batches)}  # one epoch's plan at a time
+        return self._plans[epoch]
+
+    def _batch(self, bins: list[list[int]], seq_ids: np.ndarray) -> PackedBatch:
+        table = self.materializer.rows([np.asarray(bins[i], dtype=np.int64) for i in seq_ids], [int(i) for i in seq_ids])
+        batch = collate_rows(table, self.collate)
+        return batch.pin_memory() if self.config.pin_memory else batch
 
     def __iter__(self) -> Iterator[PackedBatch]:
-        per_batch = self.config.sequences_per_batch
-        ahead = 2 * self.num_threads
+        if self.batches_done >= self.num_batches:
+            self.epoch, self.batches_done = self.epoch + 1, 0
+        bins, batches = self._plan(self.epoch)
+        ahead = max(1, self.config.prefetch_factor) * self.num_threads
         with ThreadPoolExecutor(self.num_threads, thread_name_prefix="robolake-lake-stream") as pool:
             pending: deque[Future[PackedBatch]] = deque()
-            group: list[list[int]] = []
-            seq = 0
-            for b in self.bins():
-                group.append(b)
-                if len(group) == per_batch:
-                    pending.append(pool.submit(self._batch, group, seq))
-                    seq += len(group)
-                    group = []
-                    if len(pending) >= ahead:
-                        yield pending.popleft().result()
-            if group:
-                pending.append(pool.submit(self._batch, group, seq))
+            todo = iter(batches[self.batches_done :])
+            for seq_ids in todo:
+                pending.append(pool.submit(self._batch, bins, seq_ids))
+                if len(pending) >= ahead:
+                    break
             while pending:
-                yield pending.popleft().result()
+                batch = pending.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append(pool.submit(self._batch, bins, nxt))
+                self.batches_done += 1
+                yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "source": "lake",
+            "epoch": self.epoch,
+            "batches_done": self.batches_done,
+            "world_size": self.world_size,
+            "lake_uri": self.lake.uri,
+            "lake_version": self.lake.version,
+            "spec": self.spec.to_json(),
+            "seed": self.config.seed,
+            "shuffle": self.config.shuffle,
+            "drop_last": self.config.drop_last,
+            "sequences_per_batch": self.config.sequences_per_batch,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        mine = self.state_dict()
+        for key in ("source", "world_size", "lake_version", "spec", "seed", "shuffle", "drop_last", "sequences_per_batch"):
+            if key in state and state[key] != mine[key]:
+                raise ValueError(
+                    f"loader state has {key}={state[key]!r} but this lake stream has {mine[key]!r}; resume with the same "
+                    "lake version, spec, world size and loader config, or start the epoch over with set_epoch()"
+                )
+        self.epoch = int(state["epoch"])
+        self.batches_done = int(state["batches_done"])

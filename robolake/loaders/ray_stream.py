@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from robolake.distributed import resolve_rank
 from robolake.lake.lake import Lake
-from robolake.loaders.batch import PackedBatch
 from robolake.loaders.collate import CollateConfig, collate_rows, decode_views
-from robolake.loaders.shards import LoaderConfig
-from robolake.loaders.source import PackedShards, open_shards
+from robolake.loaders.config import LoaderConfig
+from robolake.loaders.shards import PackedShards, open_shards
+from robolake.schemas.batch import BatchLayout, BatchSource, PackedBatch
 
 if TYPE_CHECKING:
     import ray.data
@@ -110,7 +111,25 @@ class RaySplit:
         return _iter_packed(self._it, self._config, self._collate, self._epoch)
 
 
-class RayPackedStream:
+def check_ray_config(config: LoaderConfig, world_size: int) -> None:
+    """Raise for settings the Ray Data path cannot honour (instead of ignoring them)."""
+    if world_size > 1:
+        raise ValueError(
+            f"the Ray Data stream does not shard across torchrun ranks (world size {world_size}); under "
+            "torchrun use the torch shard loader (open_batches(..., backend='torch')), or give each Ray "
+            "Train worker its share with RayPackedStream.split(n)"
+        )
+    defaults = LoaderConfig()
+    for name in ("num_workers", "worker_start_method"):
+        if getattr(config, name) != getattr(defaults, name):
+            raise ValueError(
+                f"the Ray Data stream decodes in Ray tasks, not DataLoader workers: {name}="
+                f"{getattr(config, name)!r} has no effect; leave it at its default and size the decode stage "
+                "with decode_concurrency"
+            )
+
+
+class RayPackedStream(BatchSource):
     """Batches of packed shards via Ray Data (`read_lance` -> decode map -> `iter_torch_batches`).
 
     Example:
@@ -127,6 +146,8 @@ class RayPackedStream:
         lake: Lake | str | None = None,
         storage_options: dict[str, str] | None = None,
         decode_concurrency: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
     ) -> None:
         """Open and validate the shards (as `open_shards`); Ray starts on first use.
 
@@ -136,19 +157,67 @@ class RayPackedStream:
             lake: If given, the shards must come from this lake at its version.
             storage_options: Object-store options, when `shards` is a URI.
             decode_concurrency: Ray tasks decoding frames at once (default: Ray decides).
+            rank: Data-parallel rank (with `world_size`, or neither: torchrun's environment).
+            world_size: Must be 1: this stream does not shard across torchrun ranks (see `split`).
 
         Raises:
-            FileNotFoundError, ValueError, LineageError: as for `open_shards`.
+            FileNotFoundError, ValueError, LineageError: as for `open_shards`; ValueError for a
+                world size > 1 or loader settings this stream cannot honour.
         """
         self.config = config or LoaderConfig()
+        where = resolve_rank(rank, world_size)
+        self.rank, self.world_size = where.rank, where.world_size
+        check_ray_config(self.config, self.world_size)
         self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
         self.collate = self.config.collate_config(self.shards)
         self.decode_concurrency = decode_concurrency
         self.epoch = 0
+        self.batches_done = 0
 
     def set_epoch(self, epoch: int) -> None:
         """Use `epoch`'s shuffle at the next iteration."""
-        self.epoch = int(epoch)
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch, self.batches_done = int(epoch), 0
+
+    @property
+    def num_batches(self) -> int:
+        rows, b = self.shards.num_rows, self.config.sequences_per_batch
+        return rows // b if self.config.drop_last else -(-rows // b)
+
+    @property
+    def layout(self) -> BatchLayout:
+        return BatchLayout(
+            tokens_per_view=self.collate.tokens_per_view,
+            horizon=self.shards.horizon,
+            max_state_dim=self.collate.max_state_dim,
+            max_action_dim=self.collate.max_action_dim,
+            num_embodiments=len(self.shards.manifest.embodiments),
+            max_seqlen=self.shards.manifest.pack_spec.max_tokens,
+            embodiments=tuple(self.shards.manifest.embodiments),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"source": "ray", "epoch": self.epoch, "batches_done": self.batches_done, "shards_version": self.shards.version}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at an epoch boundary.
+
+        Raises:
+            ValueError: the state is mid-epoch (Ray Data's streaming order is not reproducible
+                batch for batch, so skipping would repeat or lose samples), or from other shards.
+        """
+        if state.get("source") != "ray" or state.get("shards_version") != self.shards.version:
+            raise ValueError("this loader state does not come from a Ray Data stream over these shards; start the epoch over")
+        done = int(state["batches_done"])
+        epoch = int(state["epoch"])
+        if 0 < done < self.num_batches:
+            raise ValueError(
+                f"the Ray Data stream cannot resume mid-epoch (epoch {epoch}, {done} of {self.num_batches} batches done): "
+                "its streaming order is not reproducible batch for batch; resume with the torch shard loader "
+                "(backend='torch'), or checkpoint at epoch boundaries"
+            )
+        self.epoch, self.batches_done = (epoch + 1, 0) if done else (epoch, 0)
 
     def dataset(self, epoch: int | None = None) -> ray.data.Dataset:
         """The Ray Dataset of shard rows with decoded `pixels` (lazy; executes when iterated)."""
@@ -165,7 +234,12 @@ class RayPackedStream:
         )
 
     def __iter__(self) -> Iterator[PackedBatch]:
-        return _iter_packed(self.dataset(), self.config, self.collate, self.epoch)
+        if self.batches_done >= self.num_batches:
+            self.epoch = self.epoch + 1
+        self.batches_done = 0  # an interrupted epoch starts over: Ray cannot skip to a batch
+        for batch in _iter_packed(self.dataset(), self.config, self.collate, self.epoch):
+            self.batches_done += 1
+            yield batch
 
     def split(self, n: int, *, equal: bool = True, epoch: int | None = None) -> list[RaySplit]:
         """`n` disjoint streams over one execution (`streaming_split`), e.g. one per Ray Train worker.

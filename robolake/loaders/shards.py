@@ -1,338 +1,221 @@
-"""Packed shards -> PackedBatch through a torch DataLoader: sharded, shuffled, resumable.
+"""Open packed shards and check them before any batch is read.
 
-Work assignment is a pure function of (number of rows, seed, epoch, rank, world size, batch
-size), so every process computes the same plan without talking to the others:
+A pack output is `shards.lance` (one row per packed sequence) plus `manifest.json` (lineage and
+spec). `open_shards` reads the manifest, opens the shards at the Lance version the manifest
+names, and checks the three things that otherwise fail late and obscurely inside a DataLoader
+worker: every fragment's data file is present, the schema is the packed-row schema, and (when a
+lake is given) the shards were packed from that lake at that version, which must still exist.
 
-1. The epoch's order is `default_rng([seed, epoch]).permutation(num_rows)` (or 0..N-1 unshuffled).
-2. Rank r of W takes the rows `order[r::W]`.
-3. The rank's rows are cut into batches. DDP needs the same number of steps on every rank:
-   - `drop_last=True`: every rank gets `N // (W * B)` batches of exactly B sequences; the at
-     most `W * B - 1` rows left over are skipped this epoch (another set each shuffled epoch).
-   - `drop_last=False`: every row is read exactly once across the ranks. Every rank gets
-     `nb = min(ceil(N / (W * B)), N // W)` batches and splits its rows into them as evenly as
-     possible, so a batch holds B or fewer sequences, except where the rows do not divide
-     (B = 1 and N not a multiple of W, or tiny data): then some batches hold one sequence more.
-4. DataLoader worker w of nw takes the batches b with `(b - start) % nw == w`. The DataLoader
-   fetches from its workers round robin, so batches reach the training loop in index order.
-
-Resuming is skipping: `PackedLoader` counts the batches the training loop has taken in the
-main process; `state_dict()` records (epoch, batches taken), and a new loader that loads it
-starts the same epoch's plan at that batch. Nothing is read twice and nothing is skipped, as
-long as the world size, batch size, seed and shards are the same (checked on load).
-
-Images are decoded inside the workers (`collate_rows`), and the Lance dataset is opened once per
-worker.
+`PackedShards` is small and picklable: workers reopen the Lance dataset lazily in their own
+process, and `read_rows` turns a missing or unreadable data file into an error that names the
+shard and says to re-run `robolake pack`.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-import multiprocessing
-import multiprocessing.context
-import os
-import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import lance
 import numpy as np
-import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
-from robolake.loaders.batch import PackedBatch
-from robolake.loaders.collate import CollateConfig, collate_rows
-from robolake.loaders.source import PackedShards, open_shards
+from robolake.lake.storage import exists, join_uri, normalize_uri
+from robolake.lake.versions import list_versions
+from robolake.packers.manifest import SHARDS_NAME, LineageError, PackManifest, read_manifest
+from robolake.schemas.packed import packed_schema
 
-__all__ = ["LoaderConfig", "PackedShardDataset", "PackedLoader", "epoch_batches"]
+__all__ = ["PackedShards", "open_shards", "check_lineage"]
+
+_REPACK = "re-run `robolake pack` to rebuild them"
 
 
 @dataclass(frozen=True, kw_only=True)
-class LoaderConfig:
-    """How packed shards are read into batches.
+class PackedShards:
+    """A validated pack output at one shards version.
 
     Attributes:
-        sequences_per_batch: Packed sequences (shard rows) per batch (B).
-        image_size: Views are decoded to image_size x image_size RGB.
-        seed: Seed of the per-epoch shuffle.
-        shuffle: Shuffle the sequence order every epoch (from (seed, epoch)).
-        drop_last: Give every rank only full batches, skipping the remainder of the epoch;
-            False reads every sequence once per epoch (see the module notes).
-        max_state_dim: Width state is padded to; None uses the widest state in the shards.
-        max_action_dim: Width actions are padded to; None uses the widest action in the shards.
-        num_workers: DataLoader worker processes (0 reads in the main process).
-        prefetch_factor: Batches each worker prepares ahead (with num_workers > 0).
-        pin_memory: Return batches in pinned memory (for fast host-to-GPU copies).
-        worker_start_method: How workers start: "forkserver" (default: Lance is not fork-safe,
-            and a fork server that preloads torch/pyarrow starts workers in well under a
-            second), "spawn", or "fork" (only safe if nothing in this process used Lance yet).
+        root: The pack output directory (or object-store prefix).
+        manifest: Its manifest (lineage, spec, counts).
+        num_rows: Packed sequences in the shards.
+        max_state_dim: Widest state vector in the shards.
+        max_action_dim: Widest action vector in the shards.
+        storage_options: Lance / fsspec storage options for object stores.
     """
 
-    sequences_per_batch: int = 1
-    image_size: int = 224
-    seed: int = 0
-    shuffle: bool = True
-    drop_last: bool = False
-    max_state_dim: int | None = None
-    max_action_dim: int | None = None
-    num_workers: int = 2
-    prefetch_factor: int = 2
-    pin_memory: bool = False
-    worker_start_method: str = "forkserver"
+    root: str
+    manifest: PackManifest
+    num_rows: int
+    max_state_dim: int
+    max_action_dim: int
+    storage_options: dict[str, str] | None = None
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        if self.sequences_per_batch < 1:
-            raise ValueError(f"sequences_per_batch must be >= 1, got {self.sequences_per_batch}")
-        if self.image_size < 1:
-            raise ValueError(f"image_size must be >= 1, got {self.image_size}")
-        for name in ("max_state_dim", "max_action_dim"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ValueError(f"{name} must be >= 1 or None (widest in the shards), got {v}")
-        if self.num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
-        if self.prefetch_factor < 1:
-            raise ValueError(f"prefetch_factor must be >= 1, got {self.prefetch_factor}")
-        if self.worker_start_method not in ("forkserver", "spawn", "fork"):
-            raise ValueError(f"worker_start_method must be 'forkserver', 'spawn' or 'fork', got {self.worker_start_method!r}")
+    @property
+    def uri(self) -> str:
+        """URI of the `shards.lance` dataset."""
+        return join_uri(self.root, SHARDS_NAME)
 
-    def collate_config(self, shards: PackedShards) -> CollateConfig:
-        """The collate settings for `shards` (padded widths default to the widest in the shards)."""
-        return CollateConfig(
-            tokens_per_view=shards.tokens_per_view,
-            image_size=self.image_size,
-            max_state_dim=self.max_state_dim or shards.max_state_dim,
-            max_action_dim=self.max_action_dim or shards.max_action_dim,
+    @property
+    def version(self) -> int:
+        """Lance version of the shards the manifest names."""
+        return self.manifest.shards_version
+
+    @property
+    def tokens_per_view(self) -> int:
+        return self.manifest.pack_spec.tokens.tokens_per_view
+
+    @property
+    def horizon(self) -> int:
+        return self.manifest.pack_spec.horizon
+
+    def dataset(self) -> lance.LanceDataset:
+        """The shards dataset at the manifest's version, opened once per process."""
+        ds = self._cache.get("ds")
+        if ds is None:
+            ds = _open_lance(self.uri, self.version, self.storage_options)
+            self._cache["ds"] = ds
+        return ds
+
+    def read_rows(self, indices: Sequence[int] | np.ndarray, columns: list[str] | None = None) -> pa.Table:
+        """Rows at `indices` (row positions, any order) in that order.
+
+        Raises:
+            FileNotFoundError: a data file of the shards is missing or unreadable.
+        """
+        idx = np.asarray(indices, dtype=np.int64)
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        try:
+            table = self.dataset().take(uniq.tolist(), columns=columns)
+        except OSError as e:
+            raise FileNotFoundError(f"packed shards {self.uri} cannot be read ({e}); a data file is missing or damaged: {_REPACK}") from e
+        return table.take(pa.array(inverse))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        state["_cache"] = {}  # Lance handles do not cross processes; workers reopen
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+
+
+def _open_lance(uri: str, version: int, storage_options: dict[str, str] | None) -> lance.LanceDataset:
+    try:
+        return lance.dataset(uri, version=version, storage_options=storage_options)
+    except (OSError, ValueError) as e:
+        raise FileNotFoundError(f"packed shards {uri} (version {version}) cannot be opened ({e}): {_REPACK}") from e
+
+
+def _check_fragments(ds: lance.LanceDataset, uri: str, storage_options: dict[str, str] | None) -> None:
+    for frag in ds.get_fragments():
+        for data_file in frag.data_files():
+            path = join_uri(uri, "data", data_file.path)
+            if not exists(path, storage_options):
+                raise FileNotFoundError(
+                    f"packed shards {uri}: fragment {frag.fragment_id} is missing its data file {path}; {_REPACK}"
+                )
+
+
+def _check_schema(ds: lance.LanceDataset, uri: str) -> None:
+    want = packed_schema()
+    got = ds.schema
+    diffs = []
+    for f in want:
+        idx = got.get_field_index(f.name)
+        if idx < 0:
+            diffs.append(f"missing column {f.name!r} ({f.type})")
+        elif not got.field(idx).type.equals(f.type):
+            diffs.append(f"column {f.name!r} is {got.field(idx).type}, expected {f.type}")
+    if diffs:
+        raise ValueError(
+            f"{uri} does not have the packed-shard schema: {'; '.join(diffs)}. It was written by another "
+            f"tool or an incompatible robolake version: {_REPACK}"
         )
 
 
-def epoch_batches(
-    num_rows: int, *, epoch: int, rank: int, world_size: int, config: LoaderConfig
-) -> list[np.ndarray]:
-    """Row indices of each batch rank `rank` reads in `epoch`, in order (the plan above).
+def check_lineage(manifest: PackManifest, lake: Lake | str, root: str = "", storage_options: dict[str, str] | None = None) -> None:
+    """Check that shards were packed from `lake` at the version it is opened at.
+
+    Args:
+        manifest: The shards' manifest.
+        lake: A Lake (its URI and version must match) or a lake URI (its URI must match and the
+            packed version must still exist).
+        root: The pack output, for the message.
+        storage_options: Options to list the lake's versions with, when `lake` is a URI.
 
     Raises:
-        ValueError: with drop_last=False, fewer rows than ranks (a rank would have no batch).
+        LineageError: another lake, another version, or the packed version no longer exists.
     """
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
-    if config.shuffle:
-        order = np.random.default_rng([config.seed, epoch]).permutation(num_rows)
-    else:
-        order = np.arange(num_rows)
-    mine = order[rank::world_size]
-    b = config.sequences_per_batch
-    if config.drop_last:
-        nb = num_rows // (world_size * b)
-        return [mine[i * b : (i + 1) * b] for i in range(nb)]
-    if num_rows < world_size:
-        raise ValueError(
-            f"{num_rows} packed sequences cannot give each of {world_size} ranks a batch; pack smaller "
-            "sequences (--max-tokens), use fewer ranks, or pass drop_last=True"
+    where = f"packed shards {root}" if root else "packed shards"
+    uri = lake.uri if isinstance(lake, Lake) else normalize_uri(lake)
+    opts = lake.storage_options if isinstance(lake, Lake) else storage_options
+    if uri != manifest.lake_uri:
+        raise LineageError(
+            f"{where} were packed from lake {manifest.lake_uri}, not {uri}; pass that lake, or re-run "
+            "`robolake pack` on this one"
         )
-    nb = min(math.ceil(num_rows / (world_size * b)), num_rows // world_size)
-    return np.array_split(mine, nb)
-
-
-_PRELOAD = ["numpy", "pyarrow", "pyarrow.dataset", "PIL.Image", "torch"]
-
-
-def _worker_context(method: str) -> multiprocessing.context.BaseContext:
-    """The start method's context; a fork server preloads the heavy imports (not Lance: it warns on fork)."""
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(_PRELOAD)  # no effect once the server runs
-    return ctx
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a killed process stays a zombie until reaped: count it as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _exit_with_main(main_pid: int, _worker_id: int) -> None:
-    """worker_init_fn: end this worker when the training process dies (even by kill -9).
-
-    Workers started by a fork server are its children, not the training process's, so torch's
-    own parent watchdog never fires and they would outlive a killed job; poll the main process.
-    """
-
-    def watch() -> None:
-        while _process_alive(main_pid):
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="robolake-main-watchdog", daemon=True).start()
-
-
-def _dist_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is not None or world_size is not None:
-        if rank is None or world_size is None:
-            raise ValueError("pass both rank and world_size, or neither (to use torch.distributed)")
-        return rank, world_size
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
-
-
-class PackedShardDataset(IterableDataset):
-    """One rank's batches of one epoch, split across DataLoader workers (yields PackedBatch).
-
-    Set `epoch` and `start_batch` before iterating (PackedLoader does); each worker reads the
-    batches `start_batch + w, start_batch + w + nw, ...` of the rank's plan.
-    """
-
-    def __init__(self, shards: PackedShards, config: LoaderConfig, *, rank: int, world_size: int) -> None:
-        super().__init__()
-        self.shards = shards
-        self.config = config
-        self.collate = config.collate_config(shards)
-        self.rank = rank
-        self.world_size = world_size
-        self.epoch = 0
-        self.start_batch = 0
-        # Persistent workers keep the copy of this object they started with; PackedLoader passes
-        # each epoch's (epoch, start_batch) through this shared array instead.
-        self.position: Any = None
-
-    def batches(self) -> list[np.ndarray]:
-        """This rank's batches (row indices) of the current epoch."""
-        return epoch_batches(self.shards.num_rows, epoch=self.epoch, rank=self.rank, world_size=self.world_size, config=self.config)
-
-    def __iter__(self) -> Iterator[PackedBatch]:
-        info = get_worker_info()
-        w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
-        if self.position is not None:
-            self.epoch, self.start_batch = int(self.position[0]), int(self.position[1])
-        plan = self.batches()
-        for b in range(self.start_batch + w, len(plan), nw):
-            yield collate_rows(self.shards.read_rows(plan[b]), self.collate)
-
-
-class PackedLoader:
-    """Batches of packed shards for one rank: a DataLoader plus epoch and resume bookkeeping.
-
-    Iterating yields one epoch (the rank's batches from where it stopped). When an epoch is
-    read to the end the next iteration starts the next epoch, so `for batch in loader` inside an
-    epoch loop and a trainer that re-iterates both work; `set_epoch` sets it explicitly.
-
-    Example:
-        >>> loader = PackedLoader("packed/", LoaderConfig(sequences_per_batch=2))  # doctest: +SKIP
-        >>> for batch in loader: ...                                                # doctest: +SKIP
-    """
-
-    def __init__(
-        self,
-        shards: PackedShards | str,
-        config: LoaderConfig | None = None,
-        *,
-        lake: Lake | str | None = None,
-        rank: int | None = None,
-        world_size: int | None = None,
-        storage_options: dict[str, str] | None = None,
-    ) -> None:
-        """Open the shards (validating them) and plan this rank's reads.
-
-        Args:
-            shards: A pack output directory / URI, or shards already opened with `open_shards`.
-            config: Loader settings (default `LoaderConfig()`).
-            lake: If given, the shards must come from this lake at its version.
-            rank: This process's rank; default from torch.distributed when initialized, else 0.
-            world_size: Number of ranks; default from torch.distributed when initialized, else 1.
-            storage_options: Object-store options, when `shards` is a URI.
-
-        Raises:
-            FileNotFoundError, ValueError, LineageError: as for `open_shards`.
-        """
-        self.config = config or LoaderConfig()
-        self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
-        self.rank, self.world_size = _dist_rank_world(rank, world_size)
-        self.dataset = PackedShardDataset(self.shards, self.config, rank=self.rank, world_size=self.world_size)
-        self.epoch = 0
-        self.batches_done = 0
-        self._num_batches = len(self.dataset.batches())
-        self._loader: DataLoader | None = None
-        if self.config.num_workers:
-            self.dataset.position = _worker_context(self.config.worker_start_method).Array("q", 2, lock=False)
-
-    def __len__(self) -> int:
-        """Batches per epoch on this rank (the same on every rank)."""
-        return self._num_batches
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start `epoch` from its first batch at the next iteration."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch, self.batches_done = int(epoch), 0
-
-    def _dataloader(self) -> DataLoader:
-        """One DataLoader for the loader's lifetime: its workers start once, not every epoch."""
-        if self._loader is not None:
-            return self._loader
-        cfg = self.config
-        workers = cfg.num_workers
-        self._loader = DataLoader(
-            self.dataset,
-            batch_size=None,
-            num_workers=workers,
-            prefetch_factor=cfg.prefetch_factor if workers else None,
-            pin_memory=cfg.pin_memory,
-            multiprocessing_context=_worker_context(cfg.worker_start_method) if workers else None,
-            worker_init_fn=functools.partial(_exit_with_main, os.getpid()) if workers else None,
-            persistent_workers=bool(workers),
+    if isinstance(lake, Lake) and lake.version != manifest.lake_version:
+        raise LineageError(
+            f"{where} were packed from lake version {manifest.lake_version}, but the lake given is at version "
+            f"{lake.version}; open Lake.open({uri!r}, version={manifest.lake_version}) or re-run `robolake pack`"
         )
-        return self._loader
+    if manifest.lake_version not in list_versions(uri, opts):
+        raise LineageError(
+            f"{where} were packed from lake {uri} version {manifest.lake_version}, which no longer exists; "
+            "re-run `robolake pack` on a current version"
+        )
 
-    def __iter__(self) -> Iterator[PackedBatch]:
-        if self.batches_done >= self._num_batches:
-            self.epoch, self.batches_done = self.epoch + 1, 0
-        self.dataset.epoch = self.epoch
-        self.dataset.start_batch = self.batches_done
-        if self.dataset.position is not None:
-            self.dataset.position[0], self.dataset.position[1] = self.epoch, self.batches_done
-        for batch in self._dataloader():
-            self.batches_done += 1
-            yield batch
 
-    def state_dict(self) -> dict[str, Any]:
-        """Where this rank is: load it into a new loader to continue with the next batch."""
-        return {
-            "epoch": self.epoch,
-            "batches_done": self.batches_done,
-            "world_size": self.world_size,
-            "sequences_per_batch": self.config.sequences_per_batch,
-            "seed": self.config.seed,
-            "shuffle": self.config.shuffle,
-            "drop_last": self.config.drop_last,
-            "num_rows": self.shards.num_rows,
-            "shards_root": self.shards.root,
-            "shards_version": self.shards.version,
-        }
+def open_shards(
+    root: str, *, lake: Lake | str | None = None, storage_options: dict[str, str] | None = None
+) -> PackedShards:
+    """Open and validate the pack output at `root`.
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state` (from `state_dict()` of a loader over the same shards and plan).
+    Args:
+        root: A directory or object-store prefix written by `robolake pack`.
+        lake: If given, the lake the shards must come from (see `check_lineage`).
+        storage_options: Lance / fsspec options for object stores.
 
-        Raises:
-            ValueError: the state comes from a different plan (world size, batch size, seed,
-                shuffle, drop_last or shards), which would repeat or skip samples.
-        """
-        mine = self.state_dict()
-        for key in ("world_size", "sequences_per_batch", "seed", "shuffle", "drop_last", "num_rows", "shards_version"):
-            if key in state and state[key] != mine[key]:
-                raise ValueError(
-                    f"loader state has {key}={state[key]!r} but this loader has {mine[key]!r}; resume with the "
-                    "same shards, world size and loader config, or start the epoch over with set_epoch()"
-                )
-        self.epoch = int(state["epoch"])
-        self.batches_done = int(state["batches_done"])
+    Raises:
+        FileNotFoundError: no manifest (not a finished pack), or a missing shard data file.
+        ValueError: the shards do not have the packed-row schema.
+        LineageError: the shards do not belong to `lake` at its version.
+    """
+    root = normalize_uri(root)
+    manifest = read_manifest(root, storage_options)
+    if lake is not None:
+        check_lineage(manifest, lake, root, storage_options)
+    uri = join_uri(root, SHARDS_NAME)
+    ds = _open_lance(uri, manifest.shards_version, storage_options)
+    _check_schema(ds, uri)
+    _check_fragments(ds, uri, storage_options)
+    dims = ds.to_table(columns=["state_dims", "action_dims"])
+    widest = [pc.max(pc.list_flatten(dims[c])).as_py() or 0 for c in ("state_dims", "action_dims")]
+    return PackedShards(
+        root=root,
+        manifest=manifest,
+        num_rows=ds.count_rows(),
+        max_state_dim=int(widest[0]),
+        max_action_dim=int(widest[1]),
+        storage_options=dict(storage_options) if storage_options else None,
+    )
+
+
+_MOVED = {"LoaderConfig": "robolake.loaders.config", "PackedLoader": "robolake.loaders.torch_loader",
+          "PackedShardDataset": "robolake.loaders.torch_loader", "epoch_batches": "robolake.loaders.torch_loader"}
+
+
+def __getattr__(name: str) -> Any:
+    # This module held the torch loader until 0.2; keep those names importable for one release.
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        warnings.warn(f"robolake.loaders.shards.{name} moved to {_MOVED[name]}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,6 @@
-"""Typed definitions of everything robolake stores: lake tables, embodiments, format versions."""
+"""Typed definitions of everything robolake stores and hands on: lake tables, embodiments, format
+versions, packed rows, and the batch contract (`robolake.schemas.batch`, torch + numpy only, imported
+explicitly so `import robolake.schemas` does not pull in torch)."""
 
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 from robolake.schemas.packed import PackedRow, packed_schema
@@ -12,11 +14,7 @@ from robolake.schemas.tables import (
     schema_for_table,
     schema_of,
 )
-from robolake.schemas.varlen import (
-    VarlenMetadata,
-    cu_seqlens_from_lengths,
-    position_ids_from_lengths,
-)
+from robolake.schemas.varlen import cu_seqlens_from_lengths, position_ids_from_lengths
 from robolake.schemas.version import (
     LAKE_FORMAT_VERSION,
     SUPPORTED_FORMAT_VERSIONS,
@@ -39,7 +37,6 @@ __all__ = [
     "LAKE_FORMAT_VERSION",
     "SUPPORTED_FORMAT_VERSIONS",
     "UnsupportedLakeVersionError",
-    "VarlenMetadata",
     "cu_seqlens_from_lengths",
     "position_ids_from_lengths",
 ]

@@ -1,18 +1,21 @@
 """torch.distributed setup for runs launched by torchrun.
 
-torchrun sets RANK, LOCAL_RANK and WORLD_SIZE. With WORLD_SIZE > 1 the trainer joins the process
-group (NCCL on CUDA, gloo on CPU) and wraps the model in DistributedDataParallel; each rank reads
-its own shard of the packed data, which is the loader's job, not the trainer's.
+torchrun sets RANK, LOCAL_RANK and WORLD_SIZE (read in one place, `robolake.distributed`). With
+WORLD_SIZE > 1 the process joins the process group (NCCL on CUDA, gloo on CPU) before any loader
+is built (`train_on` calls `setup_distributed` first) and the trainer wraps the model in
+DistributedDataParallel; each rank reads its own share of the data, which is the batch source's
+job (opened for that rank by `open_batches`), not the trainer's.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from robolake.distributed import data_parallel_rank
 
 __all__ = ["DistInfo", "setup_distributed", "teardown_distributed"]
 
@@ -51,9 +54,8 @@ def setup_distributed(device: str = "auto") -> DistInfo:
     Raises:
         ValueError: CUDA was asked for and is not available.
     """
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
+    where = data_parallel_rank()
+    world, rank, local = where.world_size, where.rank, where.local_rank
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(device)

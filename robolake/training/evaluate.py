@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from robolake.loaders.batch import PackedBatch
+from robolake.schemas.batch import PackedBatch
 
 __all__ = ["evaluate_actions"]
 

@@ -13,8 +13,7 @@ Data flow for a batch of n samples:
 3. The action head builds, per sample, [state token, F future tokens, H noisy action tokens]
    with embodiment-specific encoders, and a DiT denoises them while cross-attending to the
    sample's backbone tokens. The model computes its own action-side boundaries
-   `arange(n+1) * (1 + F + H)` rather than the batch's `cu_seqlens_q` (which counts 1 + H); the
-   key side is the batch's `cu_seqlens`.
+   `arange(n+1) * (1 + F + H)`; the key side is the batch's `cu_seqlens`.
 4. Flow matching as GR00T: t = (s - Beta(1.5, 1)) / s, x_t = (1 - t) noise + t action, the model
    predicts the velocity action - noise, and the MSE is averaged over `action_mask`. `get_action`
    integrates the learned velocity from noise with Euler steps.
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from robolake.loaders.batch import PackedBatch, PaddedBatch
+from robolake.schemas.batch import PackedBatch, PaddedBatch
 from robolake.training.config import ModelConfig
 from robolake.training.dit import DiT
 from robolake.training.encoders import (

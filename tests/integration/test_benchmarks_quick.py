@@ -17,7 +17,7 @@ from robolake.bench import load as bench_load  # noqa: E402
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
 from robolake.loaders import collate_rows, open_shards
-from robolake.loaders.shards import LoaderConfig
+from robolake.loaders.config import LoaderConfig
 from robolake.packers import PackSpec, TokenLengthConfig, pack
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 

@@ -7,7 +7,7 @@ from robolake.loaders import LakeStream, LoaderConfig, PackedBatch, stream
 from robolake.packers.lengths import TokenLengthConfig
 from robolake.packers.spec import PackSpec
 
-SPEC = PackSpec(max_tokens=1024, window=64, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
+SPEC = PackSpec(max_tokens=1024, algorithm="window", window=64, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
 
 
 def test_lake_stream_packs_every_sample_once(packed_data):
@@ -26,7 +26,7 @@ def test_stream_dispatches_on_source(packed_data):
     cfg = LoaderConfig(sequences_per_batch=4, image_size=8, num_workers=0)
     from_shards = list(stream(str(packed_data.packed), config=cfg))
     assert sum(b.num_samples for b in from_shards) == packed_data.num_samples
-    first_ray = next(stream(str(packed_data.packed), backend="ray", config=cfg))
+    first_ray = next(stream(str(packed_data.packed), backend="ray", config=LoaderConfig(sequences_per_batch=4, image_size=8)))
     assert isinstance(first_ray, PackedBatch)
     first_lake = next(stream(Lake.open(str(packed_data.lake)), config=cfg, spec=SPEC))
     assert isinstance(first_lake, PackedBatch) and first_lake.tokens_per_view == 16
@@ -41,3 +41,51 @@ def test_stream_errors(packed_data, tmp_path):
         stream(str(packed_data.lake), backend="ray")
     with pytest.raises(FileNotFoundError, match="neither a pack output"):
         stream(str(tmp_path))
+
+
+def test_lake_stream_shards_by_rank(packed_data):
+    cfg = LoaderConfig(sequences_per_batch=1, image_size=8, num_workers=1)
+    ranks = [LakeStream(str(packed_data.lake), SPEC, cfg, rank=r, world_size=2) for r in range(2)]
+    keys = [[k for b in s for k in b.sample_keys] for s in ranks]
+    assert ranks[0].num_batches == ranks[1].num_batches > 0
+    assert not set(keys[0]) & set(keys[1])
+    assert len(keys[0]) + len(keys[1]) == packed_data.num_samples == len(set(keys[0]) | set(keys[1]))
+
+
+def test_lake_stream_resumes_mid_epoch(packed_data):
+    cfg = LoaderConfig(sequences_per_batch=1, image_size=8, num_workers=1)
+    whole = [b.sample_keys for b in LakeStream(str(packed_data.lake), SPEC, cfg)]
+    first = LakeStream(str(packed_data.lake), SPEC, cfg)
+    it = iter(first)
+    head = [next(it).sample_keys for _ in range(2)]
+    state = first.state_dict()
+    resumed = LakeStream(str(packed_data.lake), SPEC, cfg)
+    resumed.load_state_dict(state)
+    assert head + [b.sample_keys for b in resumed] == whole
+    other = LakeStream(str(packed_data.lake), SPEC, LoaderConfig(sequences_per_batch=1, image_size=8, seed=5))
+    with pytest.raises(ValueError, match="seed"):
+        other.load_state_dict(state)
+
+
+def test_sources_refuse_what_they_cannot_honour(packed_data):
+    from robolake.loaders import open_batches
+
+    with pytest.raises(ValueError, match="window packer"):
+        LakeStream(str(packed_data.lake), PackSpec(max_tokens=1024, algorithm="bfd"))
+    with pytest.raises(ValueError, match="num_workers"):
+        open_batches(str(packed_data.packed), LoaderConfig(num_workers=0), backend="ray")
+    with pytest.raises(ValueError, match="does not shard across torchrun ranks"):
+        open_batches(str(packed_data.packed), backend="ray", rank=0, world_size=2)
+
+
+def test_ray_stream_resumes_only_at_epoch_boundaries(packed_data):
+    from robolake.loaders import RayPackedStream
+
+    s = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8))
+    state = s.state_dict() | {"batches_done": 1}
+    with pytest.raises(ValueError, match="cannot resume mid-epoch"):
+        RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8)).load_state_dict(state)
+    done = s.state_dict() | {"batches_done": s.num_batches}
+    again = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8))
+    again.load_state_dict(done)
+    assert again.epoch == 1

@@ -11,7 +11,6 @@ import pytest
 from robolake.schemas import (
     TABLES,
     EmbodimentSpec,
-    VarlenMetadata,
     cu_seqlens_from_lengths,
     packed_schema,
     position_ids_from_lengths,
@@ -68,8 +67,19 @@ def test_varlen_metadata():
     cu = cu_seqlens_from_lengths([3, 0, 2])
     assert cu.dtype == np.int32 and cu.tolist() == [0, 3, 3, 5]
     assert position_ids_from_lengths([3, 0, 2]).tolist() == [0, 1, 2, 0, 1]
-    meta = VarlenMetadata.from_lengths([4, 1])
-    assert (meta.max_seqlen, meta.num_samples, meta.total_tokens) == (4, 2, 5)
-    assert meta.lengths.tolist() == [4, 1]
     with pytest.raises(ValueError, match=">= 0"):
         cu_seqlens_from_lengths([1, -1])
+
+
+def test_model_imports_without_the_data_stack():
+    """The batch contract and the model need only torch and numpy (no lance, PyAV, fsspec, ray)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import robolake.training.model, robolake.training.trainer, robolake.schemas.batch; "
+        "bad = [m for m in ('lance', 'av', 'fsspec', 'ray') if m in sys.modules]; "
+        "print(','.join(bad)); sys.exit(1 if bad else 0)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, f"importing the model pulled in: {res.stdout.strip()} {res.stderr[-500:]}"

@@ -1,0 +1,73 @@
+"""LoaderConfig: how any batch source turns packed sequences into batches.
+
+One config for every source (`open_batches`): a source that cannot honour a field raises when
+it is opened instead of ignoring it (see each source's `check_config`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from robolake.loaders.collate import CollateConfig
+from robolake.loaders.shards import PackedShards
+
+__all__ = ["LoaderConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderConfig:
+    """How packed shards are read into batches.
+
+    Attributes:
+        sequences_per_batch: Packed sequences (shard rows) per batch (B).
+        image_size: Views are decoded to image_size x image_size RGB.
+        seed: Seed of the per-epoch shuffle.
+        shuffle: Shuffle the sequence order every epoch (from (seed, epoch)).
+        drop_last: Give every rank only full batches, skipping the remainder of the epoch;
+            False reads every sequence once per epoch (see the module notes).
+        max_state_dim: Width state is padded to; None uses the widest state in the shards.
+        max_action_dim: Width actions are padded to; None uses the widest action in the shards.
+        num_workers: DataLoader worker processes (0 reads in the main process).
+        prefetch_factor: Batches each worker prepares ahead (with num_workers > 0).
+        pin_memory: Return batches in pinned memory (for fast host-to-GPU copies).
+        worker_start_method: How workers start: "forkserver" (default: Lance is not fork-safe,
+            and a fork server that preloads torch/pyarrow starts workers in well under a
+            second), "spawn", or "fork" (only safe if nothing in this process used Lance yet).
+    """
+
+    sequences_per_batch: int = 1
+    image_size: int = 224
+    seed: int = 0
+    shuffle: bool = True
+    drop_last: bool = False
+    max_state_dim: int | None = None
+    max_action_dim: int | None = None
+    num_workers: int = 2
+    prefetch_factor: int = 2
+    pin_memory: bool = False
+    worker_start_method: str = "forkserver"
+
+    def __post_init__(self) -> None:
+        if self.sequences_per_batch < 1:
+            raise ValueError(f"sequences_per_batch must be >= 1, got {self.sequences_per_batch}")
+        if self.image_size < 1:
+            raise ValueError(f"image_size must be >= 1, got {self.image_size}")
+        for name in ("max_state_dim", "max_action_dim"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name} must be >= 1 or None (widest in the shards), got {v}")
+        if self.num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        if self.prefetch_factor < 1:
+            raise ValueError(f"prefetch_factor must be >= 1, got {self.prefetch_factor}")
+        if self.worker_start_method not in ("forkserver", "spawn", "fork"):
+            raise ValueError(f"worker_start_method must be 'forkserver', 'spawn' or 'fork', got {self.worker_start_method!r}")
+
+    def collate_config(self, shards: PackedShards) -> CollateConfig:
+        """The collate settings for `shards` (padded widths default to the widest in the shards)."""
+        return CollateConfig(
+            tokens_per_view=shards.tokens_per_view,
+            image_size=self.image_size,
+            max_state_dim=self.max_state_dim or shards.max_state_dim,
+            max_action_dim=self.max_action_dim or shards.max_action_dim,
+        )

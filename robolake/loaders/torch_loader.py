@@ -1,0 +1,288 @@
+"""Packed shards -> PackedBatch through a torch DataLoader: sharded, shuffled, resumable.
+
+Work assignment is a pure function of (number of rows, seed, epoch, rank, world size, batch
+size), so every process computes the same plan without talking to the others:
+
+1. The epoch's order is `default_rng([seed, epoch]).permutation(num_rows)` (or 0..N-1 unshuffled).
+2. Rank r of W takes the rows `order[r::W]`.
+3. The rank's rows are cut into batches. DDP needs the same number of steps on every rank:
+   - `drop_last=True`: every rank gets `N // (W * B)` batches of exactly B sequences; the at
+     most `W * B - 1` rows left over are skipped this epoch (another set each shuffled epoch).
+   - `drop_last=False`: every row is read exactly once across the ranks. Every rank gets
+     `nb = min(ceil(N / (W * B)), N // W)` batches and splits its rows into them as evenly as
+     possible, so a batch holds B or fewer sequences, except where the rows do not divide
+     (B = 1 and N not a multiple of W, or tiny data): then some batches hold one sequence more.
+4. DataLoader worker w of nw takes the batches b with `(b - start) % nw == w`. The DataLoader
+   fetches from its workers round robin, so batches reach the training loop in index order.
+
+Resuming is skipping: `PackedLoader` counts the batches the training loop has taken in the
+main process; `state_dict()` records (epoch, batches taken), and a new loader that loads it
+starts the same epoch's plan at that batch. Nothing is read twice and nothing is skipped, as
+long as the world size, batch size, seed and shards are the same (checked on load).
+
+Images are decoded inside the workers (`collate_rows`), and the Lance dataset is opened once per
+worker.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import multiprocessing
+import multiprocessing.context
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from robolake.distributed import resolve_rank
+from robolake.lake.lake import Lake
+from robolake.loaders.collate import collate_rows
+from robolake.loaders.config import LoaderConfig
+from robolake.loaders.shards import PackedShards, open_shards
+from robolake.schemas.batch import BatchLayout, BatchSource, PackedBatch
+
+__all__ = ["LoaderConfig", "PackedShardDataset", "PackedLoader", "epoch_batches"]  # LoaderConfig: from loaders.config
+
+
+def epoch_batches(
+    num_rows: int, *, epoch: int, rank: int, world_size: int, config: LoaderConfig
+) -> list[np.ndarray]:
+    """Row indices of each batch rank `rank` reads in `epoch`, in order (the plan above).
+
+    Raises:
+        ValueError: with drop_last=False, fewer rows than ranks (a rank would have no batch).
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+    if config.shuffle:
+        order = np.random.default_rng([config.seed, epoch]).permutation(num_rows)
+    else:
+        order = np.arange(num_rows)
+    mine = order[rank::world_size]
+    b = config.sequences_per_batch
+    if config.drop_last:
+        nb = num_rows // (world_size * b)
+        return [mine[i * b : (i + 1) * b] for i in range(nb)]
+    if num_rows < world_size:
+        raise ValueError(
+            f"{num_rows} packed sequences cannot give each of {world_size} ranks a batch; pack smaller "
+            "sequences (--max-tokens), use fewer ranks, or pass drop_last=True"
+        )
+    nb = min(math.ceil(num_rows / (world_size * b)), num_rows // world_size)
+    return np.array_split(mine, nb)
+
+
+_PRELOAD = ["numpy", "pyarrow", "pyarrow.dataset", "PIL.Image", "torch"]
+
+
+def _worker_context(method: str) -> multiprocessing.context.BaseContext:
+    """The start method's context; a fork server preloads the heavy imports (not Lance: it warns on fork)."""
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(_PRELOAD)  # no effect once the server runs
+    return ctx
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a killed process stays a zombie until reaped: count it as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _exit_with_main(main_pid: int, _worker_id: int) -> None:
+    """worker_init_fn: end this worker when the training process dies (even by kill -9).
+
+    Workers started by a fork server are its children, not the training process's, so torch's
+    own parent watchdog never fires and they would outlive a killed job; poll the main process.
+    """
+
+    def watch() -> None:
+        while _process_alive(main_pid):
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="robolake-main-watchdog", daemon=True).start()
+
+
+class PackedShardDataset(IterableDataset):
+    """One rank's batches of one epoch, split across DataLoader workers (yields PackedBatch).
+
+    Set `epoch` and `start_batch` before iterating (PackedLoader does); each worker reads the
+    batches `start_batch + w, start_batch + w + nw, ...` of the rank's plan.
+    """
+
+    def __init__(self, shards: PackedShards, config: LoaderConfig, *, rank: int, world_size: int) -> None:
+        super().__init__()
+        self.shards = shards
+        self.config = config
+        self.collate = config.collate_config(shards)
+        self.rank = rank
+        self.world_size = world_size
+        self.epoch = 0
+        self.start_batch = 0
+        # Persistent workers keep the copy of this object they started with; PackedLoader passes
+        # each epoch's (epoch, start_batch) through this shared array instead.
+        self.position: Any = None
+
+    def batches(self) -> list[np.ndarray]:
+        """This rank's batches (row indices) of the current epoch."""
+        return epoch_batches(self.shards.num_rows, epoch=self.epoch, rank=self.rank, world_size=self.world_size, config=self.config)
+
+    def __iter__(self) -> Iterator[PackedBatch]:
+        info = get_worker_info()
+        w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        if self.position is not None:
+            self.epoch, self.start_batch = int(self.position[0]), int(self.position[1])
+        plan = self.batches()
+        for b in range(self.start_batch + w, len(plan), nw):
+            yield collate_rows(self.shards.read_rows(plan[b]), self.collate)
+
+
+class PackedLoader(BatchSource):
+    """Batches of packed shards for one rank: a DataLoader plus epoch and resume bookkeeping.
+
+    Iterating yields one epoch (the rank's batches from where it stopped). When an epoch is
+    read to the end the next iteration starts the next epoch, so `for batch in loader` inside an
+    epoch loop and a trainer that re-iterates both work; `set_epoch` sets it explicitly.
+
+    Example:
+        >>> loader = PackedLoader("packed/", LoaderConfig(sequences_per_batch=2))  # doctest: +SKIP
+        >>> for batch in loader: ...                                                # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        shards: PackedShards | str,
+        config: LoaderConfig | None = None,
+        *,
+        lake: Lake | str | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        """Open the shards (validating them) and plan this rank's reads.
+
+        Args:
+            shards: A pack output directory / URI, or shards already opened with `open_shards`.
+            config: Loader settings (default `LoaderConfig()`).
+            lake: If given, the shards must come from this lake at its version.
+            rank: This process's data-parallel rank; with `world_size`, or neither to take both
+                from `robolake.distributed.data_parallel_rank()` (torchrun's environment).
+            world_size: Number of data-parallel ranks.
+            storage_options: Object-store options, when `shards` is a URI.
+
+        Raises:
+            FileNotFoundError, ValueError, LineageError: as for `open_shards`.
+        """
+        self.config = config or LoaderConfig()
+        self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
+        where = resolve_rank(rank, world_size)
+        self.rank, self.world_size = where.rank, where.world_size
+        self.dataset = PackedShardDataset(self.shards, self.config, rank=self.rank, world_size=self.world_size)
+        self.epoch = 0
+        self.batches_done = 0
+        self._num_batches = len(self.dataset.batches())
+        self._loader: DataLoader | None = None
+        if self.config.num_workers:
+            self.dataset.position = _worker_context(self.config.worker_start_method).Array("q", 2, lock=False)
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank (the same on every rank)."""
+        return self._num_batches
+
+    @property
+    def num_batches(self) -> int:
+        return self._num_batches
+
+    @property
+    def layout(self) -> BatchLayout:
+        collate = self.dataset.collate
+        return BatchLayout(
+            tokens_per_view=collate.tokens_per_view,
+            horizon=self.shards.horizon,
+            max_state_dim=collate.max_state_dim,
+            max_action_dim=collate.max_action_dim,
+            num_embodiments=len(self.shards.manifest.embodiments),
+            max_seqlen=self.shards.manifest.pack_spec.max_tokens,
+            embodiments=tuple(self.shards.manifest.embodiments),
+        )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` from its first batch at the next iteration."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch, self.batches_done = int(epoch), 0
+
+    def _dataloader(self) -> DataLoader:
+        """One DataLoader for the loader's lifetime: its workers start once, not every epoch."""
+        if self._loader is not None:
+            return self._loader
+        cfg = self.config
+        workers = cfg.num_workers
+        self._loader = DataLoader(
+            self.dataset,
+            batch_size=None,
+            num_workers=workers,
+            prefetch_factor=cfg.prefetch_factor if workers else None,
+            pin_memory=cfg.pin_memory,
+            multiprocessing_context=_worker_context(cfg.worker_start_method) if workers else None,
+            worker_init_fn=functools.partial(_exit_with_main, os.getpid()) if workers else None,
+            persistent_workers=bool(workers),
+        )
+        return self._loader
+
+    def __iter__(self) -> Iterator[PackedBatch]:
+        if self.batches_done >= self._num_batches:
+            self.epoch, self.batches_done = self.epoch + 1, 0
+        self.dataset.epoch = self.epoch
+        self.dataset.start_batch = self.batches_done
+        if self.dataset.position is not None:
+            self.dataset.position[0], self.dataset.position[1] = self.epoch, self.batches_done
+        for batch in self._dataloader():
+            self.batches_done += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this rank is: load it into a new loader to continue with the next batch."""
+        return {
+            "epoch": self.epoch,
+            "batches_done": self.batches_done,
+            "world_size": self.world_size,
+            "sequences_per_batch": self.config.sequences_per_batch,
+            "seed": self.config.seed,
+            "shuffle": self.config.shuffle,
+            "drop_last": self.config.drop_last,
+            "num_rows": self.shards.num_rows,
+            "shards_root": self.shards.root,
+            "shards_version": self.shards.version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from `state` (from `state_dict()` of a loader over the same shards and plan).
+
+        Raises:
+            ValueError: the state comes from a different plan (world size, batch size, seed,
+                shuffle, drop_last or shards), which would repeat or skip samples.
+        """
+        mine = self.state_dict()
+        for key in ("world_size", "sequences_per_batch", "seed", "shuffle", "drop_last", "num_rows", "shards_version"):
+            if key in state and state[key] != mine[key]:
+                raise ValueError(
+                    f"loader state has {key}={state[key]!r} but this loader has {mine[key]!r}; resume with the "
+                    "same shards, world size and loader config, or start the epoch over with set_epoch()"
+                )
+        self.epoch = int(state["epoch"])
+        self.batches_done = int(state["batches_done"])
