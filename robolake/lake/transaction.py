@@ -32,6 +32,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+INDEX_MAX_SEGMENTS = 8  # index segments of one column before they are merged (LakeTransaction.create_index)
+
 
 def table_uri(lake_uri: str, table: str) -> str:
     return join_uri(lake_uri, f"{table}.lance")
@@ -177,13 +179,29 @@ class LakeTransaction:
         self._touched.add(table)
 
     def create_index(self, table: str, column: str, index_type: Literal["BTREE", "BITMAP"] = "BTREE") -> None:
-        """(Re)build a scalar index on `table.column` as part of this transaction."""
+        """Keep a scalar index on `table.column` covering every fragment, as part of this transaction.
+
+        The first call builds the index. Later calls index only the fragments appended since, as
+        a new index segment (Lance's `optimize_indices` with `num_indices_to_merge=0`), so an
+        ingest's cost grows with its own rows, not the table's. Every `INDEX_MAX_SEGMENTS` segments
+        they are merged into one (a merge of sorted index pages, no data scan), so lookups stay
+        a bounded number of segment probes.
+        """
         if self.dataset(table).count_rows() == 0:
             return
         self._head_for_write(table)
-        ds = lance.dataset(table_uri(self._uri, table), storage_options=self._opts)
-        ds.create_scalar_index(column, index_type, replace=True)
-        self._tables[table] = lance.dataset(table_uri(self._uri, table), storage_options=self._opts).version
+        uri = table_uri(self._uri, table)
+        ds = lance.dataset(uri, storage_options=self._opts)
+        existing = [d for d in ds.describe_indices() if list(d.field_names) == [column]]
+        if not existing:
+            ds.create_scalar_index(column, index_type)
+        elif existing[0].num_rows_indexed < ds.count_rows():
+            segments = len(existing[0].segments)
+            merge = segments if segments >= INDEX_MAX_SEGMENTS else 0
+            ds.optimize.optimize_indices(index_names=[existing[0].name], num_indices_to_merge=merge)
+        else:
+            return
+        self._tables[table] = lance.dataset(uri, storage_options=self._opts).version
         self._touched.add(table)
 
     def commit(self, operation: str, summary: dict[str, Any] | None = None) -> LakeVersion:

@@ -62,7 +62,8 @@ def test_embodiments_and_stats(lake):
     steps = lake.to_arrow("steps", where=EpisodeFilter(embodiment="single_arm_7dof"))
     state = np.stack(steps["state"].to_numpy(zero_copy_only=False))
     np.testing.assert_allclose(stats.state.mean, state.mean(0), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(stats.state.q99, np.quantile(state.astype(np.float64), 0.99, axis=0), rtol=1e-6)
+    # q99 comes from a mergeable sketch: within 0.5% of the value (lake/sketch.py's bound).
+    np.testing.assert_allclose(stats.state.q99, np.quantile(state.astype(np.float64), 0.99, axis=0), rtol=5e-3, atol=1e-5)
     x = stats.action.normalize(np.asarray(steps["action"][0].as_py()))
     np.testing.assert_allclose(stats.action.unnormalize(x), steps["action"][0].as_py(), rtol=1e-5, atol=1e-5)
     with pytest.raises(KeyError, match="no embodiment 'nope'"):
