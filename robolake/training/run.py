@@ -20,6 +20,7 @@ from robolake.packers.manifest import MANIFEST_NAME
 from robolake.training.config import ModelConfig
 from robolake.training.fit import fit_model_config
 from robolake.training.fp8 import FP8Recipe
+from robolake.training.normalize import POLICY_CARD_KEY, policy_card_from_lake, policy_card_from_pack
 from robolake.training.trainer import TrainConfig, TrainResult, train
 
 __all__ = ["RunConfig", "train_on"]
@@ -89,6 +90,7 @@ def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
         )
         loader_config = _loader_config(run, model_config)
         batches: PackedLoader | LakeStream = PackedLoader(shards, loader_config)
+        card = policy_card_from_pack(source)
     else:
         lake = source if isinstance(source, Lake) else Lake.open(source)
         specs = lake.embodiments()
@@ -109,6 +111,7 @@ def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
             max_seqlen=run.max_tokens,
         )
         batches = LakeStream(lake, spec, _loader_config(run, model_config))
+        card = policy_card_from_lake(lake, spec)
     if not run.resume:
         shutil.rmtree(os.path.join(run.out, "checkpoints"), ignore_errors=True)
         if os.path.exists(os.path.join(run.out, "metrics.jsonl")):
@@ -127,6 +130,7 @@ def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
         checkpoint_dir=os.path.join(run.out, "checkpoints"),
         checkpoint_every=run.checkpoint_every,
         resume=run.resume,
+        checkpoint_extra={POLICY_CARD_KEY: card.to_json()},  # what the policy needs to act
     )
     return train(config, batches)
 

@@ -1,0 +1,91 @@
+"""Simulated tasks, scripted experts that record demonstrations, and closed-loop evaluation.
+
+Behind the `sim` extra (`pip install 'robolake[sim]'`: Meta-World on MuJoCo, rendered offscreen
+with EGL). Importing this package needs only numpy; building an environment imports the simulator
+and raises an ImportError naming the extra when it is missing.
+
+The API, bottom up:
+
+- `tasks`: the suite (`SUITE`, `DEFAULT_TASKS`, `resolve_tasks`), one instruction per task, and
+  the disjoint seed ranges of demonstrations (`TRAIN_SEEDS`) and evaluation (`EVAL_SEEDS`).
+- `env`: `SimEnv(task, SimEnvConfig)` with `reset(seed) -> Observation` and
+  `step(action) -> StepResult`; an `Observation` is {image, state, instruction} plus the raw
+  simulator observation for experts. One embodiment, `EMBODIMENT` ("sawyer"), 14-dim state,
+  4-dim action.
+- `policy`: the `Policy` protocol, `act(observations) -> [n, H, 4]` (one batched call for every
+  environment of a tick), and baselines `ExpertPolicy` (ceiling), `RandomPolicy` and
+  `MeanActionPolicy` (floors).
+- `learned`: `LearnedPolicy.from_checkpoint(run_dir)`, a trained checkpoint as a Policy, with the
+  lake's normalisation applied on the way in and undone on the way out (`build_batch` exposes the
+  exact model inputs, for RL).
+- `rollout`: `EnvWorker` (a Ray actor holding several environment slots) and
+  `rollout(policy, specs, RolloutConfig)`, the synchronous closed loop with a replanning horizon.
+- `recorder`: `record_demos(out, RecordConfig)`, noisy-expert demonstrations recorded on Ray
+  actors, deterministic for a seed, written by one format function (LeRobot today).
+- `evaluate`: `evaluate_checkpoint(...)`, success per task with Wilson 95% intervals beside the
+  expert and a floor, JSON, plot and rollout videos (what `robolake eval` runs).
+"""
+
+from robolake.sim._require import SIM_EXTRA_HINT, require_sim
+from robolake.sim.env import (
+    ACTION_DIM,
+    ACTION_NAMES,
+    EMBODIMENT,
+    STATE_DIM,
+    STATE_NAMES,
+    Observation,
+    SimEnv,
+    SimEnvConfig,
+    StepResult,
+    state_vector,
+)
+from robolake.sim.policy import ExpertPolicy, MeanActionPolicy, Policy, RandomPolicy
+from robolake.sim.rollout import (
+    EnvWorker,
+    EpisodeResult,
+    EpisodeSpec,
+    RolloutConfig,
+    RolloutResult,
+    rollout,
+)
+from robolake.sim.tasks import (
+    DEFAULT_TASKS,
+    EVAL_SEEDS,
+    SUITE,
+    TRAIN_SEEDS,
+    SimTask,
+    episode_seed,
+    resolve_tasks,
+)
+
+__all__ = [
+    "ACTION_DIM",
+    "ACTION_NAMES",
+    "DEFAULT_TASKS",
+    "EMBODIMENT",
+    "EVAL_SEEDS",
+    "EnvWorker",
+    "EpisodeResult",
+    "EpisodeSpec",
+    "ExpertPolicy",
+    "MeanActionPolicy",
+    "Observation",
+    "Policy",
+    "RandomPolicy",
+    "RolloutConfig",
+    "RolloutResult",
+    "SIM_EXTRA_HINT",
+    "STATE_DIM",
+    "STATE_NAMES",
+    "SUITE",
+    "SimEnv",
+    "SimEnvConfig",
+    "SimTask",
+    "StepResult",
+    "TRAIN_SEEDS",
+    "episode_seed",
+    "require_sim",
+    "resolve_tasks",
+    "rollout",
+    "state_vector",
+]

@@ -1,0 +1,33 @@
+"""Lazy import of the simulator stack (the `sim` extra), with offscreen rendering configured first.
+
+MuJoCo picks its OpenGL backend when it is first imported, so `MUJOCO_GL` must be set before
+that: EGL renders offscreen on a machine without a display (through Mesa on a CPU-only host).
+A user who set `MUJOCO_GL` themselves (osmesa, glfw) keeps their choice.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+__all__ = ["require_sim", "SIM_EXTRA_HINT"]
+
+SIM_EXTRA_HINT = "pip install 'robolake[sim]'"
+
+
+def require_sim() -> tuple[ModuleType, ModuleType]:
+    """(metaworld, mujoco), imported with MUJOCO_GL=egl unless already set.
+
+    Raises:
+        ImportError: the sim extra is not installed (names the pip command).
+    """
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    try:
+        import metaworld
+        import mujoco
+    except ImportError as e:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            f"robolake.sim needs Meta-World and MuJoCo, which are not installed ({e}); "
+            f"run `{SIM_EXTRA_HINT}`"
+        ) from e
+    return metaworld, mujoco

@@ -1,0 +1,164 @@
+"""A trained robolake checkpoint as a `Policy`: observations in, action chunks in robot units out.
+
+`LearnedPolicy.build_batch` turns a list of observations into the same `PackedBatch` the trainer
+saw: the frame resized to the model's image size exactly as the loader resizes (bilinear), the
+instruction tokenised with the pack spec's tokenizer, the state normalised with the lake's
+statistics, the embodiment id the pack gave the embodiment. `act` runs one `get_action` on that
+batch (one forward pass for every environment of a tick), keeps the embodiment's action width
+and undoes the normalisation, so the chunk is in the units the environment takes. Everything it
+needs besides the weights comes from the checkpoint (`extra["model_config"]` and the policy card,
+`training/normalize.py`), so a checkpoint copied to another machine acts the same.
+
+`build_batch` and `model` are public so that RL (robolake.rl) can score log-probabilities of
+chunks on exactly the inputs the policy acted on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from robolake.schemas.batch import PackedBatch, make_packed_batch
+from robolake.sim.env import EMBODIMENT, Observation
+from robolake.sim.policy import Policy
+from robolake.training.config import ModelConfig
+from robolake.training.normalize import POLICY_CARD_KEY, PolicyCard
+
+__all__ = ["LearnedPolicy", "resolve_checkpoint"]
+
+
+def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
+    """The checkpoint file of `path`: a .pt file, a checkpoints directory, or a run directory.
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+    """
+    from robolake.training.checkpoint import latest_checkpoint
+
+    p = Path(path)
+    if p.is_file():
+        return p
+    for d in (p, p / "checkpoints"):
+        ckpt = latest_checkpoint(d)
+        if ckpt is not None:
+            return ckpt
+    raise FileNotFoundError(f"no checkpoint at {p} (looked for step_*.pt in it and in {p / 'checkpoints'}); train one with `robolake train`")
+
+
+class LearnedPolicy(Policy):
+    """A GrootModel with its policy card.
+
+    Args:
+        model: The trained model (eval mode is set here).
+        card: What the data looked like (statistics, embodiments, pack spec).
+        embodiment: Embodiment tag of the environments it acts in.
+        num_steps: Euler steps of `get_action` (the model's default when None).
+        seed: Seed of the flow-matching noise.
+        device: Where the model runs.
+    """
+
+    name = "policy"
+    needs_images = True
+
+    def __init__(
+        self,
+        model: Any,
+        card: PolicyCard,
+        *,
+        embodiment: str = EMBODIMENT,
+        num_steps: int | None = None,
+        seed: int = 0,
+        device: str = "cpu",
+    ) -> None:
+        from robolake.packers.spec import PackSpec
+
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.config: ModelConfig = model.config
+        self.card = card
+        self.embodiment = embodiment
+        self.embodiment_id = card.embodiment_id(embodiment)
+        self.normalizer = card.normalizer()
+        self.tokens = PackSpec.from_json(card.pack_spec).tokens
+        self.action_dim = card.action_dims.get(embodiment) or int(self.normalizer.stats[embodiment].action.mean.shape[0])
+        self.chunk_size = self.config.action_horizon
+        self.num_steps = num_steps
+        self.generator = torch.Generator(self.device).manual_seed(seed)
+        self._text: dict[str, np.ndarray] = {}
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike[str], **kwargs: Any) -> LearnedPolicy:
+        """Load a policy from a checkpoint file, checkpoints directory or run directory.
+
+        Raises:
+            FileNotFoundError: no checkpoint at `path`.
+            ValueError: the checkpoint has no model config or policy card (written before they
+                were saved: retrain with `robolake train`).
+        """
+        from robolake.training.model import GrootModel
+
+        ckpt = resolve_checkpoint(path)
+        payload = torch.load(ckpt, map_location="cpu", weights_only=False)
+        extra = payload.get("extra", {})
+        if "model_config" not in extra or POLICY_CARD_KEY not in extra:
+            raise ValueError(
+                f"checkpoint {ckpt} lacks the model config or the policy card (normalisation statistics); "
+                "it predates them: retrain with `robolake train` to get a checkpoint a policy can act from"
+            )
+        model = GrootModel(ModelConfig(**extra["model_config"]))
+        model.load_state_dict(payload["model"])
+        return cls(model, PolicyCard.from_json(extra[POLICY_CARD_KEY]), **kwargs)
+
+    def _text_ids(self, instruction: str) -> np.ndarray:
+        if instruction not in self._text:
+            self._text[instruction] = self.tokens.encode_text(instruction).astype(np.int64)
+        return self._text[instruction]
+
+    def _pixels(self, observations: Sequence[Observation]) -> np.ndarray:
+        size = self.config.image_size
+        out = np.empty((len(observations), size, size, 3), np.uint8)
+        for i, obs in enumerate(observations):
+            if obs.image is None:
+                raise ValueError("LearnedPolicy needs camera frames: create the environments with render_images=True")
+            img = obs.image
+            if img.shape[:2] != (size, size):  # the loader's resize (lake/media.decode_frame)
+                img = np.asarray(Image.fromarray(img).resize((size, size), Image.Resampling.BILINEAR))
+            out[i] = img
+        return out
+
+    def build_batch(self, observations: Sequence[Observation]) -> PackedBatch:
+        """The PackedBatch of `observations` (one sample and one view each), on the model's device."""
+        n, c = len(observations), self.config
+        states = [self.normalizer.normalize_state(o.state, self.embodiment) for o in observations]
+        batch = make_packed_batch(
+            pixels=self._pixels(observations),
+            views_per_sample=[1] * n,
+            text_ids=[self._text_ids(o.instruction) for o in observations],
+            state=states,
+            action=[np.zeros((c.action_horizon, self.action_dim), np.float32)] * n,
+            action_valid_steps=[c.action_horizon] * n,
+            embodiment_id=[self.embodiment_id] * n,
+            tokens_per_view=c.tokens_per_view,
+            max_state_dim=c.max_state_dim,
+            max_action_dim=c.max_action_dim,
+        )
+        return batch.to(self.device)
+
+    def unnormalize(self, chunks: torch.Tensor) -> np.ndarray:
+        """Model-unit chunks [n, H, max_action_dim] -> robot units [n, H, action_dim], clipped to [-1, 1]."""
+        a = chunks[..., : self.action_dim].float().cpu().numpy()
+        return np.clip(self.normalizer.unnormalize_action(a, self.embodiment), -1.0, 1.0)
+
+    @torch.no_grad()
+    def act(self, observations: Sequence[Observation]) -> np.ndarray:
+        if not observations:
+            return np.zeros((0, self.chunk_size, self.action_dim), np.float32)
+        batch = self.build_batch(observations)
+        chunks = self.model.get_action(batch, self.num_steps, generator=self.generator)
+        return self.unnormalize(chunks)

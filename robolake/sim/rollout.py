@@ -1,0 +1,286 @@
+"""Closed-loop rollouts: many environments on Ray actors, one batched policy call per tick.
+
+The driver owns the policy; `EnvWorker` actors own the environments (`envs_per_worker` slots
+each). Every episode to run, a (task, seed) pair, is assigned to a slot up front (round-robin),
+so which episodes run where, and in which order, depends only on the configuration. A tick is:
+
+1. the driver collects the current observation of every live slot (from the previous tick's
+   replies) and makes ONE `policy.act` call for all of them, whatever their task;
+2. each worker receives its slots' chunks and executes the first `replan` actions of each (the
+   replanning horizon: 1 replans every step, H runs whole chunks open loop), stopping a slot
+   early when its episode succeeds or hits the step limit;
+3. a slot whose episode ended records it (`EpisodeResult`: success, length, the actions it
+   executed and the environment's own success flags) and resets to its next episode.
+
+Workers step their slots in parallel with each other and with nothing else: the policy waits for
+all of them (a synchronous evaluator, which keeps results independent of timing; robolake.rl
+builds the asynchronous variant on the same `EnvWorker`). With `num_workers=0` the same worker
+class runs in the driver process, which tests and the naive baseline of `robolake bench eval` use.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robolake.sim.env import ACTION_DIM, Observation, SimEnv, SimEnvConfig
+from robolake.sim.policy import Policy
+from robolake.sim.tasks import SimTask, resolve_tasks
+
+__all__ = ["EpisodeSpec", "EpisodeResult", "EnvWorker", "RolloutConfig", "RolloutResult", "rollout"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to run: the task's short name, the seed, and whether to keep its frames."""
+
+    task: str
+    seed: int
+    record_video: bool = False
+
+
+@dataclass
+class EpisodeResult:
+    """One finished episode.
+
+    Attributes:
+        task: Task short name.
+        seed: Episode seed.
+        success: The environment reported success at some step.
+        steps: Steps executed.
+        success_flags: Number of steps whose `info["success"]` was set (the episode stops at the
+            first, so 0 or 1).
+        reward: Sum of rewards.
+        actions: float32 [steps, ACTION_DIM] actions executed.
+        frames: uint8 [steps + 1, H, W, 3] camera frames when the episode was recorded, else None.
+    """
+
+    task: str
+    seed: int
+    success: bool
+    steps: int
+    success_flags: int
+    reward: float
+    actions: np.ndarray
+    frames: np.ndarray | None = None
+
+
+@dataclass
+class _Slot:
+    queue: list[EpisodeSpec]
+    env: SimEnv | None = None
+    spec: EpisodeSpec | None = None
+    obs: Observation | None = None
+    actions: list[np.ndarray] = field(default_factory=list)
+    frames: list[np.ndarray] = field(default_factory=list)
+    reward: float = 0.0
+    flags: int = 0
+
+
+class EnvWorker:
+    """Holds a few environment slots and runs their episodes; a Ray actor or a local object.
+
+    Args:
+        tasks: The tasks its episodes may use (environments are built once per slot and task).
+        env_config: Rendering settings.
+    """
+
+    def __init__(self, tasks: Sequence[SimTask], env_config: SimEnvConfig) -> None:
+        self.tasks = {t.name: t for t in tasks}
+        self.env_config = env_config
+        self.slots: list[_Slot] = []
+        self._envs: dict[tuple[int, str], SimEnv] = {}
+
+    def _env(self, slot: int, task: str) -> SimEnv:
+        key = (slot, task)
+        if key not in self._envs:
+            self._envs[key] = SimEnv(self.tasks[task], self.env_config)
+        return self._envs[key]
+
+    def _start_next(self, i: int) -> None:
+        s = self.slots[i]
+        s.spec, s.obs, s.actions, s.frames, s.reward, s.flags = None, None, [], [], 0.0, 0
+        if not s.queue:
+            return
+        s.spec = s.queue.pop(0)
+        s.env = self._env(i, s.spec.task)
+        s.obs = s.env.reset(s.spec.seed)
+        if s.spec.record_video:
+            s.frames.append(s.obs.image if s.obs.image is not None else s.env.render())
+
+    def start(self, queues: Sequence[Sequence[EpisodeSpec]]) -> list[Observation | None]:
+        """Assign episode queues to slots (one queue per slot) and reset the first episodes."""
+        self.slots = [_Slot(list(q)) for q in queues]
+        for i in range(len(self.slots)):
+            self._start_next(i)
+        return [s.obs for s in self.slots]
+
+    def step(self, chunks: Sequence[np.ndarray | None]) -> tuple[list[Observation | None], list[EpisodeResult]]:
+        """Execute each live slot's chunk ([k, ACTION_DIM]); returns new observations and finished episodes."""
+        done: list[EpisodeResult] = []
+        for i, (s, chunk) in enumerate(zip(self.slots, chunks, strict=True)):
+            if s.spec is None or chunk is None or s.env is None:
+                continue
+            finished = False
+            for a in np.asarray(chunk, dtype=np.float32).reshape(-1, ACTION_DIM):
+                r = s.env.step(a)
+                s.actions.append(np.clip(a, -1.0, 1.0))
+                s.reward += r.reward
+                s.flags += int(r.success)
+                s.obs = r.observation
+                if s.spec.record_video:
+                    s.frames.append(r.observation.image if r.observation.image is not None else s.env.render())
+                if r.success or r.truncated:
+                    finished = True
+                    break
+            if finished:
+                done.append(
+                    EpisodeResult(
+                        task=s.spec.task,
+                        seed=s.spec.seed,
+                        success=s.flags > 0,
+                        steps=len(s.actions),
+                        success_flags=s.flags,
+                        reward=s.reward,
+                        actions=np.stack(s.actions).astype(np.float32),
+                        frames=np.stack(s.frames) if s.frames else None,
+                    )
+                )
+                self._start_next(i)
+        return [s.obs for s in self.slots], done
+
+    def close(self) -> None:
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutConfig:
+    """How rollouts run.
+
+    Attributes:
+        replan: Actions of each chunk executed before the policy is asked again (>= 1).
+        num_workers: EnvWorker Ray actors; 0 runs one worker in this process.
+        envs_per_worker: Environment slots per worker.
+        env: Rendering settings (rendering is switched off for policies that never look, unless
+            an episode is recorded).
+        address: Ray address to join (None: start or reuse a local Ray).
+        num_cpus_per_worker: CPUs each worker actor requests.
+    """
+
+    replan: int = 8
+    num_workers: int = 2
+    envs_per_worker: int = 4
+    env: SimEnvConfig = field(default_factory=SimEnvConfig)
+    address: str | None = None
+    num_cpus_per_worker: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.replan < 1 or self.num_workers < 0 or self.envs_per_worker < 1:
+            raise ValueError(
+                f"need replan >= 1, num_workers >= 0 and envs_per_worker >= 1; got {self.replan}, "
+                f"{self.num_workers}, {self.envs_per_worker}"
+            )
+
+
+@dataclass
+class RolloutResult:
+    """Episodes of one rollout and how fast it ran.
+
+    Attributes:
+        episodes: Finished episodes, in (task, seed) order of the specs.
+        wall_s: Wall time from the first reset to the last episode.
+        env_steps: Actions executed in all environments.
+        policy_calls: `policy.act` calls.
+        mean_batch: Mean observations per call.
+    """
+
+    episodes: list[EpisodeResult]
+    wall_s: float
+    env_steps: int
+    policy_calls: int
+    mean_batch: float
+
+    @property
+    def actions_per_s(self) -> float:
+        return self.env_steps / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def _worker_handles(tasks: list[SimTask], config: RolloutConfig, env_config: SimEnvConfig) -> list[Any]:
+    if config.num_workers == 0:
+        return [EnvWorker(tasks, env_config)]
+    import ray
+
+    from robolake.ray_tasks import ensure_ray
+
+    ensure_ray(config.address)
+    remote = ray.remote(num_cpus=config.num_cpus_per_worker)(EnvWorker)
+    return [remote.remote(tasks, env_config) for _ in range(config.num_workers)]  # type: ignore[attr-defined]
+
+
+def rollout(policy: Policy, specs: Sequence[EpisodeSpec], config: RolloutConfig | None = None) -> RolloutResult:
+    """Run every episode of `specs` with `policy` in closed loop.
+
+    Raises:
+        ValueError: a spec names a task outside the suite, or `specs` is empty.
+    """
+    config = config or RolloutConfig()
+    if not specs:
+        raise ValueError("no episodes to run")
+    tasks = resolve_tasks(sorted({s.task for s in specs}))
+    render = policy.needs_images or any(s.record_video for s in specs)
+    env_config = SimEnvConfig(image_size=config.env.image_size, camera=config.env.camera, render_images=render)
+    workers = _worker_handles(tasks, config, env_config)
+    local = config.num_workers == 0
+    slots = len(workers) * config.envs_per_worker
+    queues: list[list[EpisodeSpec]] = [[] for _ in range(slots)]
+    for i, spec in enumerate(specs):
+        queues[i % slots].append(spec)
+    per_worker = [queues[w * config.envs_per_worker : (w + 1) * config.envs_per_worker] for w in range(len(workers))]
+
+    def call(method: str, args: list[Any]) -> list[Any]:
+        if local:
+            return [getattr(w, method)(a) for w, a in zip(workers, args, strict=True)]
+        import ray
+
+        return ray.get([getattr(w, method).remote(a) for w, a in zip(workers, args, strict=True)])
+
+    t0 = time.perf_counter()
+    obs: list[list[Observation | None]] = call("start", per_worker)
+    results: list[EpisodeResult] = []
+    calls = batch_total = 0
+    try:
+        while any(o is not None for wo in obs for o in wo):
+            live = [(w, j, o) for w, wo in enumerate(obs) for j, o in enumerate(wo) if o is not None]
+            chunks = policy.act([o for _, _, o in live])
+            calls += 1
+            batch_total += len(live)
+            per: list[list[np.ndarray | None]] = [[None] * len(wo) for wo in obs]
+            for (w, j, _), chunk in zip(live, chunks, strict=True):
+                per[w][j] = chunk[: config.replan]
+            replies = call("step", per)
+            obs = [r[0] for r in replies]
+            for r in replies:
+                results.extend(r[1])
+    finally:
+        if local:
+            workers[0].close()
+        else:
+            import ray
+
+            for w in workers:
+                ray.kill(w)
+    wall = time.perf_counter() - t0
+    order = {(s.task, s.seed): i for i, s in enumerate(specs)}
+    results.sort(key=lambda e: order[(e.task, e.seed)])
+    steps = sum(e.steps for e in results)
+    log.info("%s: %d episodes, %d steps in %.1fs (%d policy calls)", policy.name, len(results), steps, wall, calls)
+    return RolloutResult(results, wall, steps, calls, batch_total / max(calls, 1))
