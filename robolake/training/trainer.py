@@ -13,6 +13,7 @@ fraction of the computed token grid, the time spent waiting for data and the ste
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -66,6 +67,8 @@ class TrainConfig:
         resume: Resume from the latest checkpoint in checkpoint_dir when there is one.
         stop_at_step: End this run after that step while the schedule still spans total_steps
             (time-boxed jobs, preemption tests); None runs to total_steps.
+        checkpoint_extra: JSON-able metadata saved in every checkpoint's `extra` (e.g. the
+            policy card of `training/normalize.py`); the model config is always saved beside it.
     """
 
     model: ModelConfig = field(default_factory=lambda: ModelConfig.preset("tiny"))
@@ -86,6 +89,7 @@ class TrainConfig:
     checkpoint_every: int = 0
     resume: bool = True
     stop_at_step: int | None = None
+    checkpoint_extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.total_steps < 1 or self.warmup_steps < 0:
@@ -358,5 +362,5 @@ def _save(
         scheduler=state.scheduler,
         generator=state.generator,
         loader_state=loader_state,
-        extra={"layout": config.layout},
+        extra={"layout": config.layout, "model_config": dataclasses.asdict(config.model), **config.checkpoint_extra},
     )
