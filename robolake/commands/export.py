@@ -1,0 +1,62 @@
+"""`robolake export LAKE OUT`: write a lake version as LeRobot v3.0 datasets (+ GR00T modality.json)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "export",
+        help="write lake episodes as a LeRobot v3.0 dataset (one per embodiment) with GR00T's modality.json",
+        description=(
+            "Write the lake's episodes (all, or those a filter selects, at any lake version) as a LeRobot "
+            "v3.0 dataset: multi-episode parquet and h264 mp4 files, meta/info.json, meta/episodes/, "
+            "meta/tasks.parquet, meta/stats.json and meta/modality.json. With one embodiment selected OUT "
+            "is the dataset; with several, each is written to OUT/<embodiment>. `robolake ingest OUT` reads "
+            "it back (same state, action, timestamps and tasks; frames within video codec tolerance)."
+        ),
+    )
+    s.add_argument("lake", help="the lake to read (a path or object-store URI)")
+    s.add_argument("out", help="a new or empty local directory for the dataset(s)")
+    s.add_argument("--format", default="lerobot-v3", choices=["lerobot-v3"], help="output format")
+    s.add_argument("--embodiment", action="append", default=None, metavar="TAG",
+                   help="export only this embodiment (repeat for several)")  # fmt: skip
+    s.add_argument("--task", action="append", default=None, metavar="TEXT", help="only episodes with this exact task")
+    s.add_argument("--task-contains", default=None, metavar="TEXT", help="only episodes whose task contains TEXT")
+    s.add_argument("--success", choices=["true", "false"], default=None, help="only (un)successful episodes")
+    s.add_argument("--version", type=int, default=None, help="lake version to export (default: the newest)")
+    s.add_argument("--crf", type=int, default=None, help="h264 constant rate factor (default 23; lower is better quality)")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from robolake.lake.export import ExportConfig, export_lerobot
+    from robolake.lake.query import EpisodeFilter
+    from robolake.writers.lerobot import VideoOptions
+
+    where = EpisodeFilter(
+        embodiment=args.embodiment,
+        task=args.task,
+        task_contains=args.task_contains,
+        success=None if args.success is None else args.success == "true",
+    )
+    progress = None
+    if not args.no_progress:
+        from robolake.cli import _tqdm_progress
+
+        progress = _tqdm_progress()
+    config = ExportConfig(video=VideoOptions(codec="h264", crf=args.crf))
+    results = export_lerobot(
+        args.lake, args.out, filter=None if where.is_empty else where, version=args.version,
+        config=config, progress=progress,
+    )  # fmt: skip
+    for r in results:
+        print(
+            f"exported {r.episodes} episodes ({r.frames} frames, {r.tasks} tasks, {r.videos} mp4 files) of "
+            f"{r.embodiment} from lake version {r.lake_version} to {r.path} in {r.seconds:.1f}s"
+        )
+    return 0
