@@ -119,6 +119,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
         tokens=TokenLengthConfig(tokens_per_view=args.tokens_per_view, max_text_tokens=args.max_text_tokens, state_tokens=0),
         seed=args.seed,
         on_oversize="reject" if args.reject_oversize else "error",
+        image_size=args.image_size,
     )
     lake = Lake.open(args.lake, version=args.lake_version)
     m = pack(lake, spec, args.out, overwrite=args.overwrite, progress=None if args.no_progress else _tqdm_progress())
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--lake-version", type=int, default=None, help="pack an older lake version")
     s.add_argument("--reject-oversize", action="store_true", help="record and skip samples over max-tokens")
+    s.add_argument("--image-size", type=int, default=None, help="write frames at the model's input size N x N (training rendition; the loader then never resizes)")
     s.add_argument("--overwrite", action="store_true")
     s.add_argument("--webdataset", default=None, metavar="DIR", help="also export WebDataset tars here")
     s.add_argument("--no-progress", action="store_true")

@@ -17,15 +17,19 @@ Frames may also arrive already decoded (the Ray Data path decodes them in its ow
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from robolake.lake.media import decode_frame
+from robolake.lake.media import decode_frame, frame_size
 from robolake.schemas.batch import PackedBatch, make_packed_batch
 
 __all__ = ["CollateConfig", "collate_rows", "decode_views"]
+
+log = logging.getLogger(__name__)
+_resize_logged = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +71,18 @@ def _split(flat: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
 
 
 def decode_views(frames: list[bytes], image_size: int) -> np.ndarray:
-    """uint8 [V, image_size, image_size, 3] of encoded frames (JPEG/PNG), resized."""
+    """uint8 [V, image_size, image_size, 3] of encoded frames (JPEG/PNG), resized where needed.
+
+    Shards packed with `--image-size` equal to `image_size` hold frames at that size already, so
+    this only decodes; other shards pay a resize per view per epoch (logged once).
+    """
+    global _resize_logged
+    if frames and not _resize_logged:
+        h, w = frame_size(frames[0])
+        if (h, w) != (image_size, image_size):
+            _resize_logged = True
+            log.info("shard frames are %dx%d, the loader wants %dx%d: resizing every view every epoch; "
+                     "`robolake pack --image-size %d` writes them at that size once", w, h, image_size, image_size, image_size)
     out = np.empty((len(frames), image_size, image_size, 3), dtype=np.uint8)
     for i, data in enumerate(frames):
         out[i] = decode_frame(data, size=(image_size, image_size))
