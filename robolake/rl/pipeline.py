@@ -1,0 +1,375 @@
+"""The coordinator: builds the actors, runs them asynchronously or in lockstep, and measures.
+
+Asynchronous (`mode="async"`): environment workers, the generation server and the learner all
+run at once. The coordinator only watches: every `log_every_s` it reads each component's
+counters (a metrics row), stops everything once the environment-step budget is spent, and
+replaces a worker that died (its running episodes are recorded as truncated by the learner).
+
+Synchronous (`mode="sync"`): the same actors in lockstep, as synchronous RL frameworks run them:
+every environment executes its chunk, then the server generates for all of them in one batch,
+then the learner updates on every full micro-batch that became ready and the server loads the
+new weights; only then do the environments move again. Pieces of episodes reach the learner in
+environment order, so a run is reproducible and equals the plain loop of `reference.py`.
+
+Both modes count the same things the same way, so the comparison isolates scheduling: env steps/s
+(total over wall time), learner samples/s, and each component's idle fraction, 1 - busy / wall
+(environments: stepping, including injected latency; server: sampling; learner: updating).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robolake.rl.config import RLConfig
+from robolake.rl.env import EnvFactory
+from robolake.rl.policy import PolicyFactory
+
+__all__ = ["Pipeline", "RLResult", "run_rl", "success_curve"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RLResult:
+    """Outcome of one run.
+
+    Attributes:
+        summary: Totals: throughput, idle fractions, staleness, success (see `Pipeline.summary`).
+        metrics: The metric rows written during the run.
+        episodes: The learner's ledger, one dict per episode.
+        weights: Final policy weights (CPU state dict).
+        trajectories: Per episode, its transitions (with `record_trajectories`).
+        served: Request ids the server answered, in order (with `record_trajectories`).
+    """
+
+    summary: dict[str, Any]
+    metrics: list[dict[str, Any]]
+    episodes: list[dict[str, Any]]
+    weights: dict[str, Any]
+    trajectories: dict[str, Any] = field(default_factory=dict)
+    served: list[str] = field(default_factory=list)
+
+
+def success_curve(episodes: list[dict[str, Any]], env_steps: int, bins: int = 10) -> list[list[float]]:
+    """[[env_steps at the end of the bin, success rate of episodes finished in it], ...] (empty bins skipped)."""
+    done = [e for e in episodes if e["status"] == "finished"]
+    if not done or env_steps <= 0:
+        return []
+    width = max(1, -(-env_steps // bins))
+    out = []
+    for b in range(bins):
+        lo, hi = b * width, (b + 1) * width
+        inside = [e for e in done if lo < e["finished_at_env_steps"] <= hi or (b == 0 and e["finished_at_env_steps"] == 0)]
+        if inside:
+            out.append([float(min(hi, env_steps)), sum(e["success"] for e in inside) / len(inside)])
+    return out
+
+
+class Pipeline:
+    """The actors of one run and the loop that drives them (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: RLConfig,
+        policy_factory: PolicyFactory,
+        env_factory: EnvFactory,
+        *,
+        metrics_path: str | Path | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        from robolake.ray_tasks import ensure_ray
+
+        ensure_ray(config.ray_address)
+        import ray
+
+        from robolake.rl.generation import GenerationServer
+        from robolake.rl.learner import LearnerActor
+        from robolake.rl.workers import EnvWorker
+
+        self.ray = ray
+        self.config = config
+        self.env_factory = env_factory
+        self.progress = progress
+        self.metrics_path = Path(metrics_path) if metrics_path else None
+        self.rows: list[dict[str, Any]] = []
+        g, lc = config.generation, config.learner
+        self._worker_cls = ray.remote(EnvWorker)
+        server_cls: Any = ray.remote(GenerationServer)
+        learner_cls: Any = ray.remote(LearnerActor)
+        self.server: Any = server_cls.options(max_concurrency=10_000, **g.resources.ray_options()).remote(
+            policy_factory, g, config.sampler, config.record_trajectories
+        )
+        self.learner: Any = learner_cls.options(max_concurrency=64, **lc.resources.ray_options()).remote(
+            policy_factory, lc, config.sampler, config.record_trajectories
+        )
+        self.incarnations = [0] * config.num_workers
+        self.workers = [self._new_worker(i) for i in range(config.num_workers)]
+        self.replaced = 0
+        ray.get([self.server.ready.remote(), self.learner.ready.remote(), *[w.ready.remote() for w in self.workers]])
+
+    def _new_worker(self, index: int) -> Any:
+        c = self.config
+        return self._worker_cls.options(
+            max_concurrency=c.envs_per_worker + 8, **c.worker_resources.ray_options()
+        ).remote(index, self.incarnations[index], c, self.env_factory, self.server, self.learner)
+
+    # -- measuring -------------------------------------------------------------------------------
+
+    def _reset_clocks(self) -> None:
+        self.ray.get([a.reset_clock.remote() for a in (self.server, self.learner, *self.workers)])
+        self._t0 = time.perf_counter()
+        self._steps_before: list[int] = [0] * len(self.workers)  # steps of replaced workers' predecessors
+        self._dead_busy = 0.0
+        self._dead_slot_s = 0.0
+        self._last = (self._t0, 0, 0)
+
+    def _poll(self, timeout: float = 10.0) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+        refs = [w.stats.remote() for w in self.workers]
+        workers = []
+        for i, ref in enumerate(refs):
+            try:
+                workers.append(self.ray.get(ref, timeout=timeout))
+            except Exception:  # a dead worker: the watchdog replaces it
+                workers.append({"worker": i, "env_steps": 0, "episodes": 0, "busy_s": 0.0, "wait_s": 0.0, "slots": 0, "wall_s": 0.0})
+        server, learner = self.ray.get([self.server.stats.remote(), self.learner.stats.remote()], timeout=timeout)
+        return workers, server, learner
+
+    def env_steps(self, workers: list[dict[str, Any]]) -> int:
+        return sum(w["env_steps"] for w in workers) + sum(self._steps_before)
+
+    def _row(self, workers: list[dict[str, Any]], server: dict[str, Any], learner: dict[str, Any]) -> dict[str, Any]:
+        now = time.perf_counter()
+        wall = now - self._t0
+        steps = self.env_steps(workers)
+        t_last, steps_last, trained_last = self._last
+        dt = max(now - t_last, 1e-9)
+        self._last = (now, steps, learner["trained_samples"])
+        slot_s = sum(w["slots"] for w in workers) * wall + self._dead_slot_s
+        env_busy = sum(w["busy_s"] for w in workers) + self._dead_busy
+        row = {
+            "mode": self.config.mode,
+            "t": round(wall, 3),
+            "env_steps": steps,
+            "env_steps_per_s": (steps - steps_last) / dt,
+            "episodes_finished": learner["episodes_finished"],
+            "episodes_truncated": learner["episodes_truncated"],
+            "gen_batches": server["batches"],
+            "gen_batch_size_mean": server["batch_size_mean"],
+            "policy_version_server": server["version"],
+            "learner_version": learner["version"],
+            "learner_updates": learner["updates"],
+            "learner_updates_per_s": learner["updates"] / max(wall, 1e-9),
+            "learner_samples": learner["trained_samples"],
+            "learner_samples_per_s": (learner["trained_samples"] - trained_last) / dt,
+            "staleness_mean": learner["staleness_mean"],
+            "staleness_max": learner["staleness_max"],
+            "dropped_stale": learner["dropped_stale"],
+            "corrected_stale": learner["corrected_stale"],
+            "idle_fraction": {
+                "env": 1.0 - env_busy / slot_s if slot_s > 0 else 0.0,
+                "generation": 1.0 - server["busy_s"] / wall if wall > 0 else 0.0,
+                "learner": 1.0 - learner["busy_s"] / wall if wall > 0 else 0.0,
+            },
+            "workers_replaced": self.replaced,
+        }
+        for k in ("last_loss", "last_clip_fraction", "last_approx_kl", "last_grad_norm"):
+            if k in learner:
+                row[k] = learner[k]
+        return row
+
+    def _emit(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self.metrics_path is not None:
+            self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.metrics_path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        if self.progress is not None:
+            self.progress(row)
+
+    # -- asynchronous ----------------------------------------------------------------------------
+
+    def _replace(self, index: int, last: dict[str, Any] | None) -> Any:
+        """A new worker for `index` (the next incarnation); the old one's episodes are truncated."""
+        lost = self.ray.get(self.learner.mark_lost.remote(index))
+        log.warning("environment worker %d died; %d running episodes recorded as truncated; replacing it", index, lost)
+        if last is not None:
+            self._steps_before[index] += last["env_steps"]
+            self._dead_busy += last["busy_s"]
+            self._dead_slot_s += last["slots"] * last["wall_s"]
+        self.incarnations[index] += 1
+        self.replaced += 1
+        worker = self._new_worker(index)
+        self.ray.get(worker.ready.remote())
+        self.ray.get(worker.reset_clock.remote())
+        self.workers[index] = worker
+        return worker
+
+    def run_async(self, on_tick: Callable[[Pipeline], None] | None = None) -> None:
+        ray = self.ray
+        c = self.config
+        self._reset_clocks()
+        learner_run: Any = None
+        if c.learn:
+            learner_run = self.learner.run.remote(self.server)
+        runs = {i: w.run.remote() for i, w in enumerate(self.workers)}
+        last_stats: dict[int, dict[str, Any]] = {}
+        next_log = time.perf_counter() + c.log_every_s
+        while True:
+            done, _ = ray.wait(list(runs.values()), num_returns=len(runs), timeout=min(0.2, c.log_every_s))
+            for ref in done:
+                index = next(i for i, r in runs.items() if r == ref)
+                try:
+                    ray.get(ref)
+                    raise RuntimeError(f"environment worker {index} stopped before the budget was spent")
+                except ray.exceptions.RayActorError:
+                    worker = self._replace(index, last_stats.get(index))
+                    runs[index] = worker.run.remote()
+            workers, server, learner = self._poll()
+            for w in workers:
+                if w["slots"]:
+                    last_stats[w["worker"]] = w
+            if on_tick is not None:
+                on_tick(self)
+            if self.env_steps(workers) >= c.env_steps:
+                self._wall = time.perf_counter() - self._t0
+                self._final = (workers, server, learner)
+                break
+            if time.perf_counter() >= next_log:
+                self._emit(self._row(workers, server, learner))
+                next_log += c.log_every_s
+        ray.get([w.stop.remote() for w in self.workers])
+        ray.get(list(runs.values()))
+        if learner_run is not None:
+            ray.get(self.learner.stop.remote())
+            ray.get(learner_run)
+
+    # -- synchronous -----------------------------------------------------------------------------
+
+    def run_sync(self, on_tick: Callable[[Pipeline], None] | None = None) -> None:
+        ray = self.ray
+        c = self.config
+        self._reset_clocks()
+        begun = ray.get([w.begin.remote() for w in self.workers])
+        requests = [r for reqs, _ in begun for r in reqs]
+        ray.get(self.learner.add_many.remote([s for _, segs in begun for s in segs]))
+        next_log = time.perf_counter() + c.log_every_s
+        steps = 0
+        per = c.envs_per_worker
+        while steps < c.env_steps:
+            responses = ray.get(self.server.act_batch.remote(requests))
+            out = ray.get([w.advance.remote(responses[i * per : (i + 1) * per]) for i, w in enumerate(self.workers)])
+            requests = [r for reqs, _, _ in out for r in reqs]
+            steps = sum(n for _, _, n in out)
+            ray.get(self.learner.add_many.remote([s for _, segs, _ in out for s in segs]))
+            if c.learn:
+                version, refs = ray.get(self.learner.train_available.remote())
+                if refs:
+                    ray.get(self.server.set_weights.remote(version, refs[0]))
+            if on_tick is not None:
+                on_tick(self)
+            if time.perf_counter() >= next_log:
+                self._emit(self._row(*self._poll()))
+                next_log += c.log_every_s
+        self._wall = time.perf_counter() - self._t0
+        self._final = self._poll()
+        ray.get(self.learner.add_many.remote([s for segs in ray.get([w.finish.remote() for w in self.workers]) for s in segs]))
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        workers, server, learner = self._final
+        row = self._row(workers, server, learner)
+        wall = self._wall
+        steps = self.env_steps(workers)
+        episodes = self.ray.get(self.learner.episodes.remote())
+        finished = [e for e in episodes if e["status"] == "finished"]
+        tasks = sorted({e["task"] for e in episodes})
+        per_task = {}
+        for t in tasks:
+            fin = [e for e in finished if e["task"] == t]
+            half = len(fin) // 2
+            per_task[t] = {
+                "episodes": len(fin),
+                "success_rate": sum(e["success"] for e in fin) / len(fin) if fin else None,
+                "success_first_half": sum(e["success"] for e in fin[:half]) / half if half else None,
+                "success_second_half": sum(e["success"] for e in fin[half:]) / (len(fin) - half) if len(fin) - half else None,
+            }
+        return {
+            "mode": self.config.mode,
+            "wall_s": wall,
+            "env_steps": steps,
+            "env_steps_per_s": steps / wall if wall > 0 else 0.0,
+            "learner_samples": learner["trained_samples"],
+            "learner_samples_per_s": learner["trained_samples"] / wall if wall > 0 else 0.0,
+            "learner_updates": learner["updates"],
+            "learner_updates_per_s": learner["updates"] / wall if wall > 0 else 0.0,
+            "idle_fraction": row["idle_fraction"],
+            "generation": {"batches": server["batches"], "batch_size_mean": server["batch_size_mean"], "batch_sizes": server["batch_sizes"]},
+            "staleness": {
+                "max_allowed": self.config.learner.max_staleness,
+                "mode": self.config.learner.staleness_mode,
+                "mean": learner["staleness_mean"],
+                "max_consumed": learner["staleness_max"],
+                "dropped": learner["dropped_stale"],
+                "corrected": learner["corrected_stale"],
+            },
+            "zero_advantage_chunks": learner["zero_advantage"],
+            "episodes_finished": len(finished),
+            "episodes_truncated": sum(e["status"] == "truncated" for e in episodes),
+            "workers_replaced": self.replaced,
+            "success_rate": sum(e["success"] for e in finished) / len(finished) if finished else None,
+            "tasks": per_task,
+            "success_curve": success_curve(episodes, steps),
+        }
+
+    def result(self) -> RLResult:
+        ray = self.ray
+        trajectories: dict[str, Any] = {}
+        served: list[str] = []
+        if self.config.record_trajectories:
+            trajectories = ray.get(self.learner.trajectories.remote())
+            served = ray.get(self.server.served_ids.remote())
+        return RLResult(
+            summary=self.summary(),
+            metrics=list(self.rows),
+            episodes=ray.get(self.learner.episodes.remote()),
+            weights=ray.get(self.learner.weights.remote()),
+            trajectories=trajectories,
+            served=served,
+        )
+
+    def shutdown(self) -> None:
+        for a in (*self.workers, self.server, self.learner):
+            try:
+                self.ray.kill(a)
+            except Exception:  # already gone
+                pass
+
+
+def run_rl(
+    config: RLConfig,
+    policy_factory: PolicyFactory,
+    env_factory: EnvFactory,
+    *,
+    metrics_path: str | Path | None = None,
+    progress: Progress | None = None,
+    on_tick: Callable[[Pipeline], None] | None = None,
+) -> RLResult:
+    """Run RL fine-tuning in `config.mode` on Ray and return its measurements and final weights."""
+    pipe = Pipeline(config, policy_factory, env_factory, metrics_path=metrics_path, progress=progress)
+    try:
+        if config.mode == "async":
+            pipe.run_async(on_tick)
+        else:
+            pipe.run_sync(on_tick)
+        return pipe.result()
+    finally:
+        pipe.shutdown()
