@@ -60,7 +60,9 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -85,6 +87,7 @@ EXPORT_FORMATS = ("lerobot-v3",)
 QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)  # LeRobot's DEFAULT_QUANTILES
 _Q_KEYS = tuple(f"q{round(q * 100):02d}" for q in QUANTILES)
 _PARTIAL = ".robolake-partial"
+_DECODE_AHEAD = 16  # frames decoded ahead of the encoder (bounds memory for large frames)
 _TIMESTAMP_TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s
 TASK_ANNOTATION = "human.action.task_description"  # GR00T's language key
 
@@ -100,20 +103,22 @@ class ExportConfig:
         data_files_size_in_mb: A data parquet file rolls over past this size (LeRobot: 100).
         video_files_size_in_mb: An mp4 file rolls over past this size (LeRobot: 200).
         chunks_size: Files per chunk directory (LeRobot: 1000).
+        decode_threads: Threads decoding the lake's JPEG/PNG frames ahead of the video encoder.
     """
 
     video: VideoOptions = field(default_factory=VideoOptions)
     data_files_size_in_mb: float = 100
     video_files_size_in_mb: float = 200
     chunks_size: int = 1000
+    decode_threads: int = 2
 
     def __post_init__(self) -> None:
         if self.data_files_size_in_mb <= 0 or self.video_files_size_in_mb <= 0:
             raise ValueError(
                 f"file sizes must be > 0 MB, got data {self.data_files_size_in_mb}, video {self.video_files_size_in_mb}"
             )
-        if self.chunks_size < 1:
-            raise ValueError(f"chunks_size must be >= 1, got {self.chunks_size}")
+        if self.chunks_size < 1 or self.decode_threads < 1:
+            raise ValueError(f"chunks_size and decode_threads must be >= 1, got {self.chunks_size}, {self.decode_threads}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,6 +233,7 @@ def _export_one(
     tmp.mkdir(parents=True)
     data = _RollingParquet(tmp, config)
     videos = {cam: _RollingVideo(tmp, _video_key(spec, cam), fps, config) for cam in cameras}
+    pool = ThreadPoolExecutor(max_workers=config.decode_threads, thread_name_prefix="robolake-export")
     try:
         meta_rows: list[dict[str, Any]] = []
         numeric: dict[str, list[np.ndarray]] = {}
@@ -259,7 +265,7 @@ def _export_one(
             for cam in cameras:
                 key = _video_key(spec, cam)
                 hist = np.zeros((3, 256), dtype=np.int64)
-                placed = videos[cam].write_episode(_episode_frames(lake, ep, cam, n, sizes, hist))
+                placed = videos[cam].write_episode(_episode_frames(lake, ep, cam, n, sizes, hist, pool))
                 row.update({f"videos/{key}/{k}": v for k, v in placed.items()})
                 ep_stats[key] = _image_stats(hist, n)
                 hists[key] = hists.get(key, np.zeros((3, 256), dtype=np.int64)) + hist
@@ -298,11 +304,13 @@ def _export_one(
             dest.rmdir()  # the empty `out` of a one-embodiment export
         os.replace(tmp, dest)
     except BaseException:
+        pool.shutdown(cancel_futures=True)
         data.close()
         for video in videos.values():
             video.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    pool.shutdown()
     n_videos = sum(video.files for video in videos.values())
     log.info("exported %d episodes of %s to %s", len(episodes), spec.tag, dest)
     return ExportResult(
@@ -459,8 +467,14 @@ def _data_table(
 
 
 def _episode_frames(
-    lake: Lake, episode: dict[str, Any], camera: str, n: int, sizes: dict[str, tuple[int, int]], hist: np.ndarray
-) -> Any:
+    lake: Lake,
+    episode: dict[str, Any],
+    camera: str,
+    n: int,
+    sizes: dict[str, tuple[int, int]],
+    hist: np.ndarray,
+    pool: ThreadPoolExecutor,
+) -> Iterator[np.ndarray]:
     """Yield the episode's decoded RGB frames of `camera`, in step order, counting pixel values."""
     eid = episode["episode_id"]
     media = lake.to_arrow(
@@ -484,11 +498,26 @@ def _episode_frames(
             f"camera {camera!r} frames are {size[0]}x{size[1]}; h264 in yuv420p needs even sizes, "
             "so this camera cannot be exported to LeRobot video"
         )
+    # Decoding (PIL releases the GIL) runs on the pool, a bounded window ahead of the encoder.
+    pending: deque[Future[tuple[np.ndarray, np.ndarray]]] = deque()
     for cell in media["data"].to_pylist():
-        frame = decode_frame(cell)
-        for c in range(3):
-            hist[c] += np.bincount(frame[..., c].reshape(-1), minlength=256)
-        yield frame
+        pending.append(pool.submit(_decode_counted, cell))
+        if len(pending) >= _DECODE_AHEAD:
+            yield _take(pending, hist)
+    while pending:
+        yield _take(pending, hist)
+
+
+def _decode_counted(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    frame = decode_frame(data)
+    counts = np.stack([np.bincount(frame[..., c].reshape(-1), minlength=256) for c in range(3)])
+    return frame, counts
+
+
+def _take(pending: deque[Future[tuple[np.ndarray, np.ndarray]]], hist: np.ndarray) -> np.ndarray:
+    frame, counts = pending.popleft().result()
+    hist += counts
+    return frame
 
 
 # --- files ----------------------------------------------------------------------------------
