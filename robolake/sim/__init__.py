@@ -26,7 +26,14 @@ The API, bottom up:
   expert and a floor, JSON, plot and rollout videos (what `robolake eval` runs).
 """
 
-from robolake.sim._require import SIM_EXTRA_HINT, require_sim
+import os
+
+# MuJoCo picks its GL backend when first imported (by us or by metaworld): offscreen EGL unless
+# the user chose one. Set here, before anything below can import it.
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("LP_NUM_THREADS", "1")
+
+from robolake.sim._require import SIM_EXTRA_HINT, require_sim  # noqa: E402
 from robolake.sim.env import (
     ACTION_DIM,
     ACTION_NAMES,

@@ -22,6 +22,9 @@ def require_sim() -> tuple[ModuleType, ModuleType]:
         ImportError: the sim extra is not installed (names the pip command).
     """
     os.environ.setdefault("MUJOCO_GL", "egl")
+    # Mesa renders with one thread per core by default; parallel env workers then fight over
+    # the cores, and one thread each is faster in total.
+    os.environ.setdefault("LP_NUM_THREADS", "1")
     try:
         import metaworld
         import mujoco

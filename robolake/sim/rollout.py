@@ -20,6 +20,7 @@ class runs in the driver process, which tests and the naive baseline of `robolak
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -174,6 +175,7 @@ class RolloutConfig:
             an episode is recorded).
         address: Ray address to join (None: start or reuse a local Ray).
         num_cpus_per_worker: CPUs each worker actor requests.
+        max_steps: Cap on every task's episode step limit (short smoke runs), or None.
     """
 
     replan: int = 8
@@ -182,8 +184,11 @@ class RolloutConfig:
     env: SimEnvConfig = field(default_factory=SimEnvConfig)
     address: str | None = None
     num_cpus_per_worker: float = 1.0
+    max_steps: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {self.max_steps}")
         if self.replan < 1 or self.num_workers < 0 or self.envs_per_worker < 1:
             raise ValueError(
                 f"need replan >= 1, num_workers >= 0 and envs_per_worker >= 1; got {self.replan}, "
@@ -236,6 +241,8 @@ def rollout(policy: Policy, specs: Sequence[EpisodeSpec], config: RolloutConfig 
     if not specs:
         raise ValueError("no episodes to run")
     tasks = resolve_tasks(sorted({s.task for s in specs}))
+    if config.max_steps is not None:
+        tasks = [dataclasses.replace(t, max_steps=min(t.max_steps, config.max_steps)) for t in tasks]
     render = policy.needs_images or any(s.record_video for s in specs)
     env_config = SimEnvConfig(image_size=config.env.image_size, camera=config.env.camera, render_images=render)
     workers = _worker_handles(tasks, config, env_config)

@@ -1,0 +1,251 @@
+"""Demonstrations recorded the way a rig records them: noisy scripted experts on Ray actors.
+
+Each episode is a (task, seed) pair from `TRAIN_SEEDS`; the seed fixes the initial scene and the
+expert's action noise, so the same configuration records the same demonstrations whichever actor
+runs which episode. The demonstrator is Meta-World's scripted expert plus Gaussian noise on every
+action, so the data covers states off the expert's path and the actions that recover from them
+(what a behaviour-cloned policy meets as soon as it makes its own first mistake). What is
+recorded is what the robot did: at step t the camera frame and state the controller saw, and the
+(noisy) action it then executed. Replaying the recorded actions from the same seed reproduces the
+recorded states exactly (a test checks it). Episodes end at the environment's first success
+flag; demonstrations that never succeed are dropped and counted (`RecordResult.failed`).
+
+The output format is one function (`OUTPUT_FORMATS`), a log writer with the signature of
+`write_lerobot`: today a LeRobot v2.1 dataset (mp4 video per camera, parquet state/action, one
+task string per episode), which `robolake ingest` reads. A raw rig format (ROS 2 MCAP, HDF5) is a
+second entry in that table once its reader lands; nothing else here changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robolake.sim.env import ACTION_NAMES, EMBODIMENT, STATE_NAMES, SimEnv, SimEnvConfig
+from robolake.sim.policy import ExpertPolicy
+from robolake.sim.tasks import DEFAULT_TASKS, TRAIN_SEEDS, SimTask, episode_seed, resolve_tasks
+
+__all__ = [
+    "OUTPUT_FORMATS",
+    "FPS",
+    "RecordConfig",
+    "RecordResult",
+    "RecordedEpisode",
+    "record_demos",
+    "record_episode",
+    "replay_states",
+    "write_lerobot",
+]
+
+log = logging.getLogger(__name__)
+
+FPS = 80  # Meta-World steps at 80 Hz (frame_skip 5 x 2.5 ms)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordConfig:
+    """What to record.
+
+    Attributes:
+        tasks: Task short names.
+        episodes_per_task: Demonstrations recorded per task (before dropping failures).
+        seed: Run seed; episode seeds are drawn from `TRAIN_SEEDS` with it.
+        action_noise: Std of the Gaussian noise on the expert's actions.
+        env: Rendering (the image size is the recorded camera resolution).
+        num_workers: Ray actors recording in parallel (0: in this process).
+        format: Output format, a key of `OUTPUT_FORMATS`.
+        address: Ray address (None: local Ray).
+    """
+
+    tasks: tuple[str, ...] = DEFAULT_TASKS
+    episodes_per_task: int = 20
+    seed: int = 0
+    action_noise: float = 0.1
+    env: SimEnvConfig = field(default_factory=SimEnvConfig)
+    num_workers: int = 2
+    format: str = "lerobot"
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.episodes_per_task < 1 or self.action_noise < 0 or self.num_workers < 0:
+            raise ValueError("need episodes_per_task >= 1, action_noise >= 0 and num_workers >= 0")
+        if self.format not in OUTPUT_FORMATS:
+            raise ValueError(f"format must be one of {sorted(OUTPUT_FORMATS)}, got {self.format!r}")
+        resolve_tasks(self.tasks)
+
+
+@dataclass(frozen=True, eq=False)
+class RecordedEpisode:
+    """One demonstration as the rig saw it.
+
+    Attributes:
+        task: Task short name.
+        instruction: Its language instruction.
+        seed: Episode seed.
+        states: float32 [T, STATE_DIM], state before each action.
+        actions: float32 [T, ACTION_DIM], the action executed at each step.
+        frames: uint8 [T, H, W, 3], camera frame before each action.
+        success: The episode ended on the environment's success flag.
+    """
+
+    task: str
+    instruction: str
+    seed: int
+    states: np.ndarray
+    actions: np.ndarray
+    frames: np.ndarray
+    success: bool
+
+    @property
+    def length(self) -> int:
+        return len(self.actions)
+
+
+def record_episode(env: SimEnv, seed: int, action_noise: float) -> RecordedEpisode:
+    """Run the noisy expert for one episode of `env`'s task from `seed`."""
+    expert = ExpertPolicy(noise=action_noise, seed=seed)
+    obs = env.reset(seed)
+    states, actions, frames = [], [], []
+    success = False
+    for _ in range(env.task.max_steps):
+        action = expert.act([obs])[0, 0]
+        states.append(obs.state)
+        frames.append(obs.image if obs.image is not None else env.render())
+        actions.append(action)
+        r = env.step(action)
+        obs = r.observation
+        if r.success:
+            success = True
+            break
+    return RecordedEpisode(
+        task=env.task.name,
+        instruction=env.task.instruction,
+        seed=seed,
+        states=np.stack(states).astype(np.float32),
+        actions=np.stack(actions).astype(np.float32),
+        frames=np.stack(frames),
+        success=success,
+    )
+
+
+def replay_states(task: SimTask, seed: int, actions: np.ndarray, env_config: SimEnvConfig | None = None) -> np.ndarray:
+    """States [T, STATE_DIM] seen before each of `actions`, replayed from `seed` in a fresh env."""
+    env = SimEnv(task, env_config or SimEnvConfig(render_images=False))
+    try:
+        obs = env.reset(seed)
+        states = []
+        for a in actions:
+            states.append(obs.state)
+            obs = env.step(a).observation
+        return np.stack(states)
+    finally:
+        env.close()
+
+
+class _Recorder:
+    """Records a list of (task, seed) episodes; a Ray actor or a local object."""
+
+    def __init__(self, tasks: Sequence[SimTask], env_config: SimEnvConfig, action_noise: float) -> None:
+        self.tasks = {t.name: t for t in tasks}
+        self.env_config = env_config
+        self.action_noise = action_noise
+        self.envs: dict[str, SimEnv] = {}
+
+    def record(self, jobs: Sequence[tuple[str, int]]) -> list[RecordedEpisode]:
+        out = []
+        for task, seed in jobs:
+            if task not in self.envs:
+                self.envs[task] = SimEnv(self.tasks[task], self.env_config)
+            out.append(record_episode(self.envs[task], seed, self.action_noise))
+        return out
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    """Outcome of `record_demos`.
+
+    Attributes:
+        path: The written dataset.
+        episodes: Demonstrations written.
+        failed: Demonstrations dropped because the noisy expert did not succeed.
+        steps: Steps written.
+        seconds: Wall time.
+        per_task: Demonstrations written per task.
+    """
+
+    path: Path
+    episodes: int
+    failed: int
+    steps: int
+    seconds: float
+    per_task: dict[str, int]
+
+
+def write_lerobot(out: str | os.PathLike[str], episodes: Sequence[RecordedEpisode], camera: str) -> Path:
+    """Write `episodes` as one LeRobot v2.1 dataset (robot_type = EMBODIMENT) under `out`."""
+    from robolake.writers.lerobot import EpisodeArrays, write_lerobot_dataset
+
+    key = f"observation.images.{camera}"
+    arrays = [EpisodeArrays(state=e.states, action=e.actions, task=e.instruction, frames={key: e.frames}) for e in episodes]
+    return write_lerobot_dataset(
+        Path(out),
+        episodes=arrays,
+        fps=FPS,
+        robot_type=EMBODIMENT,
+        version="v2.1",
+        state_names=list(STATE_NAMES),
+        action_names=list(ACTION_NAMES),
+    )
+
+
+OUTPUT_FORMATS: dict[str, Callable[[str | os.PathLike[str], Sequence[RecordedEpisode], str], Path]] = {
+    "lerobot": write_lerobot,
+}
+
+
+def record_demos(out: str | os.PathLike[str], config: RecordConfig | None = None) -> RecordResult:
+    """Record noisy-expert demonstrations of every task and write them to `out`.
+
+    Raises:
+        FileExistsError: `out` already holds a dataset.
+        RuntimeError: no demonstration succeeded.
+    """
+    config = config or RecordConfig()
+    tasks = resolve_tasks(config.tasks)
+    jobs = [
+        (t.name, episode_seed(TRAIN_SEEDS, config.seed, i, k))
+        for i, t in enumerate(tasks)
+        for k in range(config.episodes_per_task)
+    ]
+    t0 = time.perf_counter()
+    env_config = SimEnvConfig(image_size=config.env.image_size, camera=config.env.camera, render_images=True)
+    if config.num_workers == 0:
+        episodes = _Recorder(tasks, env_config, config.action_noise).record(jobs)
+    else:
+        import ray
+
+        from robolake.ray_tasks import ensure_ray
+
+        ensure_ray(config.address)
+        actor = ray.remote(num_cpus=1)(_Recorder)
+        workers: list[Any] = [actor.remote(tasks, env_config, config.action_noise) for _ in range(config.num_workers)]  # type: ignore[attr-defined]
+        parts = ray.get([w.record.remote(jobs[i :: config.num_workers]) for i, w in enumerate(workers)])
+        for w in workers:
+            ray.kill(w)
+        order = {job: i for i, job in enumerate(jobs)}
+        episodes = sorted((e for p in parts for e in p), key=lambda e: order[(e.task, e.seed)])
+    kept = [e for e in episodes if e.success]
+    if not kept:
+        raise RuntimeError(f"no demonstration of {[t.name for t in tasks]} succeeded; lower action_noise")
+    path = OUTPUT_FORMATS[config.format](out, kept, config.env.camera)
+    per_task = {t.name: sum(e.task == t.name for e in kept) for t in tasks}
+    seconds = time.perf_counter() - t0
+    log.info("recorded %d demonstrations (%d failed) in %.1fs -> %s", len(kept), len(episodes) - len(kept), seconds, path)
+    return RecordResult(path, len(kept), len(episodes) - len(kept), sum(e.length for e in kept), seconds, per_task)

@@ -1,0 +1,151 @@
+"""The sim suite: recorder fidelity, evaluator bookkeeping, a short closed-loop eval (needs the sim extra)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import robolake.sim  # noqa: F401  (sets MUJOCO_GL before metaworld imports mujoco)
+
+pytest.importorskip("metaworld")
+
+from robolake.lake.stats import NormStats, VectorStats  # noqa: E402
+from robolake.sim import (  # noqa: E402
+    ACTION_DIM,
+    EMBODIMENT,
+    STATE_DIM,
+    EpisodeSpec,
+    ExpertPolicy,
+    RandomPolicy,
+    RolloutConfig,
+    SimEnv,
+    SimEnvConfig,
+    resolve_tasks,
+    rollout,
+)
+from robolake.sim.evaluate import (  # noqa: E402
+    EvalConfig,
+    eval_specs,
+    evaluate_policy,
+    summarize,
+    wilson_interval,
+)
+from robolake.sim.recorder import RecordConfig, record_demos, replay_states  # noqa: E402
+from robolake.sim.tasks import EVAL_SEEDS, TRAIN_SEEDS, episode_seed  # noqa: E402
+
+SMALL = SimEnvConfig(image_size=32)
+
+
+def test_reset_is_determined_by_the_seed() -> None:
+    env = SimEnv(resolve_tasks("push")[0], SMALL)
+    a = env.reset(7)
+    env.step(np.ones(ACTION_DIM))
+    env.reset(8)
+    b = env.reset(7)
+    assert a.state.shape == (STATE_DIM,) and a.image is not None and a.image.shape == (32, 32, 3)
+    np.testing.assert_array_equal(a.state, b.state)
+    np.testing.assert_array_equal(a.image, b.image)
+    assert not np.array_equal(a.state, env.reset(8).state)  # another seed, another scene
+    env.close()
+
+
+def test_recorder_writes_what_the_simulator_saw(tmp_path) -> None:
+    config = RecordConfig(tasks=("reach", "button-press"), episodes_per_task=1, num_workers=0, env=SMALL, seed=3)
+    result = record_demos(tmp_path / "demos", config)
+    assert result.episodes + result.failed == 2
+    info = json.loads((tmp_path / "demos" / "meta" / "info.json").read_text())
+    assert info["robot_type"] == EMBODIMENT and info["total_episodes"] == result.episodes
+    tasks = resolve_tasks(config.tasks)
+    files = sorted((tmp_path / "demos" / "data").rglob("*.parquet"))
+    assert len(files) == result.episodes
+    for i, (task, path) in enumerate(zip(tasks, files, strict=True)):
+        table = pq.read_table(path)
+        states = np.stack(table["observation.state"].to_numpy(zero_copy_only=False)).astype(np.float32)
+        actions = np.stack(table["action"].to_numpy(zero_copy_only=False)).astype(np.float32)
+        assert states.shape[1] == STATE_DIM and actions.shape[1] == ACTION_DIM
+        seed = episode_seed(TRAIN_SEEDS, config.seed, i, 0)
+        replayed = replay_states(task, seed, actions)
+        np.testing.assert_allclose(replayed, states, rtol=0, atol=1e-6)
+        # ... and a different seed does not reproduce them
+        assert not np.allclose(replay_states(task, seed + 1, actions), states, atol=1e-3)
+
+
+def test_eval_success_matches_the_environment_flags() -> None:
+    specs = [EpisodeSpec("reach", s) for s in (1_000_001, 1_000_002)] + [EpisodeSpec("drawer-open", 1_000_003)]
+    cfg = RolloutConfig(num_workers=0, envs_per_worker=2, env=SMALL)
+    for policy in (ExpertPolicy(), RandomPolicy(seed=0)):
+        result = rollout(policy, specs, cfg)
+        assert [(e.task, e.seed) for e in result.episodes] == [(s.task, s.seed) for s in specs]
+        for e in result.episodes:
+            env = SimEnv(resolve_tasks(e.task)[0], dataclasses.replace(SMALL, render_images=False))
+            env.reset(e.seed)
+            flags = [env.step(a).success for a in e.actions]
+            env.close()
+            assert sum(flags) == e.success_flags
+            assert e.success == any(flags) and (not e.success or flags[-1])  # stops at the first success
+        summary = summarize(result)
+        assert summary["tasks"]["reach"]["successes"] == sum(e.success for e in result.episodes if e.task == "reach")
+        assert summary["env_steps"] == sum(len(e.actions) for e in result.episodes)
+    assert all(e.success for e in rollout(ExpertPolicy(), specs, cfg).episodes)
+
+
+def test_eval_seeds_are_disjoint_from_training_seeds() -> None:
+    specs = eval_specs(["reach", "push"], 5, seed=0)
+    assert all(s.seed in EVAL_SEEDS and s.seed not in TRAIN_SEEDS for s in specs)
+    assert len({s.seed for s in specs}) == len(specs)
+
+
+def test_wilson_interval() -> None:
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-3)
+    lo, hi = wilson_interval(10, 10)
+    assert lo == pytest.approx(0.7225, abs=1e-3) and hi == 1.0
+    lo, hi = wilson_interval(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-3) and hi == pytest.approx(0.7634, abs=1e-3)
+
+
+def _untrained_policy():
+    from robolake.packers import PackSpec, TokenLengthConfig
+    from robolake.sim.learned import LearnedPolicy
+    from robolake.training.config import ModelConfig
+    from robolake.training.model import GrootModel
+    from robolake.training.normalize import PolicyCard
+
+    rng = np.random.default_rng(0)
+    stats = NormStats(state=VectorStats.of(rng.normal(0, 0.1, (100, STATE_DIM))), action=VectorStats.of(rng.uniform(-1, 1, (100, ACTION_DIM))))
+    model_config = ModelConfig.preset("tiny", max_state_dim=16, max_action_dim=8, num_embodiments=1)
+    spec = PackSpec(horizon=model_config.action_horizon, tokens=TokenLengthConfig(tokens_per_view=model_config.tokens_per_view, state_tokens=0))
+    card = PolicyCard(embodiments=[EMBODIMENT], normalization="mean_std", stats={EMBODIMENT: stats.to_json()},
+                      pack_spec=spec.to_json(), state_dims={EMBODIMENT: STATE_DIM}, action_dims={EMBODIMENT: ACTION_DIM})  # fmt: skip
+    return LearnedPolicy(GrootModel(model_config), card)
+
+
+def test_learned_policy_acts_in_environment_units() -> None:
+    policy = _untrained_policy()
+    env = SimEnv(resolve_tasks("reach")[0], SMALL)
+    obs = [env.reset(1_000_000), env.reset(1_000_001)]
+    chunks = policy.act(obs)
+    assert chunks.shape == (2, policy.chunk_size, ACTION_DIM)
+    assert np.all(np.abs(chunks) <= 1.0)
+    batch = policy.build_batch(obs)
+    assert batch.num_samples == 2 and batch.pixels.shape[-1] == policy.config.image_size
+    env.close()
+
+
+def test_short_eval_smoke(ray_session) -> None:
+    config = EvalConfig(tasks=("reach", "button-press"), episodes=2, videos=1,
+                        rollout=RolloutConfig(num_workers=2, envs_per_worker=2, replan=8, env=SMALL, max_steps=40))  # fmt: skip
+    result, main = evaluate_policy(_untrained_policy(), config)
+    assert set(result["tasks"]) == {"reach", "button-press"}
+    for t in result["tasks"].values():
+        assert t["episodes"] == 2 and 0.0 <= t["ci95"][0] <= t["success_rate"] <= t["ci95"][1] <= 1.0
+    expert = result["baselines"]["expert"]["tasks"]
+    assert expert["reach"]["success_rate"] == 1.0  # the expert reaches within 40 steps
+    assert 0.0 <= result["floor_mean_success"] <= 1.0 and result["actions_per_s"] > 0
+    recorded = [e for e in main.episodes if e.frames is not None]
+    assert len(recorded) == 2 and all(len(e.frames) == e.steps + 1 for e in recorded)
+    json.dumps(result)
