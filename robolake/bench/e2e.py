@@ -63,7 +63,7 @@ from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
 from robolake.loaders import LoaderConfig, PackedBatch, PackedLoader, PackedShards, open_shards  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
 from robolake.training import ModelConfig, TrainConfig, train  # noqa: E402
-from robolake.training.fit import fit_model_config  # noqa: E402
+from robolake.training.sizing import fit_model_config  # noqa: E402
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
 BATCH_SAMPLES = 32

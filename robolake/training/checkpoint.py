@@ -3,8 +3,9 @@
 A resumed run matches an uninterrupted one only if everything that decides the next step is
 restored: weights, optimizer moments, the schedule's position, every random number generator
 (torch CPU and CUDA, numpy, Python, and the trainer's own noise generator), the step counter, and
-the position in the data stream. The data position comes from the loader's `state_dict()` when it
-has one (duck-typed); otherwise the trainer replays the stream up to the saved step.
+the position in the data stream. The data position comes from the batch source's `state_dict()`
+(every `BatchSource` has one); for a plain iterable the trainer replays the stream up to the saved
+step.
 
 Files are written to a temporary name and renamed, so a run killed mid-save leaves the previous
 checkpoint intact. They are loaded with `weights_only=False` (they hold RNG tuples and arbitrary

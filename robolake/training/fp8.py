@@ -370,7 +370,8 @@ def apply_fp8(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
 
     te/torchao convert in place (build the optimizer afterwards); weight_only returns a frozen
     inference copy. With backend="auto" and no FP8-capable GPU or library, the model is returned
-    unchanged with backend "none" and the reason logged.
+    unchanged with backend "none" and the reason logged at WARNING, once per process (the trainer
+    records the backend that ran in every metrics line).
 
     Raises:
         ValueError: an explicit backend cannot run on this model's device.
@@ -395,5 +396,15 @@ def apply_fp8(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
         return _apply_torchao(model, recipe)
     else:
         reason = "neither transformer_engine nor torchao is installed (pip install 'robolake[gpu]'); training in high precision"
-    log.info(reason)
+    _warn_once(f"fp8='auto': {reason}")
     return FP8Conversion(model, "none", reason=reason)
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    # A user who asked for FP8 must hear that it did not run, but once per process, not per model.
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning(message)

@@ -1,27 +1,35 @@
 """One call from data to a trained model: `train_on(source, RunConfig(...))`.
 
-This is what `robolake train` and the demo run: open packed shards (or stream straight from a
-lake with on-the-fly packing), fit the preset to the data (`fit.py`), build a resumable loader,
-and hand both to `train`. Checkpoints and metrics go under `out/`.
+This is what `robolake train` and the demo run, in this order: join the process group (under
+torchrun), open this rank's batch source with `open_batches` (packed shards, or a lake packed on
+the fly), size the preset to the data (`sizing.py`), and hand both to `train`. The process group
+starts before any loader is built, and the loader is opened for this rank, so every rank reads
+only its share. Checkpoints and metrics go under `out/`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from dataclasses import dataclass
 from typing import Literal
 
 from robolake.lake import Lake
-from robolake.lake.storage import exists, join_uri, normalize_uri
-from robolake.loaders import LakeStream, LoaderConfig, PackedLoader, open_shards
+from robolake.loaders import LakeStream, LoaderConfig, open_batches
 from robolake.packers import PackSpec, TokenLengthConfig
-from robolake.packers.manifest import MANIFEST_NAME
+from robolake.schemas.batch import BatchSource
+from robolake.training.checkpoint import latest_checkpoint
 from robolake.training.config import ModelConfig
-from robolake.training.fit import fit_model_config
+from robolake.training.distributed import setup_distributed, teardown_distributed
 from robolake.training.fp8 import FP8Recipe
-from robolake.training.normalize import POLICY_CARD_KEY, policy_card_from_lake, policy_card_from_pack
-from robolake.training.trainer import TrainConfig, TrainResult, train
+from robolake.training.normalize import (
+    POLICY_CARD_KEY,
+    policy_card_from_lake,
+    policy_card_from_pack,
+)
+from robolake.training.sizing import size_model_config
+from robolake.training.trainer import ProgressFn, TrainConfig, TrainResult, train
 
 __all__ = ["RunConfig", "train_on"]
 
@@ -46,6 +54,7 @@ class RunConfig:
         device: "auto", "cpu" or "cuda[:N]".
         resume: Continue from the newest checkpoint in `out/checkpoints` when there is one;
             False starts over (and removes that run's old checkpoints and metrics).
+        record_samples: Write `out/samples/rank{R}.jsonl`, one line per batch with its samples.
     """
 
     out: str
@@ -62,6 +71,7 @@ class RunConfig:
     checkpoint_every: int = 0
     device: str = "auto"
     resume: bool = True
+    record_samples: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -70,30 +80,22 @@ class RunConfig:
             raise ValueError(f"fp8 must be none, auto, te or torchao, got {self.fp8!r}")
 
 
-def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
+def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None = None) -> TrainResult:
     """Train the preset on packed shards (a `robolake pack` output) or a lake (packed on the fly).
+
+    Args:
+        source: A pack output URI, a lake URI, or a Lake.
+        run: The run.
+        progress: Called after every step with a `TrainProgress` (rank 0).
 
     Raises:
         FileNotFoundError: `source` is neither a pack output nor a lake.
+        ValueError: the run in `run.out` already reached `run.steps` (pass more steps or resume=False).
     """
-    base = ModelConfig.preset(run.preset)
-    if isinstance(source, str) and exists(join_uri(normalize_uri(source), MANIFEST_NAME)):
-        shards = open_shards(source)
-        model_config = fit_model_config(
-            base,
-            tokens_per_view=shards.tokens_per_view,
-            horizon=int(shards.manifest.spec["horizon"]),
-            max_state_dim=shards.max_state_dim,
-            max_action_dim=shards.max_action_dim,
-            num_embodiments=len(shards.manifest.embodiments),
-            max_seqlen=int(shards.manifest.spec["max_tokens"]),
-        )
-        loader_config = _loader_config(run, model_config)
-        batches: PackedLoader | LakeStream = PackedLoader(shards, loader_config)
-        card = policy_card_from_pack(source)
-    else:
-        lake = source if isinstance(source, Lake) else Lake.open(source)
-        specs = lake.embodiments()
+    _check_not_finished(run)
+    dist = setup_distributed(run.device)  # before any loader: the loader is opened for this rank
+    try:
+        base = ModelConfig.preset(run.preset)
         spec = PackSpec(
             max_tokens=run.max_tokens,
             algorithm="window",
@@ -101,46 +103,73 @@ def train_on(source: str | Lake, run: RunConfig) -> TrainResult:
             tokens=TokenLengthConfig(tokens_per_view=base.tokens_per_view, state_tokens=0),
             seed=run.seed,
         )
-        model_config = fit_model_config(
-            base,
-            tokens_per_view=base.tokens_per_view,
-            horizon=base.action_horizon,
-            max_state_dim=max(s.state_dim for s in specs.values()),
-            max_action_dim=max(s.action_dim for s in specs.values()),
-            num_embodiments=len(specs),
-            max_seqlen=run.max_tokens,
+        loader_config = LoaderConfig(
+            sequences_per_batch=run.sequences_per_batch,
+            image_size=base.image_size,
+            seed=run.seed,
+            num_workers=run.num_workers,
         )
-        batches = LakeStream(lake, spec, _loader_config(run, model_config))
-        card = policy_card_from_lake(lake, spec)
+        if isinstance(source, str):
+            from robolake.loaders.open import is_pack_output
+
+            is_pack = is_pack_output(source)
+        else:
+            is_pack = False
+        def open_for_rank(config: LoaderConfig) -> BatchSource:
+            return open_batches(source, config, rank=dist.rank, world_size=dist.world_size, spec=None if is_pack else spec)
+
+        batches = open_for_rank(loader_config)
+        model_config = size_model_config(base, batches.layout)
+        layout = batches.layout
+        if (layout.max_state_dim, layout.max_action_dim) != (model_config.max_state_dim, model_config.max_action_dim):
+            # The model rounds widths up; pad the batches to the model's widths.
+            batches = open_for_rank(
+                dataclasses.replace(
+                    loader_config, max_state_dim=model_config.max_state_dim, max_action_dim=model_config.max_action_dim
+                )
+            )
+        card = (
+            policy_card_from_lake(batches.lake, spec)
+            if isinstance(batches, LakeStream)
+            else policy_card_from_pack(str(source))
+        )
+        if not run.resume and dist.is_main:
+            shutil.rmtree(os.path.join(run.out, "checkpoints"), ignore_errors=True)
+            shutil.rmtree(os.path.join(run.out, "samples"), ignore_errors=True)
+            if os.path.exists(os.path.join(run.out, "metrics.jsonl")):
+                os.remove(os.path.join(run.out, "metrics.jsonl"))
+        os.makedirs(run.out, exist_ok=True)
+        config = TrainConfig(
+            model=model_config,
+            lr=run.lr,
+            warmup_steps=min(run.warmup_steps, max(0, run.steps - 1)),
+            total_steps=run.steps,
+            seed=run.seed,
+            layout=run.layout,
+            device=run.device,
+            fp8=None if run.fp8 == "none" else FP8Recipe(backend=run.fp8),  # type: ignore[arg-type]
+            log_path=os.path.join(run.out, "metrics.jsonl"),
+            checkpoint_dir=os.path.join(run.out, "checkpoints"),
+            checkpoint_every=run.checkpoint_every,
+            resume=run.resume,
+            checkpoint_extra={POLICY_CARD_KEY: card.to_json()},  # what the policy needs to act
+            record_samples_dir=os.path.join(run.out, "samples") if run.record_samples else None,
+        )
+        return train(config, batches, progress=progress)
+    finally:
+        teardown_distributed(dist)
+
+
+def _check_not_finished(run: RunConfig) -> None:
+    """A resumed run whose newest checkpoint is already at `run.steps` has nothing to do: say so."""
     if not run.resume:
-        shutil.rmtree(os.path.join(run.out, "checkpoints"), ignore_errors=True)
-        if os.path.exists(os.path.join(run.out, "metrics.jsonl")):
-            os.remove(os.path.join(run.out, "metrics.jsonl"))
-    os.makedirs(run.out, exist_ok=True)
-    config = TrainConfig(
-        model=model_config,
-        lr=run.lr,
-        warmup_steps=min(run.warmup_steps, max(0, run.steps - 1)),
-        total_steps=run.steps,
-        seed=run.seed,
-        layout=run.layout,
-        device=run.device,
-        fp8=None if run.fp8 == "none" else FP8Recipe(backend=run.fp8),  # type: ignore[arg-type]
-        log_path=os.path.join(run.out, "metrics.jsonl"),
-        checkpoint_dir=os.path.join(run.out, "checkpoints"),
-        checkpoint_every=run.checkpoint_every,
-        resume=run.resume,
-        checkpoint_extra={POLICY_CARD_KEY: card.to_json()},  # what the policy needs to act
-    )
-    return train(config, batches)
-
-
-def _loader_config(run: RunConfig, model: ModelConfig) -> LoaderConfig:
-    return LoaderConfig(
-        sequences_per_batch=run.sequences_per_batch,
-        image_size=model.image_size,
-        seed=run.seed,
-        max_state_dim=model.max_state_dim,
-        max_action_dim=model.max_action_dim,
-        num_workers=run.num_workers,
-    )
+        return
+    ckpt = latest_checkpoint(os.path.join(run.out, "checkpoints"))
+    if ckpt is None:
+        return
+    step = int(ckpt.stem.split("_")[-1])  # checkpoints are named step_{step:08d}.pt
+    if step >= run.steps:
+        raise ValueError(
+            f"{run.out} is already at step {step} (asked for {run.steps}); pass --steps N with N > {step} "
+            "to continue, or --fresh to start over"
+        )

@@ -5,9 +5,16 @@ group, FP8 (a model conversion whose forward context the step enters), bf16 auto
 layout (packed batches as they come, or `to_padded()` for the baseline), DDP wrapping. The step
 itself is the same six lines for all of them.
 
-Metrics, one JSON object per line and step: loss, lr, grad_norm, samples/s, effective tokens/s
-(real backbone tokens only, so packed and padded runs compare on useful work), the padding
-fraction of the computed token grid, the time spent waiting for data and the step time.
+Metrics, one JSON object per line and step: loss, lr, grad_norm, the step's samples/s and
+effective tokens/s (real backbone tokens only, so packed and padded runs compare on useful work),
+the padding fraction of the computed token grid, the time spent waiting for data, the step time,
+and the FP8 backend that actually ran. Summaries (`TrainResult.samples_per_s`, the progress
+callback) are totals over totals: samples of all steps over their summed wall time, never a mean
+of per-step rates (which over-weights fast steps).
+
+With `record_samples_dir`, every rank appends one JSON line per batch to
+`rank{R}.jsonl` there: `{"epoch", "step", "keys": [[episode_id, step_index], ...]}`, so a
+checkpoint can be traced to exactly the samples it saw.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from robolake.loaders.batch import PackedBatch, PaddedBatch
+from robolake.schemas.batch import BatchSource, PackedBatch, PaddedBatch
 from robolake.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from robolake.training.config import ModelConfig
 from robolake.training.distributed import setup_distributed, teardown_distributed
@@ -36,7 +43,7 @@ from robolake.training.fp8 import FP8Conversion, FP8Recipe, apply_fp8
 from robolake.training.model import GrootModel
 from robolake.training.schedule import build_scheduler
 
-__all__ = ["TrainConfig", "TrainResult", "TrainState", "build_optimizer", "train", "train_step"]
+__all__ = ["TrainConfig", "TrainProgress", "TrainResult", "TrainState", "build_optimizer", "train", "train_step"]
 
 log = logging.getLogger(__name__)
 LAYOUTS = ("packed", "padded")
@@ -67,6 +74,7 @@ class TrainConfig:
         resume: Resume from the latest checkpoint in checkpoint_dir when there is one.
         stop_at_step: End this run after that step while the schedule still spans total_steps
             (time-boxed jobs, preemption tests); None runs to total_steps.
+        record_samples_dir: Directory for per-rank `rank{R}.jsonl` sample records, or None.
         checkpoint_extra: JSON-able metadata saved in every checkpoint's `extra` (e.g. the
             policy card of `training/normalize.py`); the model config is always saved beside it.
     """
@@ -89,6 +97,7 @@ class TrainConfig:
     checkpoint_every: int = 0
     resume: bool = True
     stop_at_step: int | None = None
+    record_samples_dir: str | None = None
     checkpoint_extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -139,6 +148,36 @@ class TrainResult:
     metrics_path: Path | None
     checkpoint: Path | None
     fp8_backend: str
+    samples: int = 0
+    seconds: float = 0.0
+    first_step: int = 0
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples of this call's steps over their wall time (a total over a total)."""
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class TrainProgress:
+    """What the progress callback sees after each step.
+
+    Attributes:
+        step: Steps completed.
+        total_steps: Steps the run will end at.
+        loss: This step's loss.
+        samples_per_s: Samples since this call started over the wall time since then.
+        eta_s: Seconds left at that rate.
+    """
+
+    step: int
+    total_steps: int
+    loss: float
+    samples_per_s: float
+    eta_s: float
+
+
+ProgressFn = Callable[[TrainProgress], None]
 
 
 def train_step(
@@ -209,6 +248,25 @@ class _BatchStream:
             return next(self.it)
 
 
+class _SampleRecords:
+    """Per-rank JSONL of the samples each step trained on (appended, so a resumed run continues it)."""
+
+    def __init__(self, directory: str | None, rank: int) -> None:
+        self.fh = None
+        if directory:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            self.fh = (Path(directory) / f"rank{rank}.jsonl").open("a")
+
+    def write(self, epoch: int, step: int, keys: tuple[tuple[str, int], ...]) -> None:
+        if self.fh is not None:
+            self.fh.write(json.dumps({"epoch": int(epoch), "step": int(step), "keys": [[e, int(s)] for e, s in keys]}) + "\n")
+            self.fh.flush()
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
 class _MetricsLog:
     def __init__(self, path: str | None, enabled: bool) -> None:
         self.path = Path(path) if path else None
@@ -246,16 +304,21 @@ def _restore(
         generator=state.generator,
     )
     log.info("resumed from %s at step %d", ckpt, restored.step)
-    if restored.loader_state is not None and hasattr(batches, "load_state_dict"):
+    if restored.loader_state is not None and isinstance(batches, BatchSource):
         batches.load_state_dict(restored.loader_state)
         return restored.step, 0
     return restored.step, restored.step
 
 
 def train(
-    config: TrainConfig, batches: Iterable[PackedBatch], model: nn.Module | None = None
+    config: TrainConfig,
+    batches: BatchSource | Iterable[PackedBatch],
+    model: nn.Module | None = None,
+    *,
+    progress: ProgressFn | None = None,
 ) -> TrainResult:
-    """Train on `batches` (any iterable of PackedBatch; re-iterated for further epochs if it can be).
+    """Train on `batches` (a BatchSource, or any iterable of PackedBatch; re-iterated for further
+    epochs if it can be). `progress` is called after every step (rank 0 only).
 
     Raises:
         FloatingPointError: the loss became NaN or infinite.
@@ -299,8 +362,10 @@ def train(
     )
     end = min(config.total_steps, config.stop_at_step or config.total_steps)
     metrics = _MetricsLog(config.log_path, dist_info.is_main)
+    records = _SampleRecords(config.record_samples_dir, dist_info.rank)
     losses: list[float] = []
     last_ckpt = None
+    first_step, samples_seen, t_start = step, 0, time.perf_counter()
     model.train()
     try:
         while step < end:
@@ -322,6 +387,8 @@ def train(
             losses.append(loss)
             packed = batch.packed if isinstance(batch, PaddedBatch) else batch
             pad = batch.padding_fraction if isinstance(batch, PaddedBatch) else 0.0
+            samples_seen += packed.num_samples
+            records.write(batches.epoch if isinstance(batches, BatchSource) else 0, step, packed.sample_keys)
             metrics.write(
                 {
                     "step": step,
@@ -334,16 +401,26 @@ def train(
                     "data_wait_s": t1 - t0,
                     "step_time_s": t2 - t0,
                     "layout": config.layout,
+                    "fp8": conversion.backend,
                 }
             )
+            if progress is not None and dist_info.is_main:
+                elapsed = time.perf_counter() - t_start
+                rate = samples_seen / elapsed if elapsed > 0 else 0.0
+                per_step = elapsed / max(1, step - first_step)
+                progress(TrainProgress(step=step, total_steps=end, loss=loss, samples_per_s=rate, eta_s=per_step * (end - step)))
             if config.checkpoint_dir and (
                 (config.checkpoint_every and step % config.checkpoint_every == 0) or step == end
             ):
                 last_ckpt = _save(config, dist_info.is_main, step, model, state, batches)
     finally:
         metrics.close()
+        records.close()
         teardown_distributed(dist_info)
-    return TrainResult(model, step, losses, metrics.path, last_ckpt, conversion.backend)
+    return TrainResult(
+        model, step, losses, metrics.path, last_ckpt, conversion.backend,
+        samples=samples_seen, seconds=time.perf_counter() - t_start, first_step=first_step,
+    )
 
 
 def _save(
@@ -353,7 +430,7 @@ def _save(
         torch.distributed.barrier()
     if not is_main or config.checkpoint_dir is None:
         return None
-    loader_state = batches.state_dict() if hasattr(batches, "state_dict") else None
+    loader_state = batches.state_dict() if isinstance(batches, BatchSource) else None
     return save_checkpoint(
         config.checkpoint_dir,
         step=step,

@@ -17,7 +17,7 @@ REPO = str(Path(HERE).parents[2])
 
 @pytest.fixture(scope="module")
 def packed(ray_session, tmp_path_factory):
-    from tests.unit.loaders.conftest import build_packed
+    from tests.fixtures import build_packed
 
     return build_packed(tmp_path_factory.mktemp("loaders_dist"))
 

@@ -1,61 +1,15 @@
-"""Factories for training tests: random PackedBatches shaped like the tiny preset expects."""
+"""Training tests: one thread, the tiny preset, and a batch factory (random_batch lives in tests.fixtures)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 import torch
 
-from robolake.loaders import PackedBatch, make_packed_batch
+from robolake.schemas.batch import PackedBatch
 from robolake.training import ModelConfig
-
-# (state width, action width) per embodiment id
-EMBODIMENTS = {0: (7, 7), 1: (14, 12), 2: (20, 16), 3: (32, 32)}
-
-
-def random_batch(
-    config: ModelConfig,
-    n: int,
-    *,
-    seed: int = 0,
-    views: list[int] | None = None,
-    text_lengths: list[int] | None = None,
-    embodiments: list[int] | None = None,
-) -> PackedBatch:
-    """n samples with 1-3 views, instructions of 5-40 bytes and mixed embodiments."""
-    rng = np.random.default_rng(seed)
-    views = views if views is not None else rng.integers(1, 4, size=n).tolist()
-    text_lengths = (
-        text_lengths if text_lengths is not None else rng.integers(5, 41, size=n).tolist()
-    )
-    embodiments = (
-        embodiments
-        if embodiments is not None
-        else rng.integers(0, len(EMBODIMENTS), size=n).tolist()
-    )
-    horizon, size = config.action_horizon, config.image_size
-    pixels = rng.integers(0, 256, size=(int(sum(views)), 3, size, size), dtype=np.uint8)
-    text = [rng.integers(0, 256, size=length).astype(np.int64) for length in text_lengths]
-    state = [rng.standard_normal(EMBODIMENTS[e][0]).astype(np.float32) for e in embodiments]
-    action = [
-        rng.standard_normal((horizon, EMBODIMENTS[e][1])).astype(np.float32) for e in embodiments
-    ]
-    valid = rng.integers(horizon // 2, horizon + 1, size=n).tolist()
-    return make_packed_batch(
-        pixels=pixels,
-        views_per_sample=views,
-        text_ids=text,
-        state=state,
-        action=action,
-        action_valid_steps=valid,
-        embodiment_id=embodiments,
-        tokens_per_view=config.tokens_per_view,
-        max_state_dim=config.max_state_dim,
-        max_action_dim=config.max_action_dim,
-        sample_keys=tuple((f"ep{seed}", i) for i in range(n)),
-    )
+from tests.fixtures import random_batch
 
 
 @pytest.fixture(autouse=True)

@@ -200,10 +200,7 @@ def _ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
     )
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from conftest import random_batch
+    from tests.fixtures import random_batch
 
     cfg = ModelConfig.preset("tiny")
     batches = [
