@@ -83,3 +83,17 @@ def test_model_imports_without_the_data_stack():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, f"importing the model pulled in: {res.stdout.strip()} {res.stderr[-500:]}"
+
+
+def test_public_api_is_lazy_and_complete():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, robolake; heavy = [m for m in ('lance', 'ray', 'torch') if m in sys.modules]; "
+        "assert not heavy, heavy; names = [n for n in robolake.__all__ if n != '__version__']; "
+        "[getattr(robolake, n) for n in names]; print(len(names))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert int(res.stdout.strip()) >= 10
