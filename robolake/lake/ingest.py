@@ -21,13 +21,15 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from robolake.lake import faults
 from robolake.lake.lake import Lake
+from robolake.lake.lease import Writer
 from robolake.lake.query import sql_quote
 from robolake.lake.sources import (
     EpisodeRef,
@@ -39,7 +41,13 @@ from robolake.lake.sources import (
 )
 from robolake.lake.sources.mapping import Mapping
 from robolake.lake.stats import NormStatsAccumulator, accumulate_norm_stats
-from robolake.lake.transaction import fragments_from_json, fragments_to_json, write_table_fragments
+from robolake.lake.transaction import (
+    delete_fragment_files,
+    fragments_from_json,
+    fragments_to_json,
+    write_table_fragments,
+)
+from robolake.lake.versions import CommitConflictError, LakeVersion
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.tables import schema_for_table
 
@@ -85,14 +93,19 @@ class IngestResult:
         lake_version: The version it published (the old one when nothing changed).
         discovered: Episodes found in the source.
         ingested: Episodes written.
-        skipped: Episodes already in the lake (same content hash) or duplicated in the source.
-        quarantined: Episodes rejected in this run, each recorded in the quarantine table (once:
-            a re-run over the same bad file does not record it again).
+        skipped: Episodes already in the lake (same content hash) before this run.
+        quarantined: Episodes (or whole datasets, when their episodes are unknown) rejected in
+            this run, each recorded in the quarantine table (once: a re-run over the same bad
+            file does not record it again). Includes the duplicates.
+        duplicates: Episodes whose content equals another episode's of this run: ingested once,
+            the copies recorded in quarantine with reason_code `duplicate`.
         steps: Steps written.
         frames: Camera frames written.
         seconds: Wall time.
         quarantine: (path, reason) of each rejected episode.
         unrecognised: Paths under the source that look like data but that no format read.
+        notes: Things readers noticed that are not errors (e.g. cameras left out under
+            `state_only`, an episode listed twice identically).
     """
 
     lake_version: int
@@ -105,6 +118,8 @@ class IngestResult:
     seconds: float
     quarantine: list[tuple[str, str]] = field(default_factory=list)
     unrecognised: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 def _now_ns() -> int:
@@ -167,6 +182,9 @@ class _LoadStage:
                 frames = list(reader.read_frames(ep))
             except SourceError as e:
                 quarantine.append(_quarantine_row(ref, e))
+                continue
+            except Exception as e:  # an unexpected decode failure is still this episode's problem
+                quarantine.append(_quarantine_row(ref, SourceError("reader_error", _episode_path(ref), f"{type(e).__name__}: {e}")))
                 continue
             episode_id = f"{ref.source_name}/{ref.episode_index:06d}-{ep.content_hash[:12]}"
             steps.append(_steps_table(episode_id, ep))
@@ -265,18 +283,50 @@ def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: Pro
     return [results[i] for i in sorted(results)]
 
 
-def _check_embodiments(lake: Lake, readers: list[SourceReader]) -> dict[str, str]:
-    """Readers whose spec contradicts the lake's spec for the same tag -> reason."""
-    known = lake.embodiments()
-    problems = {}
+def _check_embodiments(lake: Lake, readers: list[SourceReader]) -> dict[str, SourceError]:
+    """Readers whose spec cannot be had, or contradicts the spec of the same tag -> the error.
+
+    The spec of a tag is the lake's, or, for a tag new to the lake, that of the first reader of
+    it in this run (readers come in path order): two datasets of one tag but different widths
+    must never land in one embodiment.
+    """
+    known = dict(lake.embodiments())
+    first: dict[str, str] = {}
+    problems: dict[str, SourceError] = {}
     for r in readers:
-        spec, have = r.spec(), known.get(r.tag)
-        if have is not None and (have.state_dim, have.action_dim) != (spec.state_dim, spec.action_dim):
-            problems[r.root] = (
-                f"embodiment {r.tag!r} in the lake has state/action widths {have.state_dim}/{have.action_dim} "
+        try:
+            spec = r.spec()
+        except SourceError as e:
+            problems[r.root] = e
+            continue
+        except Exception as e:  # a reader bug is this dataset's problem, not the whole ingest's
+            problems[r.root] = SourceError("reader_error", r.root, f"cannot build the embodiment spec ({type(e).__name__}: {e})")
+            continue
+        have = known.get(r.tag)
+        if have is None:
+            known[r.tag], first[r.tag] = spec, r.root
+        elif (have.state_dim, have.action_dim) != (spec.state_dim, spec.action_dim):
+            where = f"dataset {first[r.tag]} of this run" if r.tag in first else "the lake"
+            problems[r.root] = SourceError("shape", r.root, (
+                f"embodiment {r.tag!r} in {where} has state/action widths {have.state_dim}/{have.action_dim} "
                 f"but this dataset has {spec.state_dim}/{spec.action_dim}; ingest it with --embodiment <new tag>"
-            )
+            ))
     return problems
+
+
+def _unit_rows(failed: Any) -> list[dict[str, Any]]:
+    """Quarantine rows of a unit that could not be opened: one per episode it declares, else one."""
+    ref = EpisodeRef(source_uri=failed.path, source_format=failed.format, episode_index=-1, embodiment="")
+    err = SourceError(failed.reason_code, failed.path, failed.message)
+    return [_quarantine_row(replace(ref, episode_index=i), err) for i in getattr(failed, "episodes", ()) or (-1,)]
+
+
+def _episode_path(ref: EpisodeRef) -> str:
+    rel = ref.get("data_path")
+    return os.path.join(ref.source_uri, str(rel)) if rel else ref.source_uri
+
+
+MAX_COMMIT_ATTEMPTS = 5  # lost races (head moved, lease taken over) before an ingest gives up
 
 
 def ingest(
@@ -287,6 +337,12 @@ def ingest(
     progress: ProgressFn | None = None,
 ) -> IngestResult:
     """Ingest every episode under `source` into `lake` (created if missing) as one lake version.
+
+    Writers serialise through the lake's write lease (`robolake.lake.lease`): an ingest that
+    meets a live writer waits for it, re-reads the lake, re-checks its content hashes against
+    the new version, and commits on top, up to MAX_COMMIT_ATTEMPTS times. However it ends, it
+    leaves no file of its own behind that no published version needs (a killed one's are removed
+    by the next writer).
 
     Args:
         source: A dataset root or a directory of datasets.
@@ -299,8 +355,49 @@ def ingest(
 
     Raises:
         ValueError: nothing readable at `source`.
-        CommitConflictError: another writer published a lake version meanwhile (re-run).
+        CommitConflictError: it lost the race to other writers MAX_COMMIT_ATTEMPTS times (re-run).
     """
+    slot = _WriterSlot()
+    try:
+        result = _ingest(source, lake, config, progress, slot)
+    except BaseException:
+        slot.abandon()
+        raise
+    slot.close()
+    return result
+
+
+class _WriterSlot:
+    """This ingest's `Writer` (presence + lease) and the fragment files it owns until committed."""
+
+    def __init__(self) -> None:
+        self.writer: Writer | None = None
+        self.lake_uri = ""
+        self.opts: dict[str, str] | None = None
+        self.fragments: dict[str, list[Any]] = {}
+
+    def start(self, lake: Lake) -> Writer:
+        # Before any data file of this ingest exists, so no lease holder takes them for a dead writer's.
+        self.lake_uri, self.opts = lake.uri, lake.storage_options
+        self.writer = Writer(lake.uri, lake.storage_options)
+        return self.writer
+
+    def abandon(self) -> None:
+        """On failure or interrupt: delete the fragment files this ingest wrote, release, leave."""
+        try:
+            for table, frags in self.fragments.items():
+                delete_fragment_files(self.lake_uri, table, frags, self.opts)
+        finally:
+            self.fragments = {}
+            self.close()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress: ProgressFn | None, slot: _WriterSlot) -> IngestResult:
     config = config or IngestConfig()
     t0 = time.perf_counter()
     # Discovery first: a source with nothing readable fails here, before Ray starts or the lake is created.
@@ -310,20 +407,30 @@ def ingest(
     if isinstance(lake, str):
         lake = Lake.open_or_create(lake)
     ensure_ray(config.ray_address, config.num_cpus)
-    by_root = {r.root: r for r in readers}
+    # Every problem stays with its dataset or episode: a unit that cannot be opened, listed or
+    # given a spec is quarantined (per episode where its episodes are known), the rest goes on.
     spec_problems = _check_embodiments(lake, readers)
-    quarantine: list[dict[str, Any]] = [
-        _quarantine_row(EpisodeRef(source_uri=u.path, source_format=u.format, episode_index=-1, embodiment=""),
-                        SourceError(u.reason_code, u.path, u.message))
-        for u in found_units.failed
-    ]
+    quarantine: list[dict[str, Any]] = [q for u in found_units.failed for q in _unit_rows(u)]
+    notes: list[str] = []
     refs: list[EpisodeRef] = []
+    usable: list[SourceReader] = []
     for r in readers:
-        found = r.discover()
+        notes += [str(n) for n in getattr(r, "notes", ())]
+        unit = EpisodeRef(source_uri=r.root, source_format=r.format_name, episode_index=-1, embodiment=r.tag)
+        try:
+            found = r.discover()
+        except SourceError as e:
+            quarantine.append(_quarantine_row(unit, e))
+            continue
+        except Exception as e:  # a reader bug is this dataset's problem, not the whole ingest's
+            quarantine.append(_quarantine_row(unit, SourceError("reader_error", r.root, f"cannot list episodes ({type(e).__name__}: {e})")))
+            continue
         if r.root in spec_problems:
-            quarantine += [_quarantine_row(ref, SourceError("shape", r.root, spec_problems[r.root])) for ref in found]
+            quarantine += [_quarantine_row(ref, spec_problems[r.root]) for ref in found] or [_quarantine_row(unit, spec_problems[r.root])]
         else:
             refs += found
+            usable.append(r)
+    by_root = {r.root: r for r in usable}
     discovered = len(refs) + len(quarantine)
 
     # Stage 1: validate + hash; drop what the lake already holds.
@@ -331,21 +438,41 @@ def ingest(
     checked = _run_stage(_CheckStage(by_root, chunks), len(chunks), "check", len(refs), progress)
     by_key = {_ref_key(r): r for r in refs}
     existing = lake.content_hashes()
+    this_run: dict[str, EpisodeRef] = {}
     todo: list[EpisodeRef] = []
-    skipped = 0
+    skipped = duplicates = 0
     for res in (x for part in checked for x in part):
         if not res["ok"]:
             quarantine.append(res["quarantine"])
         elif res["hash"] in existing:
             skipped += 1
+        elif res["hash"] in this_run:
+            # The same content twice in one source: it lands once, and the copy is recorded (a
+            # re-run finds both in the lake and skips them, so this row is written once).
+            ref, first = by_key[res["ref"]], this_run[res["hash"]]
+            duplicates += 1
+            quarantine.append(_quarantine_row(ref, SourceError("duplicate", _episode_path(ref), (
+                f"episode {ref.episode_index} has the same content as episode {first.episode_index} of {first.source_uri} "
+                f"(content hash {res['hash'][:12]}); it is ingested once, as that one: delete the copy"
+            ))))
         else:
-            existing.add(res["hash"])
+            this_run[res["hash"]] = by_key[res["ref"]]
             todo.append(by_key[res["ref"]])
     todo.sort(key=lambda r: (r.source_uri, r.episode_index))
 
     # Stage 2: decode frames and write fragments on workers.
-    chunks = chunk(todo, config.episodes_per_task)
-    loaded = _run_stage(_LoadStage(by_root, chunks, lake.uri, lake.storage_options), len(chunks), "load", len(todo), progress)
+    slot.start(lake)
+    lake_uri, lake_opts = lake.uri, lake.storage_options
+
+    def load(todo: list[EpisodeRef]) -> list[dict[str, Any]]:
+        chunks = chunk(todo, config.episodes_per_task)
+        out = _run_stage(_LoadStage(by_root, chunks, lake_uri, lake_opts), len(chunks), "load", len(todo), progress)
+        for t in ("steps", "media"):
+            slot.fragments.setdefault(t, []).extend(fragments_from_json([f for res in out for f in res[t]]))
+        faults.hook("fragments_written")
+        return out
+
+    loaded = load(todo)
     episode_rows = [e for res in loaded for e in res["episodes"]]
     quarantine += [q for res in loaded for q in res["quarantine"]]
     frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ("steps", "media")}
@@ -360,29 +487,99 @@ def ingest(
         return IngestResult(
             lake_version=lake.version, discovered=discovered, ingested=0, skipped=skipped,
             quarantined=len(quarantine), steps=0, frames=0, seconds=time.perf_counter() - t0,
-            quarantine=quarantine_list, unrecognised=list(found_units.unrecognised),
+            quarantine=quarantine_list, unrecognised=list(found_units.unrecognised), duplicates=duplicates, notes=notes,
         )
 
-    # One lake version: media, steps, episodes, quarantine, then statistics, then the manifest.
-    tx = lake.begin()
-    tx.append("media", frags["media"])
-    tx.append("steps", frags["steps"])
-    if episode_rows:
-        tx.append_table("episodes", pa.Table.from_pylist(episode_rows, schema=schema_for_table("episodes")))
-    if to_record:
-        tx.append_table("quarantine", pa.Table.from_pylist(to_record, schema=schema_for_table("quarantine")))
-    if episode_rows:
-        _update_embodiments(tx, by_root, episode_rows, [res["stats"] for res in loaded])
-        for table in ("episodes", "steps", "media"):
-            tx.create_index(table, "episode_id")
-    summary = {"source": os.path.abspath(source), "ingested": len(episode_rows), "skipped": skipped,
-               "quarantined": len(quarantine), "steps": n_steps, "frames": n_frames}
-    published = tx.commit("ingest", summary)
+    # One lake version: media, steps, episodes, quarantine, then statistics, then the manifest,
+    # under the write lease; a lost race re-reads the lake and tries again on top of it.
+    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+        try:
+            published = _commit(lake, slot, frags, episode_rows, to_record, by_root, loaded, {
+                "source": os.path.abspath(source), "ingested": len(episode_rows), "skipped": skipped,
+                "quarantined": len(quarantine), "steps": n_steps, "frames": n_frames})
+            break
+        except CommitConflictError as e:
+            if attempt == MAX_COMMIT_ATTEMPTS:
+                raise CommitConflictError(
+                    f"{e} (gave up after {attempt} attempts: other writers kept changing the lake; "
+                    "nothing of this ingest was published, re-run it)"
+                ) from None
+            log.info("ingest lost a race (%s); re-reading the lake and retrying (attempt %d)", e, attempt + 1)
+            lake = lake.refresh()
+            loaded, dropped = _recheck(lake, loaded, by_key, slot, load)
+            skipped += dropped
+            episode_rows = [e for res in loaded for e in res["episodes"]]
+            frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ("steps", "media")}
+            n_steps = sum(res["num_steps"] for res in loaded)
+            n_frames = sum(res["num_frames"] for res in loaded)
+            to_record = _new_quarantine(lake, quarantine)
+            if not episode_rows and not to_record:
+                published = lake.version_info
+                break
+    slot.fragments = {}  # committed (or nothing left to commit): no longer this ingest's to delete
     return IngestResult(
         lake_version=published.version, discovered=discovered, ingested=len(episode_rows), skipped=skipped,
         quarantined=len(quarantine), steps=n_steps, frames=n_frames, seconds=time.perf_counter() - t0,
-        quarantine=quarantine_list, unrecognised=list(found_units.unrecognised),
+        quarantine=quarantine_list, unrecognised=list(found_units.unrecognised), duplicates=duplicates, notes=notes,
     )
+
+
+def _commit(
+    lake: Lake,
+    slot: _WriterSlot,
+    frags: dict[str, list[Any]],
+    episode_rows: list[dict[str, Any]],
+    to_record: list[dict[str, Any]],
+    by_root: dict[str, SourceReader],
+    loaded: list[dict[str, Any]],
+    summary: dict[str, Any],
+) -> LakeVersion:
+    """Commit this ingest's rows on top of `lake`'s version under the lease and publish them."""
+    with lake.begin(writer=slot.writer) as tx:
+        tx.acquire()
+        tx.append("media", frags["media"])
+        tx.append("steps", frags["steps"])
+        if episode_rows:
+            tx.append_table("episodes", pa.Table.from_pylist(episode_rows, schema=schema_for_table("episodes")))
+        if to_record:
+            tx.append_table("quarantine", pa.Table.from_pylist(to_record, schema=schema_for_table("quarantine")))
+        if episode_rows:
+            _update_embodiments(tx, by_root, episode_rows, [res["stats"] for res in loaded])
+            for table in ("episodes", "steps", "media"):
+                tx.create_index(table, "episode_id")
+        return tx.commit("ingest", summary)
+
+
+def _recheck(
+    lake: Lake,
+    loaded: list[dict[str, Any]],
+    by_key: dict[str, EpisodeRef],
+    slot: _WriterSlot,
+    load: Callable[[list[EpisodeRef]], list[dict[str, Any]]],
+) -> tuple[list[dict[str, Any]], int]:
+    """Load results less the episodes the lake now holds (another writer ingested them meanwhile).
+
+    A chunk with such an episode is written again without it (its old fragment files deleted);
+    the others are kept as they are. Returns (results, episodes dropped).
+    """
+    have = lake.content_hashes()
+    keep, redo, dropped = [], [], 0
+    for res in loaded:
+        clash = [e for e in res["episodes"] if e["content_hash"] in have]
+        if not clash:
+            keep.append(res)
+            continue
+        dropped += len(clash)
+        for t in ("steps", "media"):
+            mine = fragments_from_json(res[t])
+            delete_fragment_files(lake.uri, t, mine, lake.storage_options)
+            ids = {json.dumps(f.to_json(), sort_keys=True) for f in mine}
+            slot.fragments[t] = [f for f in slot.fragments.get(t, []) if json.dumps(f.to_json(), sort_keys=True) not in ids]
+        redo += [by_key[f"{e['source_uri']}#{e['source_episode_index']}"] for e in res["episodes"] if e["content_hash"] not in have]
+        keep.append({**res, "episodes": [], "steps": [], "media": [], "num_steps": 0, "num_frames": 0, "stats": {}})
+    if redo:
+        keep += load(sorted(redo, key=lambda r: (r.source_uri, r.episode_index)))
+    return keep, dropped
 
 
 def _new_quarantine(lake: Lake, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

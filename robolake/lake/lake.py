@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 import lance
 import pyarrow as pa
 
+from robolake.lake.lease import Writer
 from robolake.lake.media import FrameReader
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
 from robolake.lake.stats import NormStats
 from robolake.lake.storage import filesystem, normalize_uri
 from robolake.lake.transaction import LakeTransaction, table_uri
 from robolake.lake.versions import (
+    CommitConflictError,
     LakeVersion,
     list_versions,
     read_format_marker,
@@ -74,7 +76,12 @@ class Lake:
             )
             versions[name] = ds.version
         info = LakeVersion(version=1, tables=versions, operation="create", created_at=time.time())
-        write_version(uri, info, storage_options)
+        try:
+            write_version(uri, info, storage_options)
+        except CommitConflictError:
+            if not exist_ok:
+                raise FileExistsError(f"a lake was created at {uri} at the same time; open it with Lake.open({uri!r})") from None
+            return cls.open(uri, storage_options=storage_options)  # a concurrent create won; its tables are as empty
         return cls(uri, info, storage_options)
 
     @classmethod
@@ -128,9 +135,13 @@ class Lake:
         """The same lake at its newest version."""
         return Lake.open(self._uri, storage_options=self._opts)
 
-    def begin(self) -> LakeTransaction:
-        """Start a write against this version (it conflicts if another version is published first)."""
-        return LakeTransaction(self._uri, self._info, self._opts)
+    def begin(self, writer: Writer | None = None) -> LakeTransaction:
+        """Start a write against this version (it conflicts if another version is published first).
+
+        Args:
+            writer: This process's `Writer` on the lake (one is made for the transaction if None).
+        """
+        return LakeTransaction(self._uri, self._info, self._opts, writer=writer)
 
     # --- reading ---------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """LakeTransaction: the write protocol every change to a lake goes through.
 
 Workers write Lance fragments (data files, not yet visible) and hand their metadata to the
-driver; the driver appends them to each table with one Lance commit per table against the table
-version it read, then publishes one lake-version manifest (see `versions.py`). A process killed at
-any point before the manifest leaves the lake readable at its previous version; one killed after
-it has committed everything.
+driver; the driver takes the lake's write lease (`lease.py`), appends the fragments to each
+table with one Lance commit per table, each fenced by the lease, then publishes one lake-version
+manifest (see `versions.py`) and releases the lease. A process killed at any point before the
+manifest leaves the lake readable at its previous version (the next lease holder rolls back its
+table commits); one killed after it has committed everything. The phases are marked with
+`faults.hook` so tests can kill or pause a writer at each one.
 """
 
 from __future__ import annotations
@@ -17,13 +19,17 @@ from typing import Any, Literal
 import lance
 import pyarrow as pa
 
-from robolake.lake.storage import join_uri
+from robolake.lake import faults
+from robolake.lake.lease import Lease, LeaseLostError, Writer
+from robolake.lake.storage import filesystem, join_uri
 from robolake.lake.versions import CommitConflictError, LakeVersion, list_versions, write_version
 from robolake.schemas.tables import schema_for_table
 
 __all__ = [
     "LakeTransaction",
     "commit_fragments",
+    "delete_fragment_files",
+    "remove_orphan_files",
     "fragments_from_json",
     "fragments_to_json",
     "table_uri",
@@ -96,20 +102,39 @@ def commit_fragments(
 
 
 class LakeTransaction:
-    """Appends and overwrites to lake tables, published as one lake version.
+    """Appends and overwrites to lake tables, published as one lake version, under the write lease.
+
+    The first write takes the lake's write lease (`lease.py`) for `writer` (a private one if
+    None), checks that the published head is still `base`, and rolls back table commits that no
+    manifest names (a gone writer's). Every commit is fenced; `commit` publishes and releases,
+    `abort` (or leaving a `with` block on an exception) rolls back this transaction's own
+    commits, deletes fragment files it was handed but did not commit, and releases.
 
     Args:
         lake_uri: The lake.
-        base: The lake version the writer read; commits conflict if another was published since.
+        base: The lake version the writer read; the write conflicts if another was published since.
         storage_options: Lance / fsspec options for object stores.
+        writer: This process's `Writer` on the lake (its presence record and lease).
     """
 
-    def __init__(self, lake_uri: str, base: LakeVersion, storage_options: dict[str, str] | None = None):
+    def __init__(
+        self,
+        lake_uri: str,
+        base: LakeVersion,
+        storage_options: dict[str, str] | None = None,
+        *,
+        writer: Writer | None = None,
+    ):
         self._uri = lake_uri
         self._base = base
         self._opts = storage_options
         self._tables = dict(base.tables)
         self._touched: set[str] = set()
+        self._writer = writer
+        self._own_writer = writer is None
+        self._lease: Lease | None = None
+        self._pending: dict[str, list[lance.FragmentMetadata]] = {}
+        self._done = False
 
     @property
     def base(self) -> LakeVersion:
@@ -124,59 +149,162 @@ class LakeTransaction:
             table_uri(self._uri, table), version=self._tables[table], storage_options=self._opts
         )
 
-    def _check_not_superseded(self) -> None:
-        published = list_versions(self._uri, self._opts)
-        if published and published[-1] != self._base.version:
+    def __enter__(self) -> LakeTransaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if not self._done:
+            self.abort()
+
+    # --- the lease ---------------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Take the write lease now (the first write does it otherwise).
+
+        Raises:
+            CommitConflictError: another writer published since `base`, or held the lease
+                for the whole wait.
+        """
+        if self._lease is not None:
+            return
+        if self._done:
+            raise CommitConflictError("this transaction is already committed or aborted; begin a new one")
+        if self._writer is None:
+            self._writer = Writer(self._uri, self._opts)
+        try:
+            lease = self._writer.acquire(self._base.version)
+        except LeaseLostError as e:
+            raise CommitConflictError(f"lake {self._uri}: {e}; re-run the operation when it has finished") from None
+        head = _published_head(self._uri, self._opts)
+        lease.set_base(head)
+        self._lease = lease
+        if head != self._base.version:
+            self.abort()
             raise CommitConflictError(
-                f"lake {self._uri}: version {published[-1]} was published after this writer read "
-                f"version {self._base.version}; re-run the operation"
+                f"lake {self._uri}: version {head} was published after this writer read version "
+                f"{self._base.version}; re-run the operation"
             )
+        self._roll_back_unpublished()
+        self._sweep_dead_writers()
+
+    def _fence(self) -> None:
+        assert self._lease is not None  # acquire() ran
+        try:
+            self._lease.check(head=_published_head(self._uri, self._opts))
+        except LeaseLostError as e:
+            raise CommitConflictError(f"lake {self._uri}: {e}; nothing was published, re-run the operation") from None
+
+    def _latest(self, table: str) -> int:
+        return int(lance.dataset(table_uri(self._uri, table), storage_options=self._opts).version)
+
+    def _roll_back_unpublished(self) -> None:
+        """Restore every table to its published version if commits no manifest names follow it.
+
+        Only the lease holder gets here, so whoever made those commits no longer holds the lease:
+        it is dead, expired, or failed and released without publishing.
+        """
+        rolled = False
+        for table, published in sorted(self._base.tables.items()):
+            latest = self._latest(table)
+            if latest == published:
+                continue
+            uri = table_uri(self._uri, table)
+            log.warning(
+                "table %s has unpublished commits (versions %d..%d) from a writer that is gone; restoring version %d",
+                uri, published + 1, latest, published,
+            )
+            lance.dataset(uri, version=published, storage_options=self._opts).restore()
+            self._tables[table] = self._latest(table)
+            rolled = True
+        if rolled:
+            faults.hook("rolled_back")
+
+    def _sweep_dead_writers(self) -> None:
+        """Delete data files a dead writer left (only when no other writer is alive)."""
+        assert self._writer is not None
+        dead, others_alive = self._writer.dead_writers()
+        if not dead:
+            self._writer.forget([])
+            return
+        if others_alive:
+            log.info("lake %s: %d dead writers left files; another writer is alive, leaving them for later", self._uri, len(dead))
+            return
+        cutoff = self._writer.started_at - (0.0 if "://" not in self._uri else self._writer.config.clock_skew_s)
+        removed = remove_orphan_files(self._uri, self._opts, older_than=cutoff, tables=sorted(self._base.tables))
+        if removed:
+            log.warning("lake %s: removed %d data files left by %d dead writers", self._uri, removed, len(dead))
+        self._writer.forget(dead)
 
     def _head_for_write(self, table: str) -> int:
-        """The table's latest Lance version, first rolling back commits no manifest names."""
-        uri = table_uri(self._uri, table)
-        expected = self._tables[table]
-        latest = lance.dataset(uri, storage_options=self._opts)
-        if latest.version == expected:
-            return expected
-        if table in self._touched:
-            raise CommitConflictError(f"table {uri} changed under this transaction (now at {latest.version})")
-        self._check_not_superseded()
-        log.warning(
-            "table %s has unpublished commits (versions %d..%d) from an interrupted writer; "
-            "restoring version %d",
-            uri, expected + 1, latest.version, expected,
-        )
-        lance.dataset(uri, version=expected, storage_options=self._opts).restore()
-        return lance.dataset(uri, storage_options=self._opts).version
+        """Fence, then the table's latest Lance version (which must be the one this transaction left)."""
+        self.acquire()
+        self._fence()
+        latest = self._latest(table)
+        if latest != self._tables[table]:
+            raise CommitConflictError(
+                f"lake {self._uri}: table {table} moved to version {latest} under this writer (it left "
+                f"{self._tables[table]}); nothing was published, re-run the operation"
+            )
+        return latest
+
+    def _advanced(self, table: str, before: int, steps: int = 1) -> int:
+        """The table's new version, checked to be `steps` past `before` (no commit slipped in)."""
+        now = self._latest(table)
+        if now != before + steps:
+            raise CommitConflictError(
+                f"lake {self._uri}: table {table} went from version {before} to {now} during one commit "
+                "by this writer: another process wrote to it; nothing was published, re-run the operation"
+            )
+        self._tables[table] = now
+        self._touched.add(table)
+        return now
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def adopt(self, table: str, fragments: list[lance.FragmentMetadata]) -> None:
+        """Make this transaction responsible for uncommitted `fragments`: their files are deleted
+        if it aborts before committing them (fragments passed to `append` stay the caller's)."""
+        self._pending.setdefault(table, []).extend(fragments)
 
     def append(self, table: str, fragments: list[lance.FragmentMetadata]) -> None:
         """Commit `fragments` (from `write_table_fragments`) to `table`."""
         if not fragments:
             return
         read_version = self._head_for_write(table)
-        self._tables[table] = commit_fragments(
-            table_uri(self._uri, table), fragments, read_version=read_version, storage_options=self._opts
-        )
-        self._touched.add(table)
+        faults.hook(f"before_commit:{table}")
+        commit_fragments(table_uri(self._uri, table), fragments, read_version=read_version, storage_options=self._opts)
+        pending = self._pending.get(table, [])
+        self._pending[table] = [p for p in pending if all(p is not f for f in fragments)]
+        self._advanced(table, read_version)
+        faults.hook(f"after_commit:{table}")
 
     def append_table(self, table: str, data: pa.Table) -> None:
         """Write and commit `data` from the driver (for small tables)."""
+        self.acquire()
         self.append(table, write_table_fragments(self._uri, table, data, self._opts))
 
     def overwrite(self, table: str, data: pa.Table) -> None:
         """Replace the whole content of a (small) table."""
-        self._head_for_write(table)
+        read_version = self._head_for_write(table)
         schema = schema_for_table(table)
-        ds = lance.write_dataset(
+        faults.hook(f"before_commit:{table}")
+        lance.write_dataset(
             data.select(schema.names).cast(schema),
             table_uri(self._uri, table),
             schema=schema,
             mode="overwrite",
             storage_options=self._opts,
         )
-        self._tables[table] = ds.version
-        self._touched.add(table)
+        self._advanced(table, read_version)
+        faults.hook(f"after_commit:{table}")
+
+    def restore_table(self, table: str, version: int) -> None:
+        """Make `table`'s content that of its Lance `version` (a new commit)."""
+        read_version = self._head_for_write(table)
+        faults.hook(f"before_commit:{table}")
+        lance.dataset(table_uri(self._uri, table), version=version, storage_options=self._opts).restore()
+        self._advanced(table, read_version)
+        faults.hook(f"after_commit:{table}")
 
     def create_index(self, table: str, column: str, index_type: Literal["BTREE", "BITMAP"] = "BTREE") -> None:
         """Keep a scalar index on `table.column` covering every fragment, as part of this transaction.
@@ -203,20 +331,126 @@ class LakeTransaction:
             return
         self._tables[table] = lance.dataset(uri, storage_options=self._opts).version
         self._touched.add(table)
+        faults.hook(f"after_index:{table}")
 
     def commit(self, operation: str, summary: dict[str, Any] | None = None) -> LakeVersion:
-        """Publish the new lake version.
+        """Publish the new lake version and release the lease.
 
         Raises:
-            CommitConflictError: another writer published a version since `base`.
+            CommitConflictError: another writer published since `base`, took the lease over, or
+                wrote to a table under this one; nothing was published and this transaction's
+                own table commits were rolled back.
         """
-        self._check_not_superseded()
-        lv = LakeVersion(
-            version=self._base.version + 1,
-            tables=dict(self._tables),
-            operation=operation,
-            created_at=time.time(),
-            summary=dict(summary or {}),
-        )
-        write_version(self._uri, lv, self._opts)
+        try:
+            self.acquire()
+            faults.hook("before_publish")
+            self._fence()
+            for table in sorted(self._touched):
+                if self._latest(table) != self._tables[table]:
+                    raise CommitConflictError(
+                        f"lake {self._uri}: table {table} was written by another process after this "
+                        "writer's commit; nothing was published, re-run the operation"
+                    )
+            lv = LakeVersion(
+                version=self._base.version + 1,
+                tables=dict(self._tables),
+                operation=operation,
+                created_at=time.time(),
+                summary=dict(summary or {}),
+            )
+            write_version(self._uri, lv, self._opts)
+        except BaseException:
+            self.abort()
+            raise
+        self._done = True
+        faults.hook("manifest_written")
+        self._release()
         return lv
+
+    def abort(self) -> None:
+        """Give up: roll back this transaction's own commits (if it still holds the lease),
+        delete the fragment files it was handed but did not commit, release the lease."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            if self._lease is not None and self._touched:
+                try:
+                    self._lease.check()
+                except LeaseLostError as e:
+                    log.warning("lake %s: not rolling back: %s", self._uri, e)
+                else:
+                    for table in sorted(self._touched):
+                        published = self._base.tables[table]
+                        log.info("rolling back this writer's commits to %s (restoring version %d)", table, published)
+                        lance.dataset(table_uri(self._uri, table), version=published, storage_options=self._opts).restore()
+            for table, frags in self._pending.items():
+                delete_fragment_files(self._uri, table, frags, self._opts)
+            self._pending.clear()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+        if self._own_writer and self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _published_head(lake_uri: str, storage_options: dict[str, str] | None) -> int:
+    known = list_versions(lake_uri, storage_options)
+    return known[-1] if known else 0
+
+
+def delete_fragment_files(
+    lake_uri: str, table: str, fragments: list[lance.FragmentMetadata], storage_options: dict[str, str] | None = None
+) -> int:
+    """Delete the data files of uncommitted `fragments` of `table`; returns how many existed."""
+    if not fragments:
+        return 0
+    base = table_uri(lake_uri, table)
+    fs = filesystem(base, storage_options)
+    n = 0
+    for frag in fragments:
+        for df in frag.files:
+            path = join_uri(base, "data", df.path)
+            try:
+                fs.rm_file(path)
+                n += 1
+            except FileNotFoundError:
+                pass
+    return n
+
+
+def remove_orphan_files(
+    lake_uri: str,
+    storage_options: dict[str, str] | None,
+    *,
+    older_than: float,
+    tables: list[str],
+    dry_run: bool = False,
+) -> int:
+    """Delete data files under each table's `data/` that no Lance version references and that
+    were last modified before `older_than` (Unix seconds); returns how many (would be) removed.
+
+    Only safe when no live writer may still commit such files (the caller decides).
+    """
+    n = 0
+    for table in tables:
+        uri = table_uri(lake_uri, table)
+        ds = lance.dataset(uri, storage_options=storage_options)
+        tracked = set(ds.tracked_files().read_all().column("path").to_pylist())
+        present = ds.all_files().read_all()
+        fs = None
+        for path, modified in zip(present.column("path").to_pylist(), present.column("last_modified").to_pylist(), strict=True):
+            if not path.startswith("data/") or path in tracked or modified.timestamp() >= older_than:
+                continue
+            n += 1
+            if not dry_run:
+                fs = fs or filesystem(uri, storage_options)
+                try:
+                    fs.rm_file(join_uri(uri, path))
+                except FileNotFoundError:
+                    pass
+    return n

@@ -6,18 +6,25 @@ lake keeps its own version log: `_robolake/versions/<N>.json` records, for lake 
 Lance version of every table. The manifest is written last, atomically, and only after every
 table commit succeeded; a reader opens each table at the version the newest manifest names.
 
-A writer killed between its table commits and its manifest leaves table versions that no
-manifest names. They are invisible to readers, and the next writer restores each such table to
-its manifested version (a Lance `restore`, itself a new commit) before appending, so the
-orphaned data never reappears.
+A manifest is created with put-if-absent (a hard link locally, a conditional PUT on object
+stores), so two writers can never both publish version N; writers serialise through the write
+lease (`lease.py`) before they get here. A writer killed between its table commits and its
+manifest leaves table versions that no manifest names. They are invisible to readers, and the
+next lease holder restores each such table to its manifested version (a Lance `restore`, itself
+a new commit) before appending, so the orphaned data never reappears.
+
+A manifest that cannot be parsed (a truncated file, a bad copy) is reported as damaged, with
+the newest readable version before it, so a user can `robolake restore` that one.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from robolake.lake.lease import put_if_absent
 from robolake.lake.storage import filesystem, join_uri, read_json, write_json_atomic
 from robolake.schemas.version import (
     LAKE_FORMAT_VERSION,
@@ -28,6 +35,9 @@ from robolake.schemas.version import (
 __all__ = [
     "LakeVersion",
     "CommitConflictError",
+    "DamagedManifestError",
+    "last_good_version",
+    "manifest_uri",
     "META_DIR",
     "read_format_marker",
     "write_format_marker",
@@ -41,6 +51,14 @@ META_DIR = "_robolake"
 
 class CommitConflictError(RuntimeError):
     """Another writer committed a lake version after this writer read its base version."""
+
+
+class DamagedManifestError(ValueError):
+    """A lake version's manifest exists but cannot be read (truncated or not robolake's)."""
+
+    def __init__(self, message: str, *, version: int, path: str, last_good: int | None):
+        super().__init__(message)
+        self.version, self.path, self.last_good = version, path, last_good
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,12 +152,61 @@ def list_versions(lake_uri: str, storage_options: dict[str, str] | None = None) 
     return sorted(out)
 
 
+def manifest_uri(lake_uri: str, version: int) -> str:
+    """Where lake version `version`'s manifest lives."""
+    return join_uri(_versions_dir(lake_uri), f"{version:08d}.json")
+
+
+def _parse(lake_uri: str, version: int, storage_options: dict[str, str] | None) -> LakeVersion:
+    uri = manifest_uri(lake_uri, version)
+    try:
+        lv = LakeVersion.from_json(read_json(uri, storage_options))
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise DamagedManifestError(
+            f"{uri}: {type(e).__name__}: {e}", version=version, path=uri, last_good=None
+        ) from e
+    if lv.version != version:
+        raise DamagedManifestError(f"{uri} says it is version {lv.version}", version=version, path=uri, last_good=None)
+    return lv
+
+
+def last_good_version(lake_uri: str, below: int | None = None, storage_options: dict[str, str] | None = None) -> int | None:
+    """The newest version (below `below`, if given) whose manifest reads, or None."""
+    for v in reversed(list_versions(lake_uri, storage_options)):
+        if below is not None and v >= below:
+            continue
+        try:
+            _parse(lake_uri, v, storage_options)
+        except DamagedManifestError:
+            continue
+        return v
+    return None
+
+
 def read_version(lake_uri: str, version: int, storage_options: dict[str, str] | None = None) -> LakeVersion:
-    uri = join_uri(_versions_dir(lake_uri), f"{version:08d}.json")
+    """Lake version `version`'s manifest.
+
+    Raises:
+        ValueError: no such version.
+        DamagedManifestError: its manifest cannot be read; the message names the file and the
+            newest readable version before it.
+    """
+    uri = manifest_uri(lake_uri, version)
     if not filesystem(uri, storage_options).exists(uri):
         known = list_versions(lake_uri, storage_options)
         raise ValueError(f"lake {lake_uri} has no version {version}; its versions are {known}")
-    return LakeVersion.from_json(read_json(uri, storage_options))
+    try:
+        return _parse(lake_uri, version, storage_options)
+    except DamagedManifestError as e:
+        good = last_good_version(lake_uri, version, storage_options)
+        if good is None:
+            advice = "no earlier version is readable either; the lake must be re-created"
+        else:
+            advice = f"the lake is intact at version {good}: run `robolake restore {lake_uri} {good}` to publish it as the newest version"
+        raise DamagedManifestError(
+            f"lake {lake_uri}: version {version}'s manifest {uri} is damaged ({e}); {advice}",
+            version=version, path=uri, last_good=good,
+        ) from None
 
 
 def write_version(lake_uri: str, lv: LakeVersion, storage_options: dict[str, str] | None = None) -> None:
@@ -148,9 +215,9 @@ def write_version(lake_uri: str, lv: LakeVersion, storage_options: dict[str, str
     Raises:
         CommitConflictError: version `lv.version` was already published by another writer.
     """
-    uri = join_uri(_versions_dir(lake_uri), f"{lv.version:08d}.json")
+    uri = manifest_uri(lake_uri, lv.version)
     try:
-        write_json_atomic(uri, lv.to_json(), storage_options, exclusive=True)
+        put_if_absent(uri, json.dumps(lv.to_json(), indent=2, sort_keys=True).encode(), storage_options)
     except FileExistsError as e:
         raise CommitConflictError(
             f"lake {lake_uri}: version {lv.version} was committed by another writer; re-run the "

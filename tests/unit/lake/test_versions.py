@@ -1,15 +1,24 @@
-"""The lake's version protocol: format marker, manifests, conflicts, interrupted writers."""
+"""The lake's version protocol: format marker, manifests, conflicts, killed writers, damaged manifests."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
+import lance
 import pyarrow as pa
 import pytest
 
 from robolake.lake import CommitConflictError, Lake
+from robolake.lake.versions import DamagedManifestError
 from robolake.lake.transaction import write_table_fragments
 from robolake.schemas import UnsupportedLakeVersionError, schema_for_table
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _quarantine_rows(n: int, tag: str = "x") -> pa.Table:
@@ -63,18 +72,48 @@ def test_concurrent_writers_conflict(tmp_path):
     assert Lake.open(str(tmp_path / "lake")).to_arrow("quarantine")["source_uri"].to_pylist() == ["a"]
 
 
-def test_interrupted_writer_is_invisible_and_rolled_back(tmp_path):
+_KILLED_WRITER = """
+import sys
+import pyarrow as pa
+from robolake.lake import Lake
+from robolake.schemas import schema_for_table
+rows = [{"source_uri": "orphan", "source_path": f"orphan/{i}", "source_format": "test", "source_episode_index": i,
+         "reason_code": "test", "reason": "made by a test", "quarantined_at": 0} for i in range(5)]
+tx = Lake.open(sys.argv[1]).begin()
+tx.append_table("quarantine", pa.Table.from_pylist(rows, schema=schema_for_table("quarantine")))
+"""
+
+
+def test_killed_writer_is_invisible_and_rolled_back(tmp_path):
     lake = Lake.create(str(tmp_path / "lake"))
-    tx = lake.begin()
-    tx.append_table("quarantine", _quarantine_rows(5, "orphan"))
-    # ... the process dies here: table committed, no lake manifest.
-    reader = Lake.open(str(tmp_path / "lake"))
+    # The writer is SIGKILLed right after its table commit, before any manifest (faults hook).
+    env = {**os.environ, "ROBOLAKE_FAULT": "after_commit:quarantine:kill", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, lake.uri], env=env, capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    reader = Lake.open(lake.uri)
     assert reader.version == 1 and reader.count("quarantine") == 0
+    assert lance.dataset(reader.table_uri("quarantine")).count_rows() == 5  # committed, never published
     tx2 = reader.begin()
     tx2.append_table("quarantine", _quarantine_rows(2, "good"))
     tx2.commit("after-crash")
-    after = Lake.open(str(tmp_path / "lake"))
+    after = Lake.open(lake.uri)
     assert after.to_arrow("quarantine")["source_uri"].to_pylist() == ["good", "good"]
+    assert lance.dataset(after.table_uri("quarantine")).count_rows() == 2
+    # the dead writer's presence record is gone, and the lease is free
+    assert not list((tmp_path / "lake/_robolake/writers").glob("*.json"))
+
+
+def test_damaged_latest_manifest_names_file_and_last_good(tmp_path):
+    lake = Lake.create(str(tmp_path / "lake"))
+    tx = lake.begin()
+    tx.append_table("quarantine", _quarantine_rows(1))
+    tx.commit("test")
+    path = tmp_path / "lake/_robolake/versions/00000002.json"
+    path.write_text(path.read_text()[:40])
+    with pytest.raises(DamagedManifestError, match=r"version 2's manifest .*00000002.json is damaged.*intact at version 1.*robolake restore") as e:
+        Lake.open(lake.uri)
+    assert e.value.last_good == 1 and e.value.version == 2
+    assert Lake.open(lake.uri, version=1).version == 1
 
 
 def test_fragment_schema_mismatch_is_a_clear_error(tmp_path):
