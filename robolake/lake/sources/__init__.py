@@ -66,4 +66,11 @@ register_format(SourceFormat(
 ))
 # H-hdf5: hdf5, rlds register below. H-ros: add ros2 / ros1 / mcap register lines after them.
 
+# H-ros: ROS 2 bag directories, lone ROS 2 storage files, ROS 1 bags, non-ROS MCAP (rosbag.py, mcap_json.py).
+from robolake.lake.sources.mcap_json import MCAP_FORMAT  # noqa: E402
+from robolake.lake.sources.rosbag import ROS1_FORMAT, ROS2_FILE_FORMAT, ROS2_FORMAT  # noqa: E402
+
+for _fmt in (ROS2_FORMAT, ROS2_FILE_FORMAT, ROS1_FORMAT, MCAP_FORMAT):
+    register_format(_fmt)
+
 FORMATS = tuple(format_choices())

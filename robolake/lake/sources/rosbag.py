@@ -1,0 +1,385 @@
+"""Readers for ROS 2 bags (sqlite3 and MCAP storage) and ROS 1 bags, without a ROS install.
+
+Storage is read with the pure-Python `rosbags` library. What a unit is, decided from the files:
+
+- a ROS 2 bag directory: `metadata.yaml` with `rosbag2_bagfile_information` (any version rosbags
+  reads, 1-9; split bags list several storage files), or, when `metadata.yaml` was lost, a
+  directory holding storage files named `<dir>_<N>.db3` / `<dir>_<N>.mcap` (what `ros2 bag
+  record` writes): the files are read directly, in index order, as one recording;
+- a ROS 2 storage file on its own: a `.db3` SQLite file, or an `.mcap` whose header profile is
+  `ros2` (an MCAP of another profile goes to the non-ROS MCAP reader);
+- a ROS 1 bag: a file starting `#ROSBAG V2.0`.
+
+Message definitions. ROS 1 bags and MCAP files carry every topic's definition; rosbags turns
+them into a type store, so custom types decode with no code. SQLite ROS 2 bags written before
+Iron carry none: standard types then come from rosbags' built-in store (latest ROS 2 / Noetic);
+a custom type needs its `.msg` file, found in a `msg/` (or `msgs/`) folder inside or beside the
+bag, laid out `<pkg>/msg/<Type>.msg`, or under a directory listed in `ROBOLAKE_ROS_MSG_PATH`
+(colon-separated, like ROS's own package path). Without it the episode is quarantined with the
+type's name and these options.
+"""
+
+from __future__ import annotations
+
+import glob
+import heapq
+import os
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from robolake.lake.sources import ros_messages as rm
+from robolake.lake.sources.base import SourceError
+from robolake.lake.sources.registry import SourceFormat, SourceOptions
+from robolake.lake.sources.topic_log import Recording, TopicInfo, TopicLogReader
+
+__all__ = [
+    "Ros2Reader",
+    "Ros1Reader",
+    "is_ros2_bag_dir",
+    "is_ros2_storage_file",
+    "is_ros1_bag",
+    "mcap_profile",
+    "ROS2_FORMAT",
+    "ROS2_FILE_FORMAT",
+    "ROS1_FORMAT",
+    "MSG_PATH_ENV",
+]
+
+MSG_PATH_ENV = "ROBOLAKE_ROS_MSG_PATH"
+_MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+# --- detection ------------------------------------------------------------------------------
+
+def _head(path: str, n: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def mcap_profile(path: str) -> str | None:
+    """The profile string of an MCAP file's header record (`ros2`, `ros1`, `` ...); None if not MCAP."""
+    head = _head(path, 8 + 1 + 8 + 4 + 256)
+    if not head.startswith(_MCAP_MAGIC) or len(head) < 21 or head[8] != 0x01:
+        return None
+    n = int.from_bytes(head[17:21], "little")
+    return head[21:21 + n].decode("utf-8", "replace")
+
+
+def _split_parts(path: str) -> list[str]:
+    """Storage files of a metadata-less bag directory: `<dir>_<N>.db3|mcap`, in index order."""
+    name = os.path.basename(os.path.normpath(path))
+    pat = re.compile(re.escape(name) + r"(?:_(\d+))?\.(db3|mcap)$")  # rosbags itself writes <dir>.db3
+    found = []
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return []
+    for e in entries:
+        m = pat.match(e)
+        if m:
+            found.append((int(m.group(1) or -1), os.path.join(path, e)))
+    return [p for _, p in sorted(found)]
+
+
+def is_ros2_bag_dir(path: str) -> bool:
+    """A ROS 2 bag directory: rosbag2 metadata.yaml, or split storage files named after the directory."""
+    if not os.path.isdir(path):
+        return False
+    meta = os.path.join(path, "metadata.yaml")
+    if os.path.isfile(meta):
+        return b"rosbag2_bagfile_information" in _head(meta, 4096)
+    return bool(_split_parts(path))
+
+
+def is_ros2_storage_file(path: str) -> bool:
+    """A single ROS 2 storage file: a SQLite .db3, or an .mcap with the ros2 profile."""
+    if not os.path.isfile(path):
+        return False
+    if path.endswith(".db3"):
+        return _head(path, 16).startswith(b"SQLite format 3")
+    return path.endswith(".mcap") and mcap_profile(path) == "ros2"
+
+
+def is_ros1_bag(path: str) -> bool:
+    return os.path.isfile(path) and _head(path, 13) == b"#ROSBAG V2.0\n"
+
+
+# --- message definitions -------------------------------------------------------------------
+
+def _referenced(fields: Any) -> Iterator[str]:
+    from rosbags.interfaces import Nodetype
+
+    def walk(desc: Any) -> Iterator[str]:
+        kind, detail = desc
+        if kind == Nodetype.NAME:
+            yield detail
+        elif kind in (Nodetype.ARRAY, Nodetype.SEQUENCE):
+            yield from walk(detail[0])
+
+    for _, desc in fields:
+        yield from walk(desc)
+
+
+def _msg_search_dirs(root: str) -> list[str]:
+    here = root if os.path.isdir(root) else os.path.dirname(root)
+    dirs = [os.path.join(d, sub) for d in (here, os.path.dirname(here)) for sub in ("msg", "msgs")]
+    dirs += [d for d in os.environ.get(MSG_PATH_ENV, "").split(os.pathsep) if d]
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+def load_msg_dirs(dirs: Sequence[str]) -> dict[str, Any]:
+    """Types parsed from `<pkg>/msg/<Type>.msg` files under each directory (a package dir works too)."""
+    from rosbags.typesys import get_types_from_msg
+
+    typs: dict[str, Any] = {}
+    for d in dirs:
+        for f in sorted(glob.glob(os.path.join(d, "**", "*.msg"), recursive=True)):
+            parent = os.path.dirname(f)
+            pkg = os.path.basename(os.path.dirname(parent)) if os.path.basename(parent) == "msg" else os.path.basename(parent)
+            name = f"{pkg}/msg/{os.path.splitext(os.path.basename(f))[0]}"
+            with open(f) as fh:
+                typs.update(get_types_from_msg(fh.read(), name))
+    return typs
+
+
+def _missing_type_message(topic: str, msgtype: str, root: str) -> str:
+    pkg, _, name = rm.short_type(msgtype).partition("/")
+    return (
+        f"topic {topic} has type {msgtype}, whose definition this bag does not carry (SQLite ROS 2 bags recorded "
+        f"before Iron store none) and which is not a standard ROS type; put {pkg}/msg/{name}.msg in a `msg/` folder "
+        f"beside the bag ({os.path.join(os.path.dirname(root.rstrip('/')), 'msg', pkg, 'msg', name + '.msg')}) or in a "
+        f"directory named by {MSG_PATH_ENV}, or drop the topic from the mapping"
+    )
+
+
+# --- recordings ------------------------------------------------------------------------------
+
+class _RosRecording(Recording):
+    """One ROS recording over rosbags readers (a bag dir, split storage files, or a ROS 1 bag)."""
+
+    def __init__(self, paths: tuple[str, ...], *, ros2: bool, root: str):
+        from pathlib import Path
+
+        self.path = paths[0] if len(paths) == 1 else os.path.dirname(paths[0])
+        self.ros2, self.root = ros2, root
+        self._readers: list[Any] = []
+        try:
+            if ros2:
+                from rosbags.rosbag2 import Reader as Reader2
+
+                self._readers = [Reader2(Path(p)) for p in paths]
+            else:
+                from rosbags.rosbag1 import Reader as Reader1
+
+                self._readers = [Reader1(Path(p)) for p in paths]
+            for r in self._readers:
+                r.open()
+        except Exception as e:
+            self.close()
+            raise SourceError("corrupt_file", self.path, _corrupt_message(self.path, e, ros2)) from None
+        self._connections = [c for r in self._readers for c in r.connections]
+        self._store: Any = None
+        self._unresolved: set[str] = set()
+        self._deser: Any = None
+
+    def close(self) -> None:
+        for r in self._readers:
+            try:
+                r.close()
+            except Exception:  # noqa: S112 - a reader that never opened has nothing to close
+                continue
+        self._readers = []
+
+    def topics(self) -> dict[str, TopicInfo]:
+        out: dict[str, TopicInfo] = {}
+        for c in self._connections:
+            have = out.get(c.topic)
+            count = max(int(c.msgcount), 0) + (have.count if have else 0)
+            out[c.topic] = TopicInfo(name=c.topic, msgtype=c.msgtype, count=count, kind=rm.kind_of(c.msgtype),
+                                     encoding="cdr" if self.ros2 else "ros1")
+        return out
+
+    def messages(self, topics: Sequence[str], start_ns: int | None = None, stop_ns: int | None = None) -> Iterator[tuple[str, int, Any]]:
+        wanted = set(topics)
+        gens = []
+        for r in self._readers:
+            conns = [c for c in r.connections if c.topic in wanted]
+            if conns:  # an empty list would mean "every connection" to rosbags
+                gens.append(r.messages(connections=conns, start=start_ns, stop=stop_ns))
+        try:
+            for conn, t, raw in heapq.merge(*gens, key=lambda x: x[1]):
+                yield conn.topic, int(t), raw
+        except SourceError:
+            raise
+        except Exception as e:
+            raise SourceError("corrupt_file", self.path, _corrupt_message(self.path, e, self.ros2)) from None
+
+    def _typestore(self) -> Any:
+        if self._store is not None:
+            return self._store
+        from rosbags.interfaces import MessageDefinitionFormat
+        from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
+
+        base = get_typestore(Stores.LATEST if self.ros2 else Stores.ROS1_NOETIC)
+        typs: dict[str, Any] = {}
+        for c in self._connections:
+            try:
+                if c.msgdef.format == MessageDefinitionFormat.MSG:
+                    typs.update(get_types_from_msg(c.msgdef.data, c.msgtype))
+                elif c.msgdef.format == MessageDefinitionFormat.IDL:
+                    sep = "=" * 80 + "\n"
+                    for part in c.msgdef.data.split(sep)[1:] if c.msgdef.data.startswith(sep) else [c.msgdef.data]:
+                        typs.update(get_types_from_idl(part.split("\n", 1)[1] if part.startswith("IDL: ") else part))
+            except Exception as e:  # a definition rosbags cannot parse: the topic becomes undecodable
+                self._unresolved.add(c.msgtype)
+                typs.pop(c.msgtype, None)
+                del e
+        user: dict[str, Any] | None = None
+        todo = [c.msgtype for c in self._connections if c.msgtype not in typs]
+        todo += [n for _, fields in list(typs.values()) for n in _referenced(fields) if n not in typs]
+        while todo:
+            name = todo.pop()
+            if name in typs:
+                continue
+            if name in base.fielddefs:
+                typs[name] = base.fielddefs[name]
+            else:
+                if user is None:
+                    user = load_msg_dirs(_msg_search_dirs(self.root))
+                if name in user:
+                    typs[name] = user[name]
+                else:
+                    self._unresolved.add(name)
+                    continue
+            todo.extend(n for n in _referenced(typs[name][1]) if n not in typs)
+        store = get_typestore(Stores.EMPTY)
+        try:
+            store.register(typs)
+        except Exception as e:
+            raise SourceError("missing_type", self.path, f"the bag's message definitions do not load ({e}); re-record or give .msg files") from None
+        # a type is only decodable when all the types it uses are known
+        bad = set(self._unresolved)
+        changed = True
+        while changed:
+            changed = False
+            for name, (_, fields) in typs.items():
+                if name not in bad and any(n in bad or n not in typs for n in _referenced(fields)):
+                    bad.add(name)
+                    changed = True
+        self._unresolved = bad
+        self._store = store
+        self._deser = store.deserialize_cdr if self.ros2 else store.deserialize_ros1
+        return store
+
+    def decode(self, topic: str, raw: Any) -> Any:
+        self._typestore()
+        msgtype = next(c.msgtype for c in self._connections if c.topic == topic)
+        if msgtype in self._unresolved:
+            raise SourceError("missing_type", self.path, _missing_type_message(topic, msgtype, self.root))
+        try:
+            return self._deser(raw, msgtype)
+        except Exception as e:
+            raise SourceError(
+                "corrupt_file", self.path,
+                f"topic {topic} ({msgtype}): a message does not decode ({type(e).__name__}: {e}); the bag is corrupt or its "
+                "definition differs from the one used to record; re-record or give the right .msg file",
+            ) from None
+
+    def image_stamp_ns(self, topic: str, raw: Any) -> int | None:
+        try:
+            stamp = rm.raw_header_stamp_ns(raw, self.ros2)
+        except Exception:
+            return rm.header_stamp_ns(self.decode(topic, raw))
+        return stamp or None
+
+
+def _corrupt_message(path: str, e: Exception, ros2: bool) -> str:
+    fix = "re-copy it from the robot" + ("" if ros2 else ", or run `rosbag reindex` on it")
+    return f"cannot read the bag ({type(e).__name__}: {e}); it is truncated or corrupt; {fix}"
+
+
+# --- readers ---------------------------------------------------------------------------------
+
+class Ros2Reader(TopicLogReader):
+    """A ROS 2 bag directory (with or without metadata.yaml) or a single ROS 2 storage file.
+
+    Args:
+        root: The bag directory or storage file.
+        options: Mapping, embodiment, state-only.
+
+    Raises:
+        SourceError: the bag cannot be opened or the mapping does not fit it.
+    """
+
+    def __init__(self, root: str, options: SourceOptions | None = None):
+        options = options or SourceOptions()
+        self._storage = _storage_of(root)
+        super().__init__(root, format_name=f"ros2-{self._storage}", mapping=options.mapping,
+                         embodiment=options.embodiment, state_only=options.state_only)
+
+    def _recordings(self) -> list[tuple[str, ...]]:
+        if os.path.isfile(self.root) or os.path.isfile(os.path.join(self.root, "metadata.yaml")):
+            return [(self.root,)]
+        parts = _split_parts(self.root)
+        return [tuple(parts)] if parts else []
+
+    def _open(self, paths: tuple[str, ...]) -> Recording:
+        return _RosRecording(paths, ros2=True, root=self.root)
+
+
+def _storage_of(root: str) -> str:
+    if os.path.isfile(root):
+        return "mcap" if root.endswith(".mcap") else "sqlite3"
+    meta = os.path.join(root, "metadata.yaml")
+    if os.path.isfile(meta):
+        m = re.search(rb"storage_identifier:\s*(\w+)", _head(meta, 1 << 16))
+        if m:
+            return m.group(1).decode()
+    parts = _split_parts(root)
+    return "mcap" if parts and parts[0].endswith(".mcap") else "sqlite3"
+
+
+class Ros1Reader(TopicLogReader):
+    """A ROS 1 bag file (format 2.0).
+
+    Raises:
+        SourceError: the bag cannot be opened (truncated, unindexed) or the mapping does not fit it.
+    """
+
+    def __init__(self, root: str, options: SourceOptions | None = None):
+        options = options or SourceOptions()
+        super().__init__(root, format_name="ros1", mapping=options.mapping, embodiment=options.embodiment,
+                         state_only=options.state_only)
+
+    def _recordings(self) -> list[tuple[str, ...]]:
+        return [(self.root,)]
+
+    def _open(self, paths: tuple[str, ...]) -> Recording:
+        return _RosRecording(paths, ros2=False, root=self.root)
+
+
+ROS2_FORMAT = SourceFormat(
+    name="ros2",
+    description="ROS 2 bag directory, sqlite3 or MCAP storage (metadata.yaml, or <dir>_N.db3/.mcap files)",
+    detect=is_ros2_bag_dir,
+    open=Ros2Reader,
+    unit="directory",
+)
+ROS2_FILE_FORMAT = SourceFormat(
+    name="ros2-file",
+    description="ROS 2 storage file on its own (.db3, or .mcap with the ros2 profile)",
+    detect=is_ros2_storage_file,
+    open=Ros2Reader,
+    unit="file",
+)
+ROS1_FORMAT = SourceFormat(
+    name="ros1",
+    description="ROS 1 bag file (#ROSBAG V2.0)",
+    detect=is_ros1_bag,
+    open=Ros1Reader,
+    unit="file",
+)

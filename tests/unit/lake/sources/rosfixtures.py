@@ -1,0 +1,284 @@
+"""Recorder-like ROS 1 / ROS 2 / MCAP fixtures, written with each format's own writer.
+
+Layout (what a teleop rig records): joints at 100 Hz (`/joint_states`, 3 joints, header stamps
+with jitter), a command topic at 50 Hz (`/arm/joint_command`, JointState), a camera at 15 fps
+(`/wrist/image_raw/compressed` JPEG, or raw `/top/image_raw` rgb8). Values are smooth known
+functions of the header time, so tests can recompute the resampled episode exactly.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+JOINTS = ("shoulder", "elbow", "wrist")
+T0_NS = 1_700_000_000 * 1_000_000_000
+
+
+def joint_values(t: np.ndarray | float) -> np.ndarray:
+    """Positions of the 3 joints at time t (seconds since T0)."""
+    t = np.asarray(t, dtype=np.float64)
+    return np.stack([np.sin(t), 0.5 * t, np.cos(2 * t)], axis=-1)
+
+
+def command_values(t: np.ndarray | float) -> np.ndarray:
+    t = np.asarray(t, dtype=np.float64)
+    return np.stack([1.0 + t, -t, 2 * t], axis=-1)
+
+
+def jpeg(i: int, size: tuple[int, int] = (24, 32)) -> bytes:
+    img = np.zeros((*size, 3), np.uint8)
+    img[..., 0] = (i * 17) % 256
+    img[: size[0] // 2, :, 1] = 200
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def raw_rgb(i: int, size: tuple[int, int] = (24, 32)) -> np.ndarray:
+    img = np.zeros((*size, 3), np.uint8)
+    img[..., 0] = (i * 17) % 256
+    img[..., 2] = 99
+    return img
+
+
+@dataclass
+class Layout:
+    """What to record (seconds are since T0)."""
+
+    seconds: float = 1.0
+    joint_hz: float = 100.0
+    cmd_hz: float | None = 50.0
+    cam_hz: float | None = 15.0
+    camera: str = "compressed"           # compressed | raw | none
+    jitter_s: float = 0.002
+    seed: int = 0
+    # bad-input knobs
+    nan_at: int | None = None            # joint message index whose position is NaN
+    backwards_at: int | None = None      # joint message index whose stamp jumps 0.5 s back
+    width_change_at: int | None = None   # joint message index from which a 4th joint appears
+    image_resize_at: int | None = None   # camera frame index from which frames are 48x64
+    camera_offset_s: float = 0.0         # shift the camera stream in time (no-overlap case)
+    gaps: tuple[float, ...] = ()         # pauses inserted (seconds) after each `seconds` block
+    offset_s: float = 0.0                # shift every stream (the second file of a split bag)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Recorded:
+    joint_t: np.ndarray
+    joint_v: np.ndarray
+    cmd_t: np.ndarray
+    cmd_v: np.ndarray
+    cam_t: np.ndarray
+    frames: list[bytes]
+
+
+def schedule(layout: Layout) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(layout.seed)
+
+    def times(hz: float, offset: float = 0.0) -> np.ndarray:
+        blocks = []
+        start = 0.0
+        for k in range(len(layout.gaps) + 1):
+            n = int(round(layout.seconds * hz))
+            blocks.append(start + np.arange(n) / hz)
+            start += layout.seconds + (layout.gaps[k] if k < len(layout.gaps) else 0.0)
+        t = np.concatenate(blocks) + offset + layout.offset_s
+        return t + rng.uniform(-layout.jitter_s, layout.jitter_s, size=len(t)) * (np.arange(len(t)) > 0)
+
+    out = {"joint": times(layout.joint_hz)}
+    out["cmd"] = times(layout.cmd_hz) if layout.cmd_hz else np.zeros(0)
+    out["cam"] = times(layout.cam_hz, layout.camera_offset_s) if layout.cam_hz and layout.camera != "none" else np.zeros(0)
+    return out
+
+
+def _messages(layout: Layout) -> tuple[list[tuple[int, str, int, Any]], Recorded]:
+    """(log_ns, topic, stamp_ns, payload) sorted by log time, and what was recorded."""
+    s = schedule(layout)
+    jt = s["joint"].copy()
+    jv = joint_values(jt)
+    stamps = jt.copy()
+    if layout.backwards_at is not None:
+        stamps[layout.backwards_at] -= 0.5
+    if layout.nan_at is not None:
+        jv[layout.nan_at, 1] = np.nan
+    msgs: list[tuple[int, str, int, Any]] = []
+    latency = 3_000_000
+    for i, (t, st) in enumerate(zip(jt, stamps, strict=True)):
+        vals = list(jv[i])
+        names = list(JOINTS)
+        if layout.width_change_at is not None and i >= layout.width_change_at:
+            names.append("gripper")
+            vals.append(0.0)
+        ns = T0_NS + int(round(st * 1e9))
+        msgs.append((T0_NS + int(round(t * 1e9)) + latency, "/joint_states", ns, ("joint", (names, np.array(vals)))))
+    cv = command_values(s["cmd"])
+    for i, t in enumerate(s["cmd"]):
+        ns = T0_NS + int(round(t * 1e9))
+        msgs.append((ns + latency, "/arm/joint_command", ns, ("joint", (list(JOINTS), cv[i]))))
+    frames: list[bytes] = []
+    for i, t in enumerate(s["cam"]):
+        size = (48, 64) if layout.image_resize_at is not None and i >= layout.image_resize_at else (24, 32)
+        ns = T0_NS + int(round(t * 1e9))
+        if layout.camera == "compressed":
+            data = jpeg(i, size)
+            frames.append(data)
+            msgs.append((ns + latency, "/wrist/image_raw/compressed", ns, ("jpeg", data)))
+        else:
+            img = raw_rgb(i, size)
+            frames.append(img.tobytes())
+            msgs.append((ns + latency, "/top/image_raw", ns, ("rgb8", img)))
+    for topic, (kind, entries) in layout.extra.items():
+        for t, value in entries:
+            ns = T0_NS + int(round(t * 1e9))
+            msgs.append((ns + latency, topic, ns, (kind, value)))
+    msgs.sort(key=lambda m: m[0])
+    rec = Recorded(joint_t=stamps, joint_v=jv, cmd_t=s["cmd"], cmd_v=cv, cam_t=s["cam"], frames=frames)
+    return msgs, rec
+
+
+def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tuple[str, Any]:
+    """(msgtype, message object) in the typestore `ts`."""
+    pre = "msg/" if ros2 else "msg/"
+    T = ts.types
+    Time = T["builtin_interfaces/msg/Time"]
+    stamp = Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
+    Header = T["std_msgs/msg/Header"]
+    header = Header(stamp=stamp, frame_id="base") if ros2 else Header(seq=0, stamp=stamp, frame_id="base")
+    kind, value = payload
+    if kind == "joint":
+        names, vals = value
+        empty = np.zeros(0, np.float64)
+        return "sensor_msgs/" + pre + "JointState", T["sensor_msgs/msg/JointState"](
+            header=header, name=list(names), position=np.asarray(vals, np.float64), velocity=empty, effort=empty)
+    if kind == "jpeg":
+        return "sensor_msgs/" + pre + "CompressedImage", T["sensor_msgs/msg/CompressedImage"](
+            header=header, format="rgb8; jpeg compressed bgr8", data=np.frombuffer(value, np.uint8))
+    if kind == "rgb8":
+        h, w, _ = value.shape
+        return "sensor_msgs/" + pre + "Image", T["sensor_msgs/msg/Image"](
+            header=header, height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3,
+            data=np.ascontiguousarray(value).reshape(-1))
+    if kind == "bool":
+        return "std_msgs/msg/Bool", T["std_msgs/msg/Bool"](data=bool(value))
+    if kind == "string":
+        return "std_msgs/msg/String", T["std_msgs/msg/String"](data=str(value))
+    if kind == "float64":
+        return "std_msgs/msg/Float64", T["std_msgs/msg/Float64"](data=float(value))
+    if kind == "multiarray":
+        Layout_ = T["std_msgs/msg/MultiArrayLayout"]
+        return "std_msgs/msg/Float64MultiArray", T["std_msgs/msg/Float64MultiArray"](
+            layout=Layout_(dim=[], data_offset=0), data=np.asarray(value, np.float64))
+    if kind == "pose_stamped":
+        P, Q, Pose = T["geometry_msgs/msg/Point"], T["geometry_msgs/msg/Quaternion"], T["geometry_msgs/msg/Pose"]
+        v = np.asarray(value, np.float64)
+        return "geometry_msgs/msg/PoseStamped", T["geometry_msgs/msg/PoseStamped"](
+            header=header, pose=Pose(position=P(x=v[0], y=v[1], z=v[2]), orientation=Q(x=v[3], y=v[4], z=v[5], w=v[6])))
+    if kind == "twist":
+        V, Tw = T["geometry_msgs/msg/Vector3"], T["geometry_msgs/msg/Twist"]
+        v = np.asarray(value, np.float64)
+        return "geometry_msgs/msg/Twist", Tw(linear=V(x=v[0], y=v[1], z=v[2]), angular=V(x=v[3], y=v[4], z=v[5]))
+    if kind.startswith("custom:"):  # ("custom:<type>", message builder taking the typestore)
+        return kind.split(":", 1)[1], value(ts, header)
+    raise ValueError(kind)
+
+
+def write_ros2(path: Path, layout: Layout, *, storage: str = "sqlite3", version: int = 9,
+               custom_types: dict[str, Any] | None = None) -> Recorded:
+    """A ROS 2 bag directory written by rosbags' rosbag2 Writer."""
+    from rosbags.rosbag2 import Writer
+    from rosbags.rosbag2.enums import StoragePlugin
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.LATEST)
+    if custom_types:
+        ts.register(custom_types)
+    msgs, rec = _messages(layout)
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    with Writer(path, version=version, storage_plugin=plugin) as w:  # type: ignore[arg-type]
+        conns: dict[str, Any] = {}
+        for log_ns, topic, stamp_ns, payload in msgs:
+            msgtype, msg = _ros_msg(ts, True, stamp_ns, payload)
+            if topic not in conns:
+                conns[topic] = w.add_connection(topic, msgtype, typestore=ts)
+            w.write(conns[topic], log_ns, ts.serialize_cdr(msg, msgtype))
+    return rec
+
+
+def write_ros1(path: Path, layout: Layout, *, custom_types: dict[str, Any] | None = None) -> Recorded:
+    """A ROS 1 bag written by rosbags' rosbag1 Writer (definitions embedded, as rosbag does)."""
+    from rosbags.rosbag1 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS1_NOETIC)
+    if custom_types:
+        ts.register(custom_types)
+    msgs, rec = _messages(layout)
+    with Writer(path) as w:
+        conns: dict[str, Any] = {}
+        for log_ns, topic, stamp_ns, payload in msgs:
+            msgtype, msg = _ros_msg(ts, False, stamp_ns, payload)
+            if topic not in conns:
+                conns[topic] = w.add_connection(topic, msgtype, typestore=ts)
+            w.write(conns[topic], log_ns, ts.serialize_ros1(msg, msgtype))
+    return rec
+
+
+# --- what the lake should hold -------------------------------------------------------------
+
+def expected_episode(rec: Recorded, fps: float = 100.0, *, action: str = "cmd", ticks: np.ndarray | None = None) -> dict[str, Any]:
+    """The resampled episode, recomputed from what was recorded (header clock, t0 = first stamp).
+
+    `ticks` (seconds since T0) overrides the window computed from the joint/command/camera streams.
+    """
+    streams = [rec.joint_t] + ([rec.cmd_t] if action == "cmd" else []) + ([rec.cam_t] if len(rec.cam_t) else [])
+    t0 = min(float(s[0]) for s in streams)
+    if ticks is None:
+        start, end = max(float(s[0]) for s in streams) - t0, min(float(s[-1]) for s in streams) - t0
+        n = int(np.floor((end - start) * fps + 1e-6)) + 1
+        ticks = start + np.arange(n) / fps
+    else:
+        ticks = np.asarray(ticks, dtype=np.float64) - t0
+    state = np.stack([np.interp(ticks, rec.joint_t - t0, rec.joint_v[:, j]) for j in range(rec.joint_v.shape[1])], axis=1)
+    if action == "cmd":
+        act = rec.cmd_v[np.clip(np.searchsorted(rec.cmd_t - t0, ticks, side="right") - 1, 0, None)]
+    else:
+        act = np.concatenate([state[1:], state[-1:]])
+    frames_idx = np.searchsorted(rec.cam_t - t0, ticks, side="right") - 1 if len(rec.cam_t) else None
+    return {"ticks": ticks, "state": state, "action": act, "frame_index": frames_idx}
+
+
+def lake_steps(lake: Any, episode_id: str | None = None) -> dict[str, np.ndarray]:
+    steps = lake.to_arrow("steps").to_pylist()
+    if episode_id is not None:
+        steps = [s for s in steps if s["episode_id"] == episode_id]
+    steps.sort(key=lambda s: (s["episode_id"], s["step_index"]))
+    return {
+        "state": np.array([s["state"] for s in steps], np.float32),
+        "action": np.array([s["action"] for s in steps], np.float32),
+        "timestamp": np.array([s["timestamp"] for s in steps]),
+    }
+
+
+def lake_frames(lake: Any, camera: str) -> list[bytes]:
+    rows = [r for r in lake.to_arrow("media").to_pylist() if r["camera"] == camera]
+    rows.sort(key=lambda r: (r["episode_id"], r["step_index"]))
+    return [r["data"] for r in rows]
+
+
+def quarantine_rows(lake: Any) -> list[dict[str, Any]]:
+    return lake.to_arrow("quarantine").to_pylist()
+
+
+def episode_ticks(episode_row: dict[str, Any], timestamps: np.ndarray) -> np.ndarray:
+    """Absolute tick times (seconds since T0) of a lake episode, from its metadata."""
+    import json
+
+    md = json.loads(episode_row["metadata"])
+    return (md["t0_ns"] - T0_NS) / 1e9 + md["window"][0] + np.asarray(timestamps)
