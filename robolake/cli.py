@@ -25,7 +25,8 @@ def _tqdm_progress() -> Any:
     def progress(stage: str, done: int, total: int) -> None:
         bar = bars.get(stage)
         if bar is None:
-            bar = bars[stage] = tqdm(total=total, desc=f"{stage:>6}", unit="ep", leave=True)
+            unit = "sequences" if stage == "pack" else "episodes"
+            bar = bars[stage] = tqdm(total=total, desc=f"{stage:>6}", unit=f" {unit}", leave=True)
         bar.update(done - bar.n)
         if done >= total:
             bar.close()
@@ -34,7 +35,7 @@ def _tqdm_progress() -> Any:
 
 
 def _quiet_ray() -> None:
-    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    """Ray Data's own progress bars and start-up notices stay off: robolake prints its own."""
     try:
         from ray.data import DataContext
 
@@ -43,8 +44,43 @@ def _quiet_ray() -> None:
         ctx.print_on_execution_start = False
     except Exception:  # older Ray without these knobs: its own bars are fine
         pass
-    logging.getLogger("ray").setLevel(logging.WARNING)
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    if not _VERBOSE:
+        # `import ray` installs its own INFO handler on the "ray" logger: lower it afterwards.
+        for name in ("ray", "ray.data", "ray.train", "ray.tune"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+
+
+_VERBOSE = False
+_NO_RAY_COMMANDS = {"info", "check", "gc", "restore", "inspect"}
+
+
+def _quiet(verbose: bool) -> None:
+    """A CLI user sees robolake's own lines and progress bars, not the libraries' (unless --verbose).
+
+    Lance's Rust log level is read from LANCE_LOG when lance loads, so this runs before any
+    command imports it; Ray's notices (token authentication, disabled progress bars) are Python
+    log records of the `ray` logger; "lance is not fork-safe" is a Python warning.
+    """
+    import warnings
+
+    global _VERBOSE
+    _VERBOSE = verbose
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
+    root = logging.getLogger("robolake")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    root.propagate = False
+    if verbose:
+        os.environ.setdefault("LANCE_LOG", "info")
+        return
+    os.environ.setdefault("LANCE_LOG", "error")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    for name in ("ray", "ray.data", "ray.train", "ray.tune"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="lance is not fork-safe")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -80,12 +116,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     print(
         f"ingested {result.ingested} episodes ({result.steps} steps, {result.frames} frames) in "
         f"{result.seconds:.1f}s; skipped {result.skipped} already in the lake; "
-        f"quarantined {result.quarantined}; lake version {result.lake_version}"
+        f"quarantined {result.quarantined}"
+        + (f" (of them {result.duplicates} duplicates of other episodes)" if result.duplicates else "")
+        + f"; lake version {result.lake_version}"
     )
+    # One line per problem: a dataset-level problem quarantines each of its episodes with one reason.
+    problems: dict[tuple[str, str], int] = {}
     for path, reason in result.quarantine:
-        print(f"  quarantined {path}: {reason}")
+        problems[(path, reason)] = problems.get((path, reason), 0) + 1
+    for (path, reason), n in problems.items():
+        print(f"  quarantined {path}{f' ({n} episodes)' if n > 1 else ''}: {reason}")
     for what in result.unrecognised:
         print(f"  not read: {what}")
+    for note in result.notes:
+        print(f"  note: {note}")
     if result.ingested == 0 and result.skipped == 0:
         print("nothing could be ingested", file=sys.stderr)
         return 1
@@ -139,8 +183,27 @@ def cmd_pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def train_progress_bar(total: int, desc: str = "train") -> Any:
+    """A tqdm bar fed by the trainer's progress callback: step, loss, samples/s (total over total), ETA."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="step", leave=True)
+
+    def progress(p: Any) -> None:
+        if bar.total != p.total_steps:
+            bar.total = p.total_steps
+        bar.n = p.step
+        bar.set_postfix_str(f"loss {p.loss:.4f}, {p.samples_per_s:,.1f} samples/s", refresh=False)
+        bar.refresh()
+        if p.step >= p.total_steps:
+            bar.close()
+
+    return progress
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     import json as _json
+    import statistics
 
     from robolake.training.run import RunConfig, train_on
 
@@ -150,21 +213,35 @@ def cmd_train(args: argparse.Namespace) -> int:
         out=args.out, preset=args.preset, steps=args.steps, layout=args.layout, lr=args.lr,
         sequences_per_batch=args.sequences_per_batch, max_tokens=args.max_tokens, fp8=args.fp8,
         num_workers=args.workers, seed=args.seed, checkpoint_every=args.checkpoint_every, device=args.device,
-        resume=not args.fresh,
+        resume=not args.fresh, record_samples=args.record_samples,
     )
-    result = train_on(source, run)
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    progress = train_progress_bar(args.steps) if is_main and not args.no_progress else None
+    result = train_on(source, run, progress=progress)
+    if not is_main:
+        return 0
     records = []
     if result.metrics_path and result.metrics_path.exists():
         records = [_json.loads(line) for line in result.metrics_path.read_text().splitlines() if line.strip()]
     first, last = (result.losses[0], result.losses[-1]) if result.losses else (float("nan"), float("nan"))
-    print(f"trained {result.step} steps ({args.layout}, preset {args.preset}, fp8 {result.fp8_backend}); loss {first:.4f} -> {last:.4f}")
-    if records:
-        tail = records[len(records) // 2 :] or records
-        for key in ("samples_per_s", "effective_tokens_per_s", "padding_fraction", "data_wait_s"):
-            vals = [r[key] for r in tail if key in r]
-            if vals:
-                print(f"  {key:<24} {sum(vals) / len(vals):,.3f} (mean over the second half)")
+    print(
+        f"trained steps {result.first_step + 1}..{result.step} ({args.layout}, preset {args.preset}, "
+        f"fp8 {result.fp8_backend}); loss {first:.4f} -> {last:.4f}"
+    )
+    print(f"  samples/s   {result.samples_per_s:,.2f} (all samples of this run over its wall time)")
+    mine = records[-len(result.losses):] if result.losses else []
+    if mine:
+        step_rates = [r["samples_per_s"] for r in mine if "samples_per_s" in r]
+        waits = sum(r.get("data_wait_s", 0.0) for r in mine)
+        steps_s = sum(r.get("step_time_s", 0.0) for r in mine)
+        print(f"  per step    median {statistics.median(step_rates):,.2f} samples/s; "
+              f"waiting for data {waits / max(steps_s, 1e-9):.1%} of step time")
+        pads = [r.get("padding_fraction", 0.0) for r in mine]
+        if any(pads):
+            print(f"  padding     {statistics.median(pads):.1%} of the computed token grid (median)")
     print(f"  metrics: {result.metrics_path}  checkpoint: {result.checkpoint}")
+    if args.record_samples:
+        print(f"  samples: {os.path.join(args.out, 'samples')}/rank*.jsonl")
     return 0
 
 
@@ -272,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--checkpoint-every", type=int, default=0)
     s.add_argument("--device", default="auto")
     s.add_argument("--fresh", action="store_true", help="start over instead of resuming from --out/checkpoints")
+    s.add_argument("--record-samples", action="store_true",
+                   help="write OUT/samples/rank{R}.jsonl: the (episode, step) keys of every batch each rank trained on")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(fn=cmd_train)
 
     s = sub.add_parser("demo", help="the whole flow on synthetic data in a local lake with a local Ray")
@@ -294,7 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     # --debug / --verbose are accepted anywhere on the line, not only before the subcommand.
     flags = [a for a in argv if a in ("--debug", "--verbose")]
     argv = [a for a in argv if a not in ("--debug", "--verbose")]
+    _quiet("--verbose" in flags)  # before any command module imports lance or ray
     args = build_parser().parse_args(flags + argv)
+    if args.command not in _NO_RAY_COMMANDS:
+        _quiet_ray()
     if args.debug:
         return int(args.fn(args))
     try:
