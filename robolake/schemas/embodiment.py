@@ -40,14 +40,36 @@ class SliceSpec:
             )
 
 
-def _parse_slices(section: dict[str, Any], kind: str) -> tuple[SliceSpec, ...]:
+def _parse_slices(section: Any, kind: str) -> tuple[SliceSpec, ...]:
+    if not isinstance(section, dict):
+        raise ValueError(
+            f"modality.json {kind} is {type(section).__name__}, expected an object of named slices "
+            f'like {{"arm": {{"start": 0, "end": 6}}}}'
+        )
     slices = []
     for name, body in section.items():
         if not isinstance(body, dict) or "start" not in body or "end" not in body:
             raise ValueError(f"modality.json {kind}.{name} needs 'start' and 'end', got {body!r}")
+        for bound in ("start", "end"):
+            value = body[bound]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"modality.json {kind}.{name}.{bound} is {value!r}, expected an integer index")
         extra = tuple(sorted((k, v) for k, v in body.items() if k not in ("start", "end")))
-        slices.append(SliceSpec(name=name, start=int(body["start"]), end=int(body["end"]), extra=extra))
+        try:
+            slices.append(SliceSpec(name=name, start=int(body["start"]), end=int(body["end"]), extra=extra))
+        except ValueError as e:
+            raise ValueError(f"modality.json {kind}.{name}: {e}") from None
     return tuple(sorted(slices, key=lambda s: s.start))
+
+
+def _section(modality: Any, name: str) -> dict[str, Any]:
+    """A named section of a modality dict (empty when absent), checked to be an object."""
+    if not isinstance(modality, dict):
+        raise ValueError(f"modality.json holds {type(modality).__name__}, expected an object with state/action/video")
+    section = modality.get(name, {})
+    if not isinstance(section, dict):
+        raise ValueError(f"modality.json {name} is {type(section).__name__}, expected an object of named entries")
+    return section
 
 
 def _slices_json(slices: tuple[SliceSpec, ...]) -> dict[str, Any]:
@@ -122,16 +144,16 @@ class EmbodimentSpec:
         Raises:
             ValueError: the modality dict is malformed or contradicts the given widths.
         """
-        state = _parse_slices(modality.get("state", {}), "state")
-        action = _parse_slices(modality.get("action", {}), "action")
-        videos = modality.get("video", {})
+        state = _parse_slices(_section(modality, "state"), "state")
+        action = _parse_slices(_section(modality, "action"), "action")
+        videos = _section(modality, "video")
         video_keys = tuple(
             (name, str(body.get("original_key", name)) if isinstance(body, dict) else name)
             for name, body in videos.items()
         )
         annotations = tuple(
             (name, str(body.get("original_key", f"annotation.{name}")) if isinstance(body, dict) else name)
-            for name, body in modality.get("annotation", {}).items()
+            for name, body in _section(modality, "annotation").items()
         )
         s_dim = state_dim if state_dim is not None else max((s.end for s in state), default=0)
         a_dim = action_dim if action_dim is not None else max((s.end for s in action), default=0)

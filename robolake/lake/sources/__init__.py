@@ -53,7 +53,7 @@ __all__ = [
 
 
 def _open_lerobot(path: str, options: SourceOptions) -> SourceReader:
-    return LeRobotReader(path, embodiment=options.embodiment)
+    return LeRobotReader(path, embodiment=options.embodiment, state_only=options.state_only)
 
 
 # --- built-in formats, in detection priority ------------------------------------------------

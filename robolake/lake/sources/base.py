@@ -31,18 +31,32 @@ __all__ = [
 class SourceError(Exception):
     """An episode cannot be ingested; the ingest quarantines it with this reason.
 
+    Raised for one episode, or, by a reader's constructor, for a whole unit whose metadata is
+    unusable (then `episodes` lists the episodes the unit declares, when they are known, so that
+    each gets its own quarantine row; otherwise the unit gets one row).
+
     Args:
         reason_code: Class of problem (`corrupt_file`, `missing_column`, `missing_video`,
-            `corrupt_video`, `frame_count`, `non_finite`, `timestamps`, `shape`, `empty`).
+            `corrupt_video`, `frame_count`, `frame_size`, `non_finite`, `timestamps`, `shape`,
+            `empty`, `bad_metadata`, `unknown_task`, `duplicate_index`, `unlisted`, `duplicate`).
         path: The file at fault.
-        message: What is wrong and what to do about it.
+        message: What is wrong and what to do about it; it names the file and the field.
+        episodes: Episode indices a unit-level error applies to (empty: unknown or per episode).
     """
 
-    def __init__(self, reason_code: str, path: str, message: str):
+    def __init__(self, reason_code: str, path: str, message: str, *, episodes: tuple[int, ...] = ()):
         super().__init__(f"{path}: {message}")
         self.reason_code = reason_code
         self.path = path
         self.message = message
+        self.episodes = tuple(episodes)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across Ray workers, keyword included
+        return (_rebuild_source_error, (self.reason_code, self.path, self.message, self.episodes))
+
+
+def _rebuild_source_error(reason_code: str, path: str, message: str, episodes: tuple[int, ...]) -> SourceError:
+    return SourceError(reason_code, path, message, episodes=episodes)
 
 
 @dataclass(frozen=True, kw_only=True)

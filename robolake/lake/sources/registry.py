@@ -111,12 +111,16 @@ class FailedUnit:
         format: The format that claimed it.
         reason_code: Class of problem (`corrupt_file`, `missing_key`, ...).
         message: What is wrong and what to do.
+        file: The file at fault inside the unit (its metadata file), when known.
+        episodes: Episodes the unit declares, when known: each gets a quarantine row.
     """
 
     path: str
     format: str
     reason_code: str
     message: str
+    file: str = ""
+    episodes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,7 +276,8 @@ def discover_readers(
         try:
             readers.append(fmt.open(path, options))
         except SourceError as e:
-            failed.append(FailedUnit(path=path, format=fmt.name, reason_code=e.reason_code, message=e.message))
+            failed.append(FailedUnit(path=path, format=fmt.name, reason_code=e.reason_code, message=e.message,
+                                     file=e.path, episodes=e.episodes))
         except (ValueError, OSError) as e:
             failed.append(FailedUnit(path=path, format=fmt.name, reason_code="corrupt_file", message=str(e)))
     for u in unrecognised:

@@ -122,6 +122,40 @@ def missing_action_column(ds: Path) -> tuple[str, Path]:
     return "missing_column", p
 
 
+def truncated_video(ds: Path) -> tuple[str, Path]:
+    p = _video(ds)
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    return "corrupt_video", p
+
+
+def video_larger_than_declared(ds: Path) -> tuple[str, Path]:
+    p = _video(ds)
+    with av.open(str(p)) as c:
+        frames = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
+    encode_video(p, [frames.repeat(2, axis=1).repeat(2, axis=2)], fps=20)  # 64x64; info.json says 32x32
+    return "frame_size", p
+
+
+def task_index_without_task(ds: Path) -> tuple[str, Path]:
+    p = _parquet(ds)
+    _rewrite_column(p, "task_index", lambda c: pa.array([99] * len(c), type=c.type))
+    return "unknown_task", p
+
+
+def episode_not_listed(ds: Path) -> tuple[str, Path]:
+    lines = (ds / "meta/episodes.jsonl").read_text().splitlines()
+    (ds / "meta/episodes.jsonl").write_text("\n".join(line for line in lines if json.loads(line)["episode_index"] != 1) + "\n")
+    return "unlisted", _parquet(ds)
+
+
+def episode_index_listed_twice(ds: Path) -> tuple[str, Path]:
+    path = ds / "meta/episodes.jsonl"
+    lines = path.read_text().splitlines()
+    second = json.loads(lines[1])
+    path.write_text("\n".join([*lines, json.dumps({**second, "length": second["length"] + 5})]) + "\n")
+    return "duplicate_index", path
+
+
 CASES = [
     truncate_parquet,
     missing_video,
@@ -132,6 +166,11 @@ CASES = [
     non_monotonic_timestamps,
     state_width_contradicts_modality,
     missing_action_column,
+    truncated_video,
+    video_larger_than_declared,
+    task_index_without_task,
+    episode_not_listed,
+    episode_index_listed_twice,
 ]
 
 
