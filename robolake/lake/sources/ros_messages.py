@@ -85,7 +85,7 @@ def kind_of(msgtype: str) -> str:
         return COMPRESSED_IMAGE
     if name == "sensor_msgs/Image" or base in ("Image", "RawImage"):
         return IMAGE
-    if name == "std_msgs/String" or base == "String":
+    if name == "std_msgs/String" or base.endswith(("String", "Instruction", "Text")):
         return STRING
     if name == "std_msgs/Bool" or base == "Bool":
         return BOOL

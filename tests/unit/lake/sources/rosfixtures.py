@@ -282,3 +282,82 @@ def episode_ticks(episode_row: dict[str, Any], timestamps: np.ndarray) -> np.nda
 
     md = json.loads(episode_row["metadata"])
     return (md["t0_ns"] - T0_NS) / 1e9 + md["window"][0] + np.asarray(timestamps)
+
+
+# --- non-ROS MCAP: JSON messages with jsonschema schemas (Foxglove SDK style) ------------------
+
+JSON_SCHEMAS = {
+    "robot.JointState": {
+        "type": "object", "title": "robot.JointState",
+        "properties": {"timestamp": {"type": "object", "properties": {"sec": {"type": "integer"}, "nsec": {"type": "integer"}}},
+                       "name": {"type": "array", "items": {"type": "string"}},
+                       "position": {"type": "array", "items": {"type": "number"}}},
+    },
+    "robot.JointCommand": {
+        "type": "object", "title": "robot.JointCommand",
+        "properties": {"timestamp": {"type": "object"}, "positions": {"type": "array", "items": {"type": "number"}}},
+    },
+    "foxglove.CompressedImage": {
+        "type": "object", "title": "foxglove.CompressedImage",
+        "properties": {"timestamp": {"type": "object"}, "frame_id": {"type": "string"},
+                       "data": {"type": "string", "contentEncoding": "base64"}, "format": {"type": "string"}},
+    },
+    "foxglove.RawImage": {
+        "type": "object", "title": "foxglove.RawImage",
+        "properties": {"timestamp": {"type": "object"}, "frame_id": {"type": "string"}, "width": {"type": "integer"},
+                       "height": {"type": "integer"}, "encoding": {"type": "string"}, "step": {"type": "integer"},
+                       "data": {"type": "string", "contentEncoding": "base64"}},
+    },
+    "robot.Instruction": {"type": "object", "title": "robot.Instruction", "properties": {"data": {"type": "string"}}},
+}
+
+
+def write_mcap_json(path: Path, layout: Layout, *, profile: str = "", protobuf_topic: str | None = None) -> Recorded:
+    """An MCAP file of JSON messages, written with the `mcap` writer."""
+    import base64
+    import json
+
+    from mcap.writer import Writer
+
+    msgs, rec = _messages(layout)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        w = Writer(f)
+        w.start(profile=profile, library="robolake-tests")
+        channels: dict[str, int] = {}
+
+        def channel(topic: str, schema: str, encoding: str = "json") -> int:
+            if topic not in channels:
+                sid = w.register_schema(name=schema, encoding="jsonschema" if encoding == "json" else "protobuf",
+                                        data=json.dumps(JSON_SCHEMAS.get(schema, {})).encode())
+                channels[topic] = w.register_channel(topic=topic, message_encoding=encoding, schema_id=sid)
+            return channels[topic]
+
+        for seq, (log_ns, topic, stamp_ns, (kind, value)) in enumerate(msgs):
+            ts = {"sec": stamp_ns // 1_000_000_000, "nsec": stamp_ns % 1_000_000_000}
+            if kind == "joint" and topic == "/joint_states":
+                names, vals = value
+                body: dict[str, Any] = {"timestamp": ts, "name": list(names), "position": [float(x) for x in vals]}
+                cid = channel(topic, "robot.JointState")
+            elif kind == "joint":
+                body = {"timestamp": ts, "positions": [float(x) for x in value[1]]}
+                cid = channel(topic, "robot.JointCommand")
+            elif kind == "jpeg":
+                body = {"timestamp": ts, "frame_id": "wrist", "data": base64.b64encode(value).decode(), "format": "jpeg"}
+                cid = channel(topic, "foxglove.CompressedImage")
+            elif kind == "rgb8":
+                h, wd, _ = value.shape
+                body = {"timestamp": ts, "frame_id": "top", "width": wd, "height": h, "encoding": "rgb8", "step": wd * 3,
+                        "data": base64.b64encode(value.tobytes()).decode()}
+                cid = channel(topic, "foxglove.RawImage")
+            elif kind == "string":
+                body = {"data": value}
+                cid = channel(topic, "robot.Instruction")
+            else:
+                raise ValueError(kind)
+            w.add_message(channel_id=cid, log_time=log_ns, publish_time=log_ns, sequence=seq, data=json.dumps(body).encode())
+        if protobuf_topic:
+            cid = channel(protobuf_topic, "robot.Odometry", encoding="protobuf")
+            w.add_message(channel_id=cid, log_time=T0_NS + 10_000_000, publish_time=T0_NS, data=b"\x08\x01")
+        w.finish()
+    return rec

@@ -1,0 +1,98 @@
+"""Non-ROS MCAP (JSON + jsonschema) through ingest, and MCAP profile detection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robolake.lake import Lake
+from robolake.lake.ingest import IngestConfig, ingest
+from robolake.lake.media import decode_frame
+from robolake.lake.sources import SourceError, SourceOptions, discover_readers
+from robolake.lake.sources.mapping import mapping_from_dict
+from robolake.lake.sources.mcap_json import McapJsonReader, is_non_ros_mcap
+from robolake.lake.sources.rosbag import is_ros2_storage_file, mcap_profile
+
+from .rosfixtures import (
+    Layout,
+    expected_episode,
+    lake_frames,
+    lake_steps,
+    quarantine_rows,
+    write_mcap_json,
+    write_ros2,
+)
+
+pytest.importorskip("mcap")
+
+
+def test_json_mcap_with_no_mapping_lands_resampled(ray_session, tmp_path: Path):
+    path = tmp_path / "src" / "teleop_0001.mcap"
+    rec = write_mcap_json(path, Layout(seconds=1.0, extra={"/task_instruction": ("string", [(0.0, "open the drawer")])}))
+    assert mcap_profile(str(path)) == "" and is_non_ros_mcap(str(path)) and not is_ros2_storage_file(str(path))
+    res = ingest(str(tmp_path / "src"), str(tmp_path / "lake"))
+    assert (res.ingested, res.quarantined) == (1, 0)
+    lake = Lake.open(str(tmp_path / "lake"))
+    exp = expected_episode(rec, 100.0)
+    got = lake_steps(lake)
+    np.testing.assert_allclose(got["state"], exp["state"].astype(np.float32), atol=1e-6)
+    np.testing.assert_allclose(got["action"], exp["action"].astype(np.float32), atol=1e-6)
+    assert lake_frames(lake, "wrist") == [rec.frames[i] for i in exp["frame_index"]]  # base64 JPEG passed through
+    ep = lake.episodes().to_pylist()[0]
+    assert ep["source_format"] == "mcap-json" and ep["task"] == "open the drawer"
+
+
+def test_raw_image_and_inspect(tmp_path: Path):
+    path = tmp_path / "raw.mcap"
+    rec = write_mcap_json(path, Layout(seconds=0.5, camera="raw", cmd_hz=None))
+    reader = McapJsonReader(str(path), SourceOptions())
+    info = reader.inspect()
+    topics = info["recordings"][0]["topics"]
+    assert topics["/top/image_raw"]["type"] == "foxglove.RawImage" and topics["/top/image_raw"]["count"] == len(rec.frames)
+    assert info["mapping"]["action"] == "state one tick ahead" and info["state_dim"] == 3
+    ep = reader.read_tabular(reader.discover()[0])
+    (frames,) = list(reader.read_frames(ep))
+    assert (frames.encoding, frames.height, frames.width) == ("jpeg", 24, 32)
+    want = np.frombuffer(rec.frames[0], np.uint8).reshape(24, 32, 3)
+    assert np.abs(decode_frame(frames.images[0]).astype(int) - want).max() <= 8
+
+
+def test_ros2_profile_mcap_goes_to_the_ros2_reader(tmp_path: Path):
+    write_ros2(tmp_path / "bag", Layout(seconds=0.3), storage="mcap")
+    lone = tmp_path / "lone.mcap"
+    (tmp_path / "bag" / "bag.mcap").rename(lone)
+    assert mcap_profile(str(lone)) == "ros2" and not is_non_ros_mcap(str(lone))
+    (reader,) = discover_readers(str(lone)).readers
+    assert reader.format_name == "ros2-mcap"
+
+
+def test_bad_mcaps_are_quarantined(ray_session, tmp_path: Path):
+    src = tmp_path / "src"
+    write_mcap_json(src / "good.mcap", Layout(seconds=0.4))
+    write_mcap_json(src / "proto.mcap", Layout(seconds=0.4, seed=1), protobuf_topic="/odom")
+    write_mcap_json(src / "cut.mcap", Layout(seconds=0.4, seed=2))
+    data = (src / "cut.mcap").read_bytes()
+    (src / "cut.mcap").write_bytes(data[: len(data) // 2])
+    write_mcap_json(src / "nan.mcap", Layout(seconds=0.4, seed=3, nan_at=5))
+    mapping = mapping_from_dict({"state": ["/joint_states"], "action": ["/arm/joint_command"]})
+    res = ingest(str(src), str(tmp_path / "lake"), IngestConfig(mapping=mapping))
+    rows = {Path(r["source_path"]).name: r for r in quarantine_rows(Lake.open(str(tmp_path / "lake")))}
+    assert res.ingested == 2  # good, and proto (its protobuf channel is not mapped)
+    assert set(rows) == {"nan.mcap", "cut.mcap"}
+    assert rows["nan.mcap"]["reason_code"] == "non_finite" and "/joint_states" in rows["nan.mcap"]["reason"]
+    assert rows["cut.mcap"]["reason_code"] == "corrupt_file" and "mcap recover" in rows["cut.mcap"]["reason"]
+    # mapping the protobuf channel: a reason naming the encoding
+    mapping = mapping_from_dict({"state": ["/joint_states", "/odom"], "action": ["/arm/joint_command"]})
+    with pytest.raises(SourceError, match="/odom uses message encoding 'protobuf'") as err:
+        McapJsonReader(str(src / "proto.mcap"), SourceOptions(mapping=mapping))
+    assert err.value.reason_code == "missing_type"
+
+
+def test_unmapped_json_stack_needs_a_state(tmp_path: Path):
+    path = tmp_path / "odd.mcap"
+    write_mcap_json(path, Layout(seconds=0.2))
+    mapping = mapping_from_dict({"state": ["/nope"], "action_from_state": True})
+    with pytest.raises(SourceError, match="names '/nope'.*it has: /arm/joint_command"):
+        McapJsonReader(str(path), SourceOptions(mapping=mapping))
