@@ -68,8 +68,8 @@ class SequenceMaterializer:
         steps = lance.dataset(self.steps_uri, version=self.steps_version, storage_options=self.storage_options)
         media = lance.dataset(self.media_uri, version=self.media_version, storage_options=self.storage_options)
         samples = np.concatenate(bins) if bins else np.zeros(0, np.int64)
-        ep = idx.episode[samples]
-        t = idx.step[samples].astype(np.int64)
+        ep = idx.episode_of(samples)
+        t = idx.step_of(samples, ep).astype(np.int64)
         num_steps = idx.episodes["num_steps"].to_numpy()[ep]
         H = spec.horizon
         chunk = t[:, None] + np.arange(H)[None, :] * spec.action_stride
@@ -121,7 +121,7 @@ class SequenceMaterializer:
                     frames.append(frame_data[frame_inv[view_pos]])
                     fcams.append(frame_cams[frame_inv[view_pos]])
                     view_pos += 1
-            lengths = idx.length[samples[pos : pos + n]].astype(np.int32)
+            lengths = idx.episode_length[ep[pos : pos + n]].astype(np.int32)
             out["seq_index"].append(int(seq))
             out["num_samples"].append(n)
             out["total_tokens"].append(int(lengths.sum()))

@@ -15,13 +15,23 @@ The flow is sample index -> plan -> materialise -> write:
    `<out>/manifest.json`, which marks the output complete.
 
 Same lake version + spec + seed => the same plan, the same rows in the same order.
+
+Bounded driver memory. Up to `PLAN_RANGE_SAMPLES` samples the plan is made on the driver
+(8 bytes a sample plus the packer's working arrays). Above it, the episodes are dealt into
+ranges of about that many samples by a seeded shuffle, and each range is planned in its own Ray
+task, which writes its sequences to `<out>/_plan/range-NNNNN.npz` and returns only counts; the
+write tasks read their slice of a range's plan from there. The driver then holds the per-episode
+sample index and a few numbers per range, whatever the sample count (measured by
+`robolake bench scale`: `plan_peak_rss_mb`). A packed sequence only mixes samples of one range,
+a random tenth-of-a-percent of the lake's episodes or more, and the loader shuffles sequences
+across ranges every epoch.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import lance
@@ -29,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.lake.lake import Lake
-from robolake.lake.storage import exists, join_uri, normalize_uri
+from robolake.lake.storage import exists, filesystem, join_uri, normalize_uri
 from robolake.lake.transaction import commit_fragments, fragments_from_json, fragments_to_json
 from robolake.packers.binpack import best_fit_decreasing, first_fit_decreasing
 from robolake.packers.manifest import MANIFEST_NAME, SHARDS_NAME, PackManifest, write_manifest
@@ -40,7 +50,9 @@ from robolake.packers.window import WindowPacker
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.packed import packed_schema
 
-__all__ = ["pack", "plan_sequences", "padded_fill", "materializer_for"]
+__all__ = ["pack", "plan_sequences", "plan_ranges", "padded_fill", "materializer_for", "PLAN_RANGE_SAMPLES"]
+
+PLAN_RANGE_SAMPLES = 4_000_000
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +72,16 @@ def padded_fill(lengths: np.ndarray, batch_size: int) -> float:
     return float(lengths.sum() / (grid.max(1) * counts).sum())
 
 
-def plan_sequences(index: SampleIndex, spec: PackSpec) -> tuple[list[np.ndarray], np.ndarray]:
-    """Assign the samples of `index` to packed sequences.
+def plan_sequences(
+    index: SampleIndex, spec: PackSpec, samples: np.ndarray | None = None, *, seed: int | Sequence[int] | None = None
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Assign samples of `index` (all, or the ids in `samples`) to packed sequences.
+
+    Args:
+        index: The sample index.
+        spec: The pack spec.
+        samples: Sample ids to plan (one range of a large run); None plans every sample.
+        seed: Seed of the shuffles; `spec.seed` when None.
 
     Returns:
         (sequences, rejected): sample ids of each packed sequence, in training order; sample ids
@@ -71,17 +91,21 @@ def plan_sequences(index: SampleIndex, spec: PackSpec) -> tuple[list[np.ndarray]
         ValueError: a sample is longer than max_tokens and on_oversize="error"; the message
             names its episode and step.
     """
-    oversize = np.flatnonzero(index.length > spec.max_tokens)
+    ids = np.arange(index.num_samples, dtype=np.int64) if samples is None else np.asarray(samples, dtype=np.int64)
+    all_lengths = index.length_of(ids)
+    oversize = np.flatnonzero(all_lengths > spec.max_tokens)
     if oversize.size and spec.on_oversize == "error":
-        (eid, step), = index.keys(oversize[:1])
+        (eid, step), = index.keys(ids[oversize[:1]])
         raise ValueError(
-            f"sample (episode {eid}, step {step}) has {int(index.length[oversize[0]])} tokens, more than "
-            f"max_tokens={spec.max_tokens} ({oversize.size} such samples); raise --max-tokens, shorten the "
-            "instruction with tokens.max_text_tokens, or pass on_oversize='reject' to record and skip them"
+            f"sample (episode {eid}, step {step}) has {int(all_lengths[oversize[0]])} tokens, more than "
+            f"max_tokens={spec.max_tokens} ({oversize.size} such samples); raise max_tokens "
+            "(`robolake pack --max-tokens`), cap the instruction (`--max-text-tokens`, tokens.max_text_tokens), "
+            "or record and skip them (`--reject-oversize`, on_oversize='reject')"
         )
-    rng = np.random.default_rng(spec.seed)
-    perm = rng.permutation(index.num_samples)
-    lengths = index.length[perm]
+    del all_lengths
+    rng = np.random.default_rng(spec.seed if seed is None else seed)
+    perm = ids[rng.permutation(len(ids))]
+    lengths = index.length_of(perm)
     if spec.algorithm == "bfd":
         plan = best_fit_decreasing(lengths, spec.max_tokens, on_oversize="reject")
     elif spec.algorithm == "ffd":
@@ -92,6 +116,52 @@ def plan_sequences(index: SampleIndex, spec: PackSpec) -> tuple[list[np.ndarray]
     if spec.algorithm != "window":  # the window packer already emits in a seeded shuffled order
         sequences = [sequences[i] for i in rng.permutation(len(sequences))]
     return sequences, perm[plan.rejected]
+
+
+def plan_ranges(index: SampleIndex, spec: PackSpec, max_samples: int = PLAN_RANGE_SAMPLES) -> list[np.ndarray]:
+    """Episode rows of each planning range: one range of every episode when the run is small,
+    else episodes dealt by a seeded shuffle into ranges of about `max_samples` samples."""
+    if index.num_samples <= max_samples:
+        return [np.arange(index.num_episodes, dtype=np.int64)]
+    order = np.random.default_rng([spec.seed, 0x9E37]).permutation(index.num_episodes)
+    cum = np.cumsum(np.diff(index.sample_start)[order])
+    cuts = np.searchsorted(cum, np.arange(max_samples, int(cum[-1]), max_samples), side="left") + 1
+    return [np.sort(r) for r in np.split(order, cuts) if len(r)]
+
+
+def _plan_path(plan_dir: str, r: int) -> str:
+    return join_uri(plan_dir, f"range-{r:05d}.npz")
+
+
+class _PlanStage:
+    """Plan one range of episodes and write its sequences to the plan directory."""
+
+    def __init__(self, index: SampleIndex, spec: PackSpec, ranges: list[np.ndarray], plan_dir: str, opts: dict[str, str] | None):
+        self.index, self.spec, self.ranges, self.dir, self.opts = index, spec, ranges, plan_dir, opts
+
+    def __call__(self, r: int) -> dict[str, Any]:
+        idx = self.index
+        samples = idx.samples_of_episodes(self.ranges[r])
+        sequences, rejected = plan_sequences(idx, self.spec, samples, seed=[self.spec.seed, r])
+        flat = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
+        bounds = np.concatenate([[0], np.cumsum([len(q) for q in sequences])]).astype(np.int64)
+        path = _plan_path(self.dir, r)
+        fs = filesystem(path, self.opts)
+        fs.makedirs(self.dir, exist_ok=True)  # a no-op on object stores
+        with fs.open(path, "wb") as f:
+            np.savez(f, flat=flat, bounds=bounds)
+        lengths = idx.length_of(flat)
+        per_seq = len(flat) / max(1, len(sequences))
+        real = int(lengths.sum())
+        pf = padded_fill(lengths[np.random.default_rng([self.spec.seed, r, 1]).permutation(len(flat))], round(per_seq))
+        return {"num_sequences": len(sequences), "num_samples": int(len(flat)), "total_tokens": real,
+                "padded_tokens": real / pf if pf > 0 else 0.0, "rejected": rejected.tolist()}
+
+
+def _load_plan(path: str, opts: dict[str, str] | None) -> tuple[np.ndarray, np.ndarray]:
+    with filesystem(path, opts).open(path, "rb") as f:
+        z = np.load(f)
+        return z["flat"], z["bounds"]
 
 
 def materializer_for(lake: Lake, index: SampleIndex, spec: PackSpec) -> SequenceMaterializer:
@@ -118,6 +188,57 @@ class _WriteStage:
         return {"frags": fragments_to_json(frags), "n": len(seqs)}
 
 
+class _RangeWriteStage:
+    """Materialise sequences [lo, hi) of one range's plan (read from the plan directory)."""
+
+    def __init__(self, mat: SequenceMaterializer, groups: list[tuple[int, int, int, int]], plan_dir: str, shards_uri: str, opts: dict[str, str] | None):
+        self.mat, self.groups, self.dir, self.uri, self.opts = mat, groups, plan_dir, shards_uri, opts
+
+    def __call__(self, index: int) -> dict[str, Any]:
+        r, lo, hi, first_seq = self.groups[index]
+        flat, bounds = _load_plan(_plan_path(self.dir, r), self.opts)
+        bins = [flat[bounds[i] : bounds[i + 1]] for i in range(lo, hi)]
+        table = self.mat.rows(bins, list(range(first_seq, first_seq + hi - lo)))
+        frags = lance.fragment.write_fragments(table, self.uri, schema=packed_schema(), storage_options=self.opts)
+        return {"frags": fragments_to_json(frags), "n": hi - lo}
+
+
+def _pack_ranges(
+    index: SampleIndex, spec: PackSpec, ranges: list[np.ndarray], mat: SequenceMaterializer, out: str,
+    shards_uri: str, opts: dict[str, str] | None, sequences_per_task: int, progress: ProgressFn | None,
+) -> tuple[list[str], dict[str, Any]]:
+    """Plan each range on a Ray task, then materialise; returns (fragments JSON, totals)."""
+    import ray
+
+    plan_dir = join_uri(out, "_plan")
+    planned: dict[int, dict[str, Any]] = dict(fan_out(_PlanStage(index, spec, ranges, plan_dir, opts), len(ranges)))
+    per_task = max(1, min(sequences_per_task, -(-sum(p["num_sequences"] for p in planned.values()) // (2 * max(1, int(ray.cluster_resources().get("CPU", 1)))))))
+    groups: list[tuple[int, int, int, int]] = []
+    first = 0
+    for r in range(len(ranges)):
+        n = int(planned[r]["num_sequences"])
+        groups += [(r, lo, min(n, lo + per_task), first + lo) for lo in range(0, n, per_task)]
+        first += n
+    results: dict[int, dict[str, Any]] = {}
+    done = 0
+    for g, res in fan_out(_RangeWriteStage(mat, groups, plan_dir, shards_uri, opts), len(groups)):
+        results[g] = res
+        done += int(res["n"])
+        if progress:
+            progress("pack", done, first)
+    fs = filesystem(plan_dir, opts)
+    if fs.exists(plan_dir):
+        fs.rm(plan_dir, recursive=True)
+    totals = {
+        "num_sequences": first,
+        "num_samples": sum(int(p["num_samples"]) for p in planned.values()),
+        "total_tokens": sum(int(p["total_tokens"]) for p in planned.values()),
+        "padded_tokens": sum(float(p["padded_tokens"]) for p in planned.values()),
+        "rejected": np.asarray([i for r in range(len(ranges)) for i in planned[r]["rejected"]], dtype=np.int64),
+    }
+    return [f for g in sorted(results) for f in results[g]["frags"]], totals
+
+
 def pack(
     lake: Lake | str,
     spec: PackSpec | None = None,
@@ -126,6 +247,7 @@ def pack(
     overwrite: bool = False,
     progress: ProgressFn | None = None,
     sequences_per_task: int = 64,
+    plan_range_samples: int = PLAN_RANGE_SAMPLES,
 ) -> PackManifest:
     """Pack `lake` into shards at `out` (`shards.lance` + `manifest.json`).
 
@@ -136,6 +258,8 @@ def pack(
         overwrite: Replace an existing pack output at `out`.
         progress: Called as progress("pack", sequences_done, sequences_total).
         sequences_per_task: Packed sequences one Ray task materialises and writes.
+        plan_range_samples: Above this many samples the plan is made per range of episodes on
+            Ray tasks (bounded driver memory; see the module essay).
 
     Returns:
         The manifest written next to the shards.
@@ -154,39 +278,49 @@ def pack(
         raise FileExistsError(f"{out} already holds packed shards; pass overwrite=True (--overwrite) to replace them")
     ensure_ray()
     index = build_sample_index(lake, spec)
-    sequences, rejected = plan_sequences(index, spec)
     mat = materializer_for(lake, index, spec)
-
     shards_uri = join_uri(out, SHARDS_NAME)
     schema = packed_schema()
+    ranges = plan_ranges(index, spec, plan_range_samples)
+    if len(ranges) == 1:  # plan first: an oversize sample fails before anything is written
+        sequences, rejected = plan_sequences(index, spec)
     base = lance.write_dataset(pa.Table.from_pylist([], schema=schema), shards_uri, schema=schema, mode="overwrite", storage_options=opts).version
-    groups = chunk(list(range(len(sequences))), sequences_per_task)
-    results: dict[int, dict[str, Any]] = {}
-    done = 0
-    for group, res in fan_out(_WriteStage(mat, groups, sequences, shards_uri, opts), len(groups)):
-        results[group] = res
-        done += int(res["n"])
-        if progress:
-            progress("pack", done, len(sequences))
-    frags = fragments_from_json([f for g in sorted(results) for f in results[g]["frags"]])
-    version = commit_fragments(shards_uri, frags, read_version=base, storage_options=opts)
+    if len(ranges) > 1:
+        frag_json, totals = _pack_ranges(index, spec, ranges, mat, out, shards_uri, opts, sequences_per_task, progress)
+        num_sequences, num_samples, total = totals["num_sequences"], totals["num_samples"], totals["total_tokens"]
+        padded = total / totals["padded_tokens"] if totals["padded_tokens"] else 0.0
+        rejected = totals["rejected"]
+    else:
+        groups = chunk(list(range(len(sequences))), sequences_per_task)
+        results: dict[int, dict[str, Any]] = {}
+        done = 0
+        for group, res in fan_out(_WriteStage(mat, groups, sequences, shards_uri, opts), len(groups)):
+            results[group] = res
+            done += int(res["n"])
+            if progress:
+                progress("pack", done, len(sequences))
+        frag_json = [f for g in sorted(results) for f in results[g]["frags"]]
+        packed_ids = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
+        packed_lengths = index.length_of(packed_ids)
+        num_sequences, num_samples, total = len(sequences), int(len(packed_ids)), int(packed_lengths.sum())
+        per_seq = len(packed_ids) / max(1, len(sequences))
+        rng = np.random.default_rng(spec.seed)
+        padded = padded_fill(packed_lengths[rng.permutation(len(packed_ids))], round(per_seq))
+    version = commit_fragments(shards_uri, fragments_from_json(frag_json), read_version=base, storage_options=opts)
 
-    packed_ids = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
-    total = int(index.length[packed_ids].sum())
-    per_seq = len(packed_ids) / max(1, len(sequences))
-    rng = np.random.default_rng(spec.seed)
+    rejected_lengths = index.length_of(rejected)
     manifest = PackManifest(
         lake_uri=lake.uri,
         lake_version=lake.version,
         spec=spec.to_json(),
         seed=spec.seed,
         embodiments=list(index.embodiments),
-        num_samples=int(len(packed_ids)),
-        num_sequences=len(sequences),
+        num_samples=num_samples,
+        num_sequences=num_sequences,
         total_tokens=total,
-        fill=total / max(1, len(sequences) * spec.max_tokens),
-        padded_fill=padded_fill(index.length[rng.permutation(packed_ids)], round(per_seq)),
-        rejected=[(e, s, int(index.length[i])) for i, (e, s) in zip(rejected, index.keys(rejected), strict=True)],
+        fill=total / max(1, num_sequences * spec.max_tokens),
+        padded_fill=padded,
+        rejected=[(e, s, int(n)) for n, (e, s) in zip(rejected_lengths, index.keys(rejected), strict=True)],
         shards_version=version,
         seconds=time.perf_counter() - t0,
     )

@@ -3,15 +3,23 @@
 A sample is (episode, step t) -> frames of each camera at t, the instruction, the state at t and
 the action chunk t..t+H-1. Packing needs only each sample's token length, and materialising a
 packed sequence needs to know where its rows are. Both come from metadata: the episodes table
-(cameras, instruction, length) and the key columns of the steps and media tables, which are read
-once with Lance's row ids and turned into row offsets of the pinned table version. The index is
-columnar (numpy), about 40 bytes per sample, so a lake of tens of millions of steps fits on the
-driver; frames and vectors are only ever read inside the materialising tasks, by `take`.
+(cameras, instruction, length) and the key columns of the steps and media tables, read once with
+Lance's row ids and turned into row offsets of the pinned table version.
+
+The index is held per *episode*, not per sample. Every sample of an episode has the same token
+length (views and instruction are per episode) and its step is a multiple of the stride, so
+sample ids are a prefix sum over episodes (`sample_start`) and any id's episode, step and length
+are one `searchsorted` away (`episode_of`, `step_of`, `length_of`). Memory is O(episodes): at
+100M samples of 100-step episodes that is 1M rows, a few tens of MB, where per-sample arrays
+would be 2 GB. The per-sample arrays (`episode`, `step`, `length`) are still there for small
+runs and tools, built on first use. The steps and media key columns are scanned in batches, so
+building the index never holds a whole column of a large lake either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import lance
 import numpy as np
@@ -19,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
-from robolake.lake.media import row_offsets
 from robolake.packers.lengths import text_token_lengths
 from robolake.packers.spec import PackSpec
 
@@ -28,13 +35,14 @@ __all__ = ["SampleIndex", "build_sample_index"]
 
 @dataclass(frozen=True, kw_only=True)
 class SampleIndex:
-    """Columnar description of every sample of a pack run.
+    """Columnar description of every sample of a pack run, held per episode.
 
     Attributes:
         episodes: The episodes table rows used (episode_id, embodiment, task, num_steps, cameras).
-        episode: int64 [S] row of `episodes` each sample belongs to.
-        step: int32 [S] step t of each sample.
-        length: int64 [S] backbone tokens of each sample.
+        sample_start: int64 [E+1] id of each episode's first sample (prefix sum; the last entry
+            is the number of samples).
+        step_stride: Every k-th step of an episode is a sample.
+        episode_length: int64 [E] backbone tokens of each sample of each episode.
         step_offset: int64 [E] row offset in the steps table of each episode's step 0.
         media_offset: int64 [E, max_cameras] row offset in the media table of each episode's
             camera-c step 0 (-1 where the episode has fewer cameras).
@@ -42,40 +50,118 @@ class SampleIndex:
     """
 
     episodes: pa.Table
-    episode: np.ndarray
-    step: np.ndarray
-    length: np.ndarray
+    sample_start: np.ndarray
+    step_stride: int
+    episode_length: np.ndarray
     step_offset: np.ndarray
     media_offset: np.ndarray
     embodiments: tuple[str, ...]
 
     @property
     def num_samples(self) -> int:
-        return int(self.step.shape[0])
+        return int(self.sample_start[-1])
+
+    @property
+    def num_episodes(self) -> int:
+        return int(self.sample_start.shape[0] - 1)
+
+    def episode_of(self, ids: np.ndarray) -> np.ndarray:
+        """int64: row of `episodes` of each sample id."""
+        return np.searchsorted(self.sample_start, np.asarray(ids, dtype=np.int64), side="right") - 1
+
+    def step_of(self, ids: np.ndarray, episode: np.ndarray | None = None) -> np.ndarray:
+        """int32: step t of each sample id (`episode` = `episode_of(ids)` when already known)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        ep = self.episode_of(ids) if episode is None else episode
+        return ((ids - self.sample_start[ep]) * self.step_stride).astype(np.int32)
+
+    def length_of(self, ids: np.ndarray) -> np.ndarray:
+        """int64: backbone tokens of each sample id."""
+        return self.episode_length[self.episode_of(ids)]
+
+    def samples_of_episodes(self, episodes: np.ndarray) -> np.ndarray:
+        """int64: the sample ids of `episodes` (rows of `episodes`), episode after episode."""
+        episodes = np.asarray(episodes, dtype=np.int64)
+        counts = self.sample_start[episodes + 1] - self.sample_start[episodes]
+        first = np.repeat(self.sample_start[episodes] - np.cumsum(counts) + counts, counts)
+        return first + np.arange(int(counts.sum()), dtype=np.int64)
+
+    @cached_property
+    def episode(self) -> np.ndarray:
+        """int64 [S] row of `episodes` each sample belongs to (built on first use: O(samples))."""
+        counts = np.diff(self.sample_start)
+        return np.repeat(np.arange(self.num_episodes, dtype=np.int64), counts)
+
+    @cached_property
+    def step(self) -> np.ndarray:
+        """int32 [S] step t of each sample (built on first use)."""
+        return self.step_of(np.arange(self.num_samples, dtype=np.int64), self.episode)
+
+    @cached_property
+    def length(self) -> np.ndarray:
+        """int64 [S] backbone tokens of each sample (built on first use)."""
+        return self.episode_length[self.episode]
 
     def keys(self, idx: np.ndarray) -> list[tuple[str, int]]:
-        ids = self.episodes["episode_id"].to_pylist()
-        return [(ids[int(self.episode[i])], int(self.step[i])) for i in idx]
+        idx = np.asarray(idx, dtype=np.int64)
+        ids = self.episodes["episode_id"]
+        ep = self.episode_of(idx)
+        steps = self.step_of(idx, ep)
+        return [(ids[int(e)].as_py(), int(t)) for e, t in zip(ep, steps, strict=True)]
+
+    def __getstate__(self) -> dict[str, object]:
+        # Ship only the per-episode arrays to Ray tasks, never per-sample arrays built for tools.
+        return {k: v for k, v in self.__dict__.items() if k not in ("episode", "step", "length")}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
 
 
-def _first_offsets(ds: lance.LanceDataset, key_cols: list[str], where: str | None) -> pa.Table:
-    """Key columns plus global row offsets, sorted by key."""
-    t = ds.to_table(columns=key_cols, filter=where, with_row_id=True)
-    offsets = row_offsets(ds, t["_rowid"].to_numpy())
-    t = t.drop_columns(["_rowid"]).append_column("offset", pa.array(offsets))
-    return t.sort_by([(c, "ascending") for c in key_cols])
+def _fragment_starts(ds: lance.LanceDataset) -> np.ndarray:
+    """Global row offset of each fragment's first row, indexed by fragment id."""
+    frags = ds.get_fragments()
+    lookup = np.zeros(max((f.fragment_id for f in frags), default=0) + 1, dtype=np.int64)
+    total = 0
+    for f in frags:
+        lookup[f.fragment_id] = total
+        total += f.count_rows()
+    return lookup
 
 
-def _check_contiguous(lake: Lake, table: str, keys: pa.Table) -> None:
-    """Ingest writes each episode's (camera's) steps as consecutive rows, 0..n-1; verify it."""
-    step = keys["step_index"].to_numpy()
-    off = keys["offset"].to_numpy()
-    inner = step[1:] > 0
-    if not (np.all(np.diff(off)[inner] == 1) and np.all(np.diff(step)[inner] == 1)):
-        raise ValueError(
-            f"lake {lake.uri}: rows of the {table} table are not stored one episode after another in "
-            "step order; this lake was not written by robolake ingest (re-ingest it)"
-        )
+def _episode_starts(lake: Lake, table: str, key_cols: list[str], where: str | None) -> tuple[pa.Table, int]:
+    """(key columns + `offset` of every step-0 row, rows scanned), scanning `table` in batches.
+
+    Checks on the way that rows are stored one episode (camera) after another in step order,
+    which is how ingest writes them and what lets a step's row be `offset + t`.
+    """
+    ds = lake.dataset(table)
+    starts = _fragment_starts(ds)
+    firsts: list[pa.Table] = []
+    rows = 0
+    prev_off = prev_step = -2
+    for batch in ds.to_batches(columns=key_cols, filter=where, with_row_id=True, batch_size=1 << 16):
+        if batch.num_rows == 0:
+            continue
+        rid = batch.column("_rowid").to_numpy()
+        off = starts[(rid >> 32).astype(np.int64)] + (rid & 0xFFFFFFFF).astype(np.int64)
+        step = batch.column("step_index").to_numpy().astype(np.int64)
+        all_off = np.concatenate([[prev_off], off])
+        all_step = np.concatenate([[prev_step], step])
+        inner = all_step[1:] > 0
+        if not (np.all(np.diff(all_off)[inner] == 1) and np.all(np.diff(all_step)[inner] == 1)):
+            raise ValueError(
+                f"lake {lake.uri}: rows of the {table} table are not stored one episode after another in "
+                "step order; this lake was not written by robolake ingest (re-ingest it)"
+            )
+        prev_off, prev_step = int(off[-1]), int(step[-1])
+        first = np.flatnonzero(step == 0)
+        t = pa.Table.from_batches([batch]).select(key_cols[:-1]).take(pa.array(first))
+        firsts.append(t.append_column("offset", pa.array(off[first])))
+        rows += batch.num_rows
+    schema = ds.schema
+    empty = pa.table({c: pa.array([], schema.field(c).type) for c in key_cols[:-1]} | {"offset": pa.array([], pa.int64())})
+    out = pa.concat_tables(firsts) if firsts else empty
+    return out.sort_by([(c, "ascending") for c in key_cols[:-1]]), rows
 
 
 def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
@@ -94,26 +180,21 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
     num_cams = pc.list_value_length(episodes["cameras"]).to_numpy().astype(np.int64)
     pred = None if spec.where is None else lake.predicate("steps", spec.where)
 
-    # Steps: episode e's step t sits at step_offset[e] + t (checked below).
-    steps = _first_offsets(lake.dataset("steps"), ["episode_id", "step_index"], pred)
-    if steps.num_rows != int(num_steps.sum()):
-        raise ValueError(f"lake {lake.uri}: steps table has {steps.num_rows} rows for {int(num_steps.sum())} promised steps")
-    starts = np.concatenate([[0], np.cumsum(num_steps)[:-1]]).astype(np.int64)
-    _check_contiguous(lake, "steps", steps)
-    if not np.array_equal(steps["episode_id"].take(pa.array(starts)), ids.combine_chunks()):
+    # Steps: episode e's step t sits at step_offset[e] + t (checked while scanning).
+    step_firsts, step_rows = _episode_starts(lake, "steps", ["episode_id", "step_index"], pred)
+    if step_rows != int(num_steps.sum()):
+        raise ValueError(f"lake {lake.uri}: steps table has {step_rows} rows for {int(num_steps.sum())} promised steps")
+    if not step_firsts["episode_id"].combine_chunks().equals(ids.combine_chunks()):
         raise ValueError(f"lake {lake.uri}: steps rows do not line up with the episodes table; re-ingest")
-    step_off = steps["offset"].to_numpy()
-    step_offset = step_off[starts]
+    step_offset = step_firsts["offset"].to_numpy()
 
     # Media: per episode and camera (in the episode's camera order), the offset of step 0.
-    media = _first_offsets(lake.dataset("media"), ["episode_id", "camera", "step_index"], pred)
-    if media.num_rows != int((num_steps * num_cams).sum()):
-        raise ValueError(f"lake {lake.uri}: media table has {media.num_rows} frames for {int((num_steps * num_cams).sum())} promised")
-    _check_contiguous(lake, "media", media)
+    first, media_rows = _episode_starts(lake, "media", ["episode_id", "camera", "step_index"], pred)
+    if media_rows != int((num_steps * num_cams).sum()):
+        raise ValueError(f"lake {lake.uri}: media table has {media_rows} frames for {int((num_steps * num_cams).sum())} promised")
     max_cams = int(num_cams.max(initial=0))
     media_offset = np.full((episodes.num_rows, max_cams), -1, dtype=np.int64)
     if max_cams:
-        first = media.filter(pc.equal(media["step_index"], 0))
         lookup = {(e, c): o for e, c, o in zip(first["episode_id"].to_pylist(), first["camera"].to_pylist(), first["offset"].to_pylist(), strict=True)}
         for e, (eid, cams) in enumerate(zip(ids.to_pylist(), episodes["cameras"].to_pylist(), strict=True)):
             for c, cam in enumerate(cams):
@@ -121,18 +202,15 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
                     raise ValueError(f"lake {lake.uri}: episode {eid} has no frames for camera {cam!r}")
                 media_offset[e, c] = lookup[(eid, cam)]
 
-    # Samples: every step_stride-th step of every episode; lengths per episode, repeated.
+    # Samples: every step_stride-th step of every episode; one length per episode.
     per_ep = (num_steps + spec.step_stride - 1) // spec.step_stride
-    episode = np.repeat(np.arange(episodes.num_rows, dtype=np.int64), per_ep)
-    first_sample = np.repeat(np.cumsum(per_ep) - per_ep, per_ep)
-    step = ((np.arange(int(per_ep.sum())) - first_sample) * spec.step_stride).astype(np.int32)
     ep_len = num_cams * spec.tokens.tokens_per_view + text_token_lengths(episodes["task"], spec.tokens)
     embodiments = tuple(sorted(set(episodes["embodiment"].to_pylist())))
     return SampleIndex(
         episodes=episodes,
-        episode=episode,
-        step=step,
-        length=ep_len[episode],
+        sample_start=np.concatenate([[0], np.cumsum(per_ep)]).astype(np.int64),
+        step_stride=spec.step_stride,
+        episode_length=np.asarray(ep_len, dtype=np.int64),
         step_offset=step_offset,
         media_offset=media_offset,
         embodiments=embodiments,
