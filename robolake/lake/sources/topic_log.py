@@ -13,7 +13,7 @@ Defaults, used where the mapping says nothing (or there is no mapping):
 - action: the first numeric topic named like a command (`command`, `cmd`, `action`, `target`,
   `goal`); without one, the state one tick ahead (`action_from_state`, recorded in metadata);
 - cameras: every `Image` / `CompressedImage` topic, named after its topic (`/wrist/image_raw`
-  -> `wrist`);
+  -> `wrist`), except depth topics, and only the `/compressed` one of a raw + compressed pair;
 - task: a `String` topic named like `instruction`/`task`/`prompt`, else empty;
 - clock: `header.stamp` where a topic's messages carry one, else the log time;
 - fps: the rate of the first state stream; split: one episode per recording.
@@ -246,10 +246,15 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
 
 
 def _default_cameras(topics: dict[str, TopicInfo]) -> tuple[CameraMap, ...]:
+    """Every colour image topic. Depth streams (`depth` in the name; often 16-bit or
+    compressedDepth) are left to the mapping, and where image_transport recorded both a raw
+    topic and its `/compressed` republication, the compressed one is kept (it passes through)."""
     out: list[CameraMap] = []
     used: set[str] = set()
     for t in sorted(topics):
-        if topics[t].kind in (rm.IMAGE, rm.COMPRESSED_IMAGE):
+        if "depth" in t.lower() or (f"{t.rstrip('/')}/compressed" in topics and topics[f"{t.rstrip('/')}/compressed"].count):
+            continue
+        if topics[t].kind in (rm.IMAGE, rm.COMPRESSED_IMAGE) and topics[t].count:
             name = base = rm.camera_name(t)
             i = 2
             while name in used:

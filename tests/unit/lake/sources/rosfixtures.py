@@ -190,10 +190,10 @@ def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tu
 
 
 def write_ros2(path: Path, layout: Layout, *, storage: str = "sqlite3", version: int = 9,
-               custom_types: dict[str, Any] | None = None) -> Recorded:
-    """A ROS 2 bag directory written by rosbags' rosbag2 Writer."""
+               custom_types: dict[str, Any] | None = None, compression: str | None = None) -> Recorded:
+    """A ROS 2 bag directory written by rosbags' rosbag2 Writer (`compression`: None, message or file, zstd)."""
     from rosbags.rosbag2 import Writer
-    from rosbags.rosbag2.enums import StoragePlugin
+    from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
     from rosbags.typesys import Stores, get_typestore
 
     ts = get_typestore(Stores.LATEST)
@@ -201,7 +201,10 @@ def write_ros2(path: Path, layout: Layout, *, storage: str = "sqlite3", version:
         ts.register(custom_types)
     msgs, rec = _messages(layout)
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
-    with Writer(path, version=version, storage_plugin=plugin) as w:  # type: ignore[arg-type]
+    w = Writer(path, version=version, storage_plugin=plugin)  # type: ignore[arg-type]
+    if compression:
+        w.set_compression(CompressionMode[compression.upper()], CompressionFormat.ZSTD)
+    with w:
         conns: dict[str, Any] = {}
         for log_ns, topic, stamp_ns, payload in msgs:
             msgtype, msg = _ros_msg(ts, True, stamp_ns, payload)

@@ -93,10 +93,11 @@ def _to_v5(bag: Path) -> None:
     (bag / "metadata.yaml").write_text(yaml.safe_dump(meta))
 
 
-@pytest.mark.parametrize("variant", ["v9", "v8", "v5", "no_metadata"])
+@pytest.mark.parametrize("variant", ["v9", "v8", "v5", "no_metadata", "zstd_message", "zstd_file"])
 def test_metadata_versions_and_missing_metadata(tmp_path: Path, variant: str):
     bag = tmp_path / "rosbag2_2024_05_01-10_00_00"
-    rec = write_ros2(bag, Layout(seconds=0.4), storage="sqlite3", version=8 if variant == "v8" else 9)
+    compression = variant.split("_")[1] if variant.startswith("zstd") else None
+    rec = write_ros2(bag, Layout(seconds=0.4), storage="sqlite3", version=8 if variant == "v8" else 9, compression=compression)
     if variant == "v5":
         _to_v5(bag)
     if variant == "no_metadata":  # what `ros2 bag record` leaves when killed: <dir>_0.db3, no metadata.yaml
@@ -332,3 +333,28 @@ def test_bad_bags_are_quarantined_and_the_rest_lands(ray_session, tmp_path: Path
         assert text in rows[name]["reason"], (name, rows[name]["reason"])
     assert "it has:" in rows["nocmd"]["reason"] and "/joint_states" in rows["nocmd"]["reason"]
     assert res.quarantined == len(expect)
+
+
+def test_log_clock_literal_task_and_default_camera_choice(tmp_path: Path):
+    """clock: log resamples on receive times; depth and raw twins of compressed topics are not default cameras."""
+    from .rosfixtures import jpeg, raw_rgb
+
+    extra = {
+        "/cam/image_raw": ("rgb8", [(t, raw_rgb(0)) for t in np.arange(0, 0.5, 1 / 15)]),
+        "/cam/image_raw/compressed": ("jpeg", [(t, jpeg(1)) for t in np.arange(0, 0.5, 1 / 15)]),
+        "/cam/depth/image_raw": ("rgb8", [(t, raw_rgb(2)) for t in np.arange(0, 0.5, 1 / 15)]),
+    }
+    rec = write_ros2(tmp_path / "bag", Layout(seconds=0.5, extra=extra, jitter_s=0.0), storage="sqlite3")
+    reader = Ros2Reader(str(tmp_path / "bag"))
+    assert {c.name: c.source for c in reader.plan.cameras} == {"cam": "/cam/image_raw/compressed", "wrist": "/wrist/image_raw/compressed"}
+    mapping = mapping_from_dict({"state": ["/joint_states"], "action": ["/arm/joint_command"], "clock": "log",
+                                 "task": "wipe the table", "fps": 20, "cameras": {"cam": "/cam/image_raw"}})
+    reader = Ros2Reader(str(tmp_path / "bag"), options=_opts(mapping))
+    ep = reader.read_tabular(reader.discover()[0])
+    assert ep.tasks == ("wipe the table",) and ep.fps == 20.0
+    assert set(ep.metadata["clock"].values()) == {"log"}
+    t = ep.timestamps + (ep.metadata["t0_ns"] - 1_700_000_000 * 10**9) / 1e9
+    # log time = header time + 3 ms latency in the fixture
+    exp = expected_episode(rec, ticks=t - 0.003)
+    np.testing.assert_allclose(ep.state, exp["state"].astype(np.float32), atol=1e-6)
+    assert np.allclose(np.diff(ep.timestamps), 0.05)
