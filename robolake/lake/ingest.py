@@ -4,7 +4,8 @@ Two Ray Data stages run over chunks of episodes:
 
 1. *check*: read each episode's parquet rows, validate them (finite values, monotonic timestamps,
    widths that match the embodiment spec) and hash their content. Cheap: no video is decoded.
-   The driver drops episodes whose hash the lake already holds, and duplicates within the run.
+   The driver skips episodes whose hash the lake already holds, and records a second episode of
+   the same content within the run as a `duplicate` (it lands once).
 2. *load*: decode the videos of the remaining episodes, encode each frame, check frame counts,
    and write steps and media rows as Lance fragments straight from the worker.
 
@@ -12,6 +13,13 @@ The driver then appends all fragments (one Lance commit per table), recomputes t
 statistics of the embodiments it touched, and publishes one lake version. Every rejected episode
 lands in the quarantine table with its file and reason. Killing the process at any point leaves
 the lake at its previous version; running the same ingest again resumes it.
+
+Every problem belongs to a dataset or an episode, never to the run: a dataset whose metadata
+cannot be used (the reader's constructor raises), whose episodes cannot be listed, whose spec
+cannot be built, or whose widths contradict the lake's (or an earlier dataset's of the same tag
+in this run) is quarantined, one row per episode it declares (one row for the dataset when its
+episode list is unreadable), and the other datasets land. Nothing is dropped without a
+quarantine row, an `unrecognised` path or a note in the result.
 """
 
 from __future__ import annotations

@@ -280,6 +280,9 @@ def discover_readers(
                                      file=e.path, episodes=e.episodes))
         except (ValueError, OSError) as e:
             failed.append(FailedUnit(path=path, format=fmt.name, reason_code="corrupt_file", message=str(e)))
+        except Exception as e:  # a reader bug on one unit is that unit's problem, not the whole ingest's
+            failed.append(FailedUnit(path=path, format=fmt.name, reason_code="reader_error",
+                                     message=f"the {fmt.name} reader failed ({type(e).__name__}: {e})"))
     for u in unrecognised:
         log.warning("not read: %s", u)
     for f in failed:

@@ -250,3 +250,34 @@ def test_missing_declared_videos_quarantine_unless_state_only(make, tmp_path, ra
     lake = Lake.open(lake_uri)
     assert [e["cameras"] for e in lake.episodes().to_pylist()] == [[]] * EPISODES
     assert lake.count("media") == 0 and lake.count("steps") > 0
+
+
+def _v3_episodes_file(ds: Path) -> Path:
+    return ds / "meta/episodes/chunk-000/file-000.parquet"
+
+
+def test_v3_unlisted_and_twice_listed_episodes_are_quarantined_not_dropped(make, tmp_path):
+    import pyarrow.parquet as pq
+
+    ds = make(tmp_path / "unlisted", version="v3.0")
+    table = pq.read_table(_v3_episodes_file(ds))
+    pq.write_table(table.slice(0, 1), _v3_episodes_file(ds))  # episode 1 is in the data file, not listed
+    refs = LeRobotReader(str(ds)).discover()
+    assert [r.episode_index for r in refs] == [0, 1]
+    with pytest.raises(SourceError) as info:
+        LeRobotReader(str(ds)).read_tabular(refs[1])
+    assert info.value.reason_code == "unlisted"
+    assert info.value.path == str(ds / "data/chunk-000/file-000.parquet")
+    assert "meta/episodes/ does not list it" in info.value.message
+    LeRobotReader(str(ds)).read_tabular(refs[0])  # the listed one reads
+
+    ds = make(tmp_path / "twice", version="v3.0")
+    rows = table.to_pylist()
+    rows.append({**rows[1], "length": rows[1]["length"] + 1})
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), _v3_episodes_file(ds))
+    reader = LeRobotReader(str(ds))
+    refs = reader.discover()
+    assert [r.episode_index for r in refs] == [0, 1]
+    with pytest.raises(SourceError) as info:
+        reader.read_tabular(refs[1])
+    assert info.value.reason_code == "duplicate_index" and "more than once" in info.value.message
