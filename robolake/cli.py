@@ -177,10 +177,40 @@ def cmd_pack(args: argparse.Namespace) -> int:
     )
     if m.rejected:
         print(f"  rejected {len(m.rejected)} samples longer than max_tokens (listed in {args.out}/manifest.json)")
+    if m.num_samples == 0:
+        print(
+            f"robolake pack: nothing was packed: all {len(m.rejected)} samples are longer than --max-tokens "
+            f"{spec.max_tokens}; raise --max-tokens (longest sample: {max((r[2] for r in m.rejected), default=0)} "
+            "tokens) or cap the instruction with --max-text-tokens",
+            file=sys.stderr,
+        )
+        return 1
+    _advise_capacity(lake, spec, m)
     if args.webdataset:
         tars = export_webdataset(args.out, args.webdataset)
         print(f"  exported {len(tars)} WebDataset tars to {args.webdataset}")
     return 0
+
+
+def _advise_capacity(lake: Any, spec: Any, m: Any) -> None:
+    """Say when packing cannot beat padding, and which --max-tokens would pack these lengths best."""
+    from robolake.packers import build_sample_index
+    from robolake.packers.suggest import suggest_max_tokens
+
+    lengths = build_sample_index(lake, spec).length
+    lengths = lengths[lengths <= spec.max_tokens]
+    if lengths.size == 0:
+        return
+    s = suggest_max_tokens(lengths, spec.max_tokens, seed=spec.seed)
+    if s.uniform:
+        print(
+            f"  every sample has the same length ({int(lengths[0])} tokens): padded batches waste nothing here, so "
+            "packing cannot beat them; it only loses the tail of each sequence"
+        )
+    elif m.fill <= m.padded_fill + 0.005:
+        print("  packing gains nothing over padding on these lengths (they barely differ)")
+    if s.max_tokens != spec.max_tokens and s.fill > s.current_fill + 0.005:
+        print(f"  suggestion: --max-tokens {s.max_tokens} packs these lengths to fill {s.fill:.3f} (vs {s.current_fill:.3f})")
 
 
 def train_progress_bar(total: int, desc: str = "train") -> Any:
@@ -308,14 +338,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_ingest)
 
     s = sub.add_parser("info", help="tables, row counts, versions, embodiments, quarantine")
-    s.add_argument("lake")
-    s.add_argument("--version", type=int, default=None)
+    s.add_argument("lake", help="the lake directory or object-store URI")
+    s.add_argument("--version", type=int, default=None, help="show this lake version (default: the newest)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_info)
 
     s = sub.add_parser("pack", help="pack a lake into cu_seqlens shards (Ray Data) with lineage")
-    s.add_argument("lake")
-    s.add_argument("out")
+    s.add_argument("lake", help="the lake to pack (directory or object-store URI)")
+    s.add_argument("out", help="where shards.lance and manifest.json are written")
     s.add_argument("--max-tokens", type=int, default=4096)
     s.add_argument("--algorithm", default="bfd", choices=["bfd", "ffd", "window"])
     s.add_argument("--window", type=int, default=8192, help="samples held by the window packer")

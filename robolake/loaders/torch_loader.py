@@ -68,10 +68,16 @@ def epoch_batches(
     if config.drop_last:
         nb = num_rows // (world_size * b)
         return [mine[i * b : (i + 1) * b] for i in range(nb)]
+    if num_rows == 0:
+        raise ValueError(
+            "the shards hold no packed sequences (every sample was rejected, or the selection was empty); "
+            "re-run `robolake pack` with a larger --max-tokens (manifest.json lists the rejected samples)"
+        )
     if num_rows < world_size:
         raise ValueError(
-            f"{num_rows} packed sequences cannot give each of {world_size} ranks a batch; pack smaller "
-            "sequences (--max-tokens), use fewer ranks, or pass drop_last=True"
+            f"{num_rows} packed sequences cannot give each of {world_size} ranks a batch; re-run `robolake pack` "
+            "with a smaller --max-tokens (more, shorter sequences), train on fewer ranks (torchrun "
+            "--nproc-per-node), or pass LoaderConfig(drop_last=True)"
         )
     nb = min(math.ceil(num_rows / (world_size * b)), num_rows // world_size)
     return np.array_split(mine, nb)

@@ -1,0 +1,78 @@
+"""The mistakes a new user makes get one honest line each, with flags that exist (issue [9])."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robolake.cli import build_parser, main
+
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+def test_version_flag(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("robolake ")
+
+
+def test_every_positional_argument_is_described():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{name} {a.dest}"
+        for name, p in sub.choices.items()
+        for a in p._actions
+        if not a.option_strings and not isinstance(a, argparse._SubParsersAction) and not a.help
+    ]
+    assert not missing, f"positional arguments without help: {missing}"
+
+
+def test_oversize_samples_name_the_cli_flags(packed_data, tmp_path, capsys):
+    rc = main(["pack", str(packed_data.lake), str(tmp_path / "p"), "--max-tokens", "32", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--max-tokens" in err and "--reject-oversize" in err and "on_oversize" in err
+    assert "Traceback" not in err
+
+
+def test_rejecting_every_sample_exits_non_zero(packed_data, tmp_path, capsys):
+    rc = main(["pack", str(packed_data.lake), str(tmp_path / "p"), "--max-tokens", "32", "--reject-oversize", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "nothing was packed" in err
+
+
+def test_pack_says_when_packing_cannot_beat_padding(packed_data, tmp_path, capsys):
+    # one view and a capped instruction: every sample has the same length
+    rc = main(["pack", str(packed_data.lake), str(tmp_path / "p"), "--max-tokens", "1000", "--tokens-per-view", "16",
+               "--max-text-tokens", "0", "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "packing cannot beat" in out or "gains nothing" in out or "suggestion: --max-tokens" in out
+
+
+def test_rerunning_a_finished_train_says_what_to_do(packed_data, tmp_path, capsys):
+    args = ["train", "--shards", str(packed_data.packed), "--out", str(tmp_path / "run"), "--steps", "2",
+            "--workers", "0", "--device", "cpu", "--no-progress"]
+    assert main(args) == 0
+    capsys.readouterr()
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert rc == 2 and "already at step 2" in err and "--steps N" in err and "--fresh" in err
+    assert "nan" not in err
+
+
+def test_commands_print_only_robolake_lines(packed_data, tmp_path):
+    env = {**os.environ, "PYTHONPATH": REPO}
+    env.pop("LANCE_LOG", None)
+    res = subprocess.run(
+        [sys.executable, "-m", "robolake", "ingest", str(packed_data.syn), str(tmp_path / "lake"), "--no-progress"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    noise = ["No existing dataset", "fork-safe", "Token authentication", "Progress bars disabled", "INFO"]
+    assert not [n for n in noise if n in res.stderr + res.stdout], res.stderr[-2000:]
