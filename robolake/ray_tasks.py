@@ -25,8 +25,13 @@ T = TypeVar("T")
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Start or join Ray once per process (no dashboard, quiet logs).
 
-    A local Ray started here belongs to this process: its workers end when the driver dies
-    (Ray's raylet watches its driver; robolake never starts detached actors).
+    A local Ray started here belongs to this process and ends with it, however it ends. Ray
+    ties its GCS and raylet to the driver (prctl fate-sharing) and its workers die with the
+    raylet, but the raylet's agents (dashboard and runtime-env agents) are left orphaned for a
+    minute or more after a `kill -9` of the driver, and they sit in their own process groups, so
+    a `killpg` of the driver does not reach workers either. A small reaper process therefore
+    watches the driver through a pipe and, when the pipe closes, kills every process of this
+    local Ray session it has seen (pid and start time checked, so never a stranger).
     """
     import ray
 
@@ -41,6 +46,62 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         configure_logging=False,
         ignore_reinit_error=True,
     )
+    if address is None:
+        _start_reaper()
+
+
+_REAPER = r"""
+import os, select, sys
+import psutil
+roots, seen = [int(p) for p in sys.argv[1:]], {}
+def look():
+    for pid in roots:
+        try:
+            top = psutil.Process(pid)
+            for p in [top, *top.children(recursive=True)]:
+                seen.setdefault((p.pid, p.create_time()), p)
+        except psutil.Error:
+            pass
+while True:
+    look()
+    ready, _, _ = select.select([0], [], [], 0.5)
+    if ready and not os.read(0, 64):
+        break
+look()
+for p in seen.values():
+    try:
+        if p.is_running():
+            p.kill()
+    except psutil.Error:
+        pass
+"""
+
+_reaper: Any = None  # the reaper's Popen and the pipe end that keeps it waiting, for this process
+
+
+def _start_reaper() -> None:
+    """Start the reaper of this process's local Ray session (see `ensure_ray`)."""
+    global _reaper
+    import subprocess
+    import sys
+
+    try:
+        import ray._private.worker as ray_worker
+
+        node: Any = ray_worker._global_node
+        pids = [info.process.pid for infos in node.all_processes.values() for info in infos if info.process is not None]
+    except Exception:  # Ray's internals moved: Ray's own fate-sharing is all there is
+        return
+    if not pids:
+        return
+    read_end, write_end = os.pipe()  # non-inheritable: only this process holds the write end
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _REAPER, *map(str, pids)],
+        stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,  # outlives a killpg of the driver's group, which is the point
+    )
+    os.close(read_end)
+    _reaper = (proc, write_end)
 
 
 def chunk(items: Sequence[T], max_per_task: int) -> list[list[T]]:

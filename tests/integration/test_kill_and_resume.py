@@ -1,4 +1,5 @@
-"""Idempotent ingest: re-running, or resuming after kill -9, leaves each episode exactly once."""
+"""Idempotent ingest: re-running, or resuming after kill -9, leaves each episode exactly once;
+a kill -9 of the driver also ends every process of the local Ray session it started."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from robolake.lake import Lake
@@ -71,6 +73,17 @@ def _wait_for_fragments(lake_uri: str, timeout: float = 90.0) -> bool:
     return False
 
 
+def _assert_all_gone(processes: list[psutil.Process], timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    alive = processes
+    while time.monotonic() < end:
+        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"processes of the killed driver's Ray session still run: {[' '.join(p.cmdline())[:60] for p in alive]}")
+
+
 @pytest.mark.parametrize("when", ["early", "after_first_fragment"])
 def test_kill_9_mid_ingest_then_resume(source, tmp_path, ray_session, when):
     lake_uri = str(tmp_path / "lake")
@@ -84,8 +97,14 @@ def test_kill_9_mid_ingest_then_resume(source, tmp_path, ray_session, when):
         time.sleep(1.0)
     else:
         assert _wait_for_fragments(lake_uri), "the ingest never wrote a fragment"
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its Ray workers, mid-flight
+    # Only the driver is killed: Ray's workers and agents sit in process groups of their own, so
+    # a killpg would not reach them either; ensure_ray's reaper must end them.
+    session = psutil.Process(proc.pid).children(recursive=True)
+    if when == "after_first_fragment":  # Ray is up: its raylet is among the driver's descendants
+        assert any("raylet" in " ".join(p.cmdline()) for p in session if p.is_running())
+    os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    _assert_all_gone(session)
     # Readable at its last committed version, whatever that was.
     lake = Lake.open(lake_uri)
     assert lake.version in (1, 2)
