@@ -197,7 +197,7 @@ class Learner:
             )
             (loss * (len(samples) / n_all)).backward()
             total += len(samples)
-            stats["loss"] += float(loss) * len(samples) / n_all
+            stats["loss"] += float(loss.detach()) * len(samples) / n_all
             stats["clip_fraction"] += ls.clip_fraction * len(samples) / n_all
             stats["approx_kl"] += ls.approx_kl * len(samples) / n_all
         if total:
