@@ -1,0 +1,498 @@
+"""Scale and storage: media layouts against the source mp4, flat ingest cost, bounded plan memory,
+lake/shard sizes, and a run on a three-node Ray cluster.
+
+- `media`: every candidate layout encoded from the source's own decode, in the same run: bytes per
+  frame (and over the source mp4 bytes), PSNR against the source decode, and the codec's decode
+  time; then the chosen layout as the lake stores it: lake media bytes over source video bytes,
+  PSNR of the lake's frames, and random single-frame reads from the lake (`FrameReader`: one Lance
+  take + decode) against mp4 seek-and-decode from the source, paired A B A B, median ratio.
+  On the synthetic data and, where ../shared is present, the real GR00T dataset.
+- `ingest_seconds`: 20 successive ingests of equally sized datasets into one lake.
+- `plan_peak_rss_mb`: peak RSS of a fresh driver process planning a simulated sample index of
+  1M, 10M and 100M samples (per-range plans on Ray tasks), next to planning it all on the
+  driver (1M, 10M) as before.
+- `sizes`: shard bytes over lake media bytes, packed at the lake's frame size and as a
+  training rendition (`--image-size`).
+- `multi_node`: ingest + pack on `ray.cluster_utils.Cluster` (head + two workers, each with its
+  own resources), nodes that ran tasks, and whether lake and shards equal a one-node run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import io
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from robolake.bench._common import machine, print_table, write_json
+
+SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "gr00t_pick_n_place")
+LAYOUT = "per-frame JPEG q80 (optimised Huffman tables)"
+
+
+def _shared() -> str | None:
+    for cand in (SHARED, os.path.join(os.getcwd(), "..", "shared", "data", "gr00t_pick_n_place")):
+        if os.path.isdir(cand):
+            return os.path.abspath(cand)
+    return None
+
+
+# ---------------------------------------------------------------------------------------- media
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return float(10 * np.log10(255.0**2 / max(mse, 1e-12)))
+
+
+def _source_episodes(root: str) -> tuple[list[list[np.ndarray]], int, list[str]]:
+    import av
+
+    vids = sorted(glob.glob(os.path.join(root, "videos", "**", "*.mp4"), recursive=True))
+    eps = []
+    for v in vids:
+        with av.open(v) as c:
+            eps.append([f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])])
+    return eps, sum(os.path.getsize(v) for v in vids), vids
+
+
+def _pil_codec(fmt: str, **kw: Any) -> Any:
+    from PIL import Image
+
+    def enc(x: np.ndarray) -> bytes:
+        buf = io.BytesIO()
+        Image.fromarray(x).save(buf, format=fmt, **kw)
+        return buf.getvalue()
+
+    return enc
+
+
+def _pil_decode(b: bytes) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(b)).convert("RGB"))
+
+
+def _h264_gop(xs: list[np.ndarray], gop: int, crf: int) -> list[bytes]:
+    import av
+
+    ctx = av.CodecContext.create("libx264", "w")
+    ctx.width, ctx.height = xs[0].shape[1], xs[0].shape[0]
+    ctx.pix_fmt = "yuv420p"
+    ctx.time_base = Fraction(1, 20)
+    ctx.options = {"crf": str(crf), "preset": "medium", "x264-params":
+                   f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:repeat-headers=1:rc-lookahead=0:sync-lookahead=0"}
+    out: list[bytes] = []
+    for i, x in enumerate(xs):
+        fr = av.VideoFrame.from_ndarray(x, format="rgb24").reformat(format="yuv420p")
+        fr.pts = i
+        out += [bytes(p) for p in ctx.encode(fr)]
+    out += [bytes(p) for p in ctx.encode(None)]
+    return out
+
+
+def _h264_read(packets: list[bytes]) -> np.ndarray:
+    import av
+
+    ctx = av.CodecContext.create("h264", "r")
+    frames = []
+    for p in packets:
+        frames += ctx.decode(av.Packet(p))
+    frames += ctx.decode(None)
+    return frames[-1].to_ndarray(format="rgb24")
+
+
+def _candidates(eps: list[list[np.ndarray]], src_bytes: int, reads: int) -> list[dict[str, Any]]:
+    frames = [x for e in eps for x in e]
+    n = len(frames)
+    rng = random.Random(0)
+    sub = [frames[i] for i in sorted(rng.sample(range(n), min(n, 200)))]
+    out = []
+    for name, enc in (("jpeg q50", _pil_codec("JPEG", quality=50, optimize=True)),
+                      ("jpeg q80", _pil_codec("JPEG", quality=80, optimize=True)),
+                      ("jpeg q90", _pil_codec("JPEG", quality=90, optimize=True)),
+                      ("webp q50", _pil_codec("WEBP", quality=50, method=4)),
+                      ("webp q75", _pil_codec("WEBP", quality=75, method=4)),
+                      ("avif q50", _pil_codec("AVIF", quality=50, speed=8))):
+        data = [enc(x) for x in sub]
+        t0 = time.perf_counter()
+        for i in range(reads):
+            _pil_decode(data[i % len(data)])
+        out.append({"layout": name, "bytes_per_frame": float(np.mean([len(d) for d in data])),
+                    "over_source": float(np.mean([len(d) for d in data])) * n / src_bytes,
+                    "psnr_db": float(np.mean([_psnr(_pil_decode(d), x) for d, x in zip(data, sub, strict=True)])),
+                    "decode_ms": (time.perf_counter() - t0) / reads * 1e3})
+    for gop in (1, 4, 8):
+        packets: list[bytes] = []
+        starts: list[int] = []
+        for e in eps:
+            starts.append(len(packets))
+            packets += _h264_gop(e, gop, 23)
+        offs = np.cumsum([0] + [len(e) for e in eps])
+        picks = [rng.randrange(n) for _ in range(max(20, reads // 10))]
+        ps, t0 = [], time.perf_counter()
+        for i in picks:
+            k = int(np.searchsorted(offs, i, side="right") - 1)
+            j = i - int(offs[k])
+            s = int(offs[k]) + (j // gop) * gop
+            ps.append(_psnr(_h264_read(packets[s : i + 1]), frames[i]))
+        bpf = sum(map(len, packets)) / n
+        out.append({"layout": f"h264 GOP {gop} crf 23 (segment per GOP)", "bytes_per_frame": bpf,
+                    "over_source": bpf * n / src_bytes, "psnr_db": float(np.mean(ps)),
+                    "decode_ms": (time.perf_counter() - t0) / len(picks) * 1e3})
+    return out
+
+
+def _lake_media(src: str, lake_uri: str, reads: int) -> dict[str, Any]:
+    """The chosen layout as ingested: sizes, PSNR against the source decode, random access."""
+    from robolake.bench.ingest import _random_access
+    from robolake.lake import Lake
+    from robolake.lake.ingest import ingest
+    from robolake.lake.media import decode_frame
+
+    ingest(src, lake_uri)
+    lake = Lake.open(lake_uri)
+    eps, src_bytes, _ = _source_episodes(src)
+    media = lake.dataset("media")
+    lake_bytes = sum(len(b) for batch in media.to_batches(columns=["data"]) for b in batch.column("data").to_pylist())
+    # PSNR of lake frames against the source's decode, by (source episode, step).
+    eprows = lake.episodes(columns=["episode_id", "source_episode_index", "cameras"]).to_pylist()
+    rng = random.Random(1)
+    ps = []
+    frames = lake.frames()
+    by_index = sorted({r["source_episode_index"] for r in eprows})
+    if len(by_index) == len(eps):
+        for r in rng.sample(eprows, min(len(eprows), 10)):
+            src_ep = eps[by_index.index(r["source_episode_index"])]
+            for t in rng.sample(range(len(src_ep)), min(5, len(src_ep))):
+                ps.append(_psnr(decode_frame(frames.read_encoded([(r["episode_id"], r["cameras"][0], t)])[0]), src_ep[t]))
+    ratios, fps = [], []
+    for rep in range(3):  # paired lake-then-mp4 runs on a noisy machine: median ratio, spread
+        ra = _random_access(src, lake, reads, seed=rep)
+        ratios.append(ra["speedup"])
+        fps.append((ra["lake_per_s"], ra["source_per_s"]))
+    return {
+        "frames": int(media.count_rows()),
+        "lake_media_bytes": lake_bytes,
+        "source_video_bytes": src_bytes,
+        "lake_bytes_over_source": lake_bytes / src_bytes,
+        "psnr_db": float(np.mean(ps)) if ps else None,
+        "random_access_speedup": statistics.median(ratios),
+        "random_access_speedup_min_max": [min(ratios), max(ratios)],
+        "lake_frames_per_s": statistics.median(f[0] for f in fps),
+        "mp4_frames_per_s": statistics.median(f[1] for f in fps),
+    }
+
+
+def _sizes(lake_uri: str, work: str, image_size: int) -> dict[str, Any]:
+    import lance
+
+    from robolake.lake import Lake
+    from robolake.packers import PackSpec, TokenLengthConfig, pack
+
+    lake = Lake.open(lake_uri)
+    media_bytes = sum(len(b) for batch in lake.dataset("media").to_batches(columns=["data"]) for b in batch.column("data").to_pylist())
+    tokens = TokenLengthConfig(tokens_per_view=64, state_tokens=0)
+    out: dict[str, Any] = {"lake_media_bytes": media_bytes, "rendition_size": image_size}
+    for name, size in (("full", None), ("rendition", image_size)):
+        uri = os.path.join(work, f"shards-{name}")
+        pack(lake, PackSpec(max_tokens=2048, horizon=16, tokens=tokens, image_size=size), uri, overwrite=True)
+        frames = lance.dataset(os.path.join(uri, "shards.lance")).to_table(columns=["frames"])["frames"]
+        shard_bytes = sum(len(f) for row in frames.to_pylist() for f in row)
+        out[f"shard_frame_bytes_{name}"] = shard_bytes
+        out[f"shards_over_lake_media_{name}"] = shard_bytes / media_bytes
+    return out
+
+
+# ----------------------------------------------------------------------------------- ingest series
+
+
+def _ingest_series(work: str, n: int) -> list[float]:
+    from robolake.lake.ingest import ingest
+    from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
+
+    srcs = []
+    for i in range(n):
+        p = os.path.join(work, f"series-src-{i}")
+        generate_synthetic(p, SyntheticConfig(seed=1000 + i, episodes_per_embodiment=2, min_length=40, max_length=60, image_size=32))
+        srcs.append(p)
+    uri = os.path.join(work, "series-lake")
+    seconds = []
+    for p in srcs:
+        t0 = time.perf_counter()
+        ingest(p, uri)
+        seconds.append(time.perf_counter() - t0)
+    return seconds
+
+
+# ---------------------------------------------------------------------------------- plan memory
+
+
+def simulated_index(num_samples: int, steps_per_episode: int = 200) -> Any:
+    """A SampleIndex of `num_samples` samples without a lake (lengths drawn per episode)."""
+    import pyarrow as pa
+
+    from robolake.packers.samples import SampleIndex
+
+    e = -(-num_samples // steps_per_episode)
+    per_ep = np.full(e, steps_per_episode, dtype=np.int64)
+    per_ep[-1] = num_samples - steps_per_episode * (e - 1)
+    rng = np.random.default_rng(0)
+    return SampleIndex(
+        episodes=pa.table({"episode_id": pa.array([f"ep{i:09d}" for i in range(e)])}),
+        sample_start=np.concatenate([[0], np.cumsum(per_ep)]).astype(np.int64),
+        step_stride=1,
+        episode_length=rng.integers(64, 400, e).astype(np.int64),
+        step_offset=np.cumsum(np.concatenate([[0], per_ep[:-1]])).astype(np.int64),
+        media_offset=np.zeros((e, 1), dtype=np.int64),
+        embodiments=("sim",),
+    )
+
+
+def _plan_child(num_samples: int, mode: str, work: str) -> dict[str, Any]:
+    """Run in a fresh process: build the index and plan it; report this process's peak RSS."""
+    from robolake.packers import PackSpec, TokenLengthConfig
+    from robolake.packers.pipeline import _PlanStage, plan_ranges, plan_sequences
+    from robolake.ray_tasks import ensure_ray, fan_out
+
+    spec = PackSpec(max_tokens=4096, tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0))
+    if mode == "ranges":
+        ensure_ray(num_cpus=2)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0 = time.perf_counter()
+    idx = simulated_index(num_samples)
+    if mode == "ranges":
+        ranges = plan_ranges(idx, spec)
+        res = dict(fan_out(_PlanStage(idx, spec, ranges, os.path.join(work, "_plan"), None), len(ranges)))
+        sequences = sum(r["num_sequences"] for r in res.values())
+    else:
+        seqs, _ = plan_sequences(idx, spec)
+        sequences = len(seqs)
+    return {"samples": num_samples, "mode": mode, "sequences": sequences, "seconds": time.perf_counter() - t0,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_before_mb": base}
+
+
+def _child(args: list[str], timeout: float = 1800) -> dict[str, Any]:
+    env = dict(os.environ, RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", SVT_LOG="1")
+    proc = subprocess.run([sys.executable, "-m", "robolake.bench.scale", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD_RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"child {args} failed (rc {proc.returncode}): {proc.stderr[-3000:]}")
+    return dict(json.loads(lines[-1][len("CHILD_RESULT "):]))
+
+
+# ---------------------------------------------------------------------------------- multi-node
+
+
+def _table_digest(ds: Any, drop: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for batch in ds.to_batches():
+        keep = [c for c in batch.schema.names if c not in drop]
+        for col in keep:
+            h.update(col.encode())
+            h.update(json.dumps(batch.column(col).to_pylist(), default=lambda b: hashlib.sha256(b).hexdigest()).encode())
+    return h.hexdigest()
+
+
+def lake_and_shards_digest(lake_uri: str, shards_uri: str, storage_options: dict[str, str] | None = None) -> dict[str, str]:
+    """Content digests of every lake table and of the shards (ingest/commit times left out)."""
+    import lance
+
+    from robolake.lake import Lake
+    from robolake.packers import read_manifest
+
+    lake = Lake.open(lake_uri, storage_options=storage_options)
+    out = {t: _table_digest(lake.dataset(t), ("ingested_at", "quarantined_at"))
+           for t in ("episodes", "steps", "media", "embodiments", "quarantine")}
+    m = read_manifest(shards_uri, storage_options)
+    shards = lance.dataset(shards_uri.rstrip("/") + "/shards.lance", version=m.shards_version, storage_options=storage_options)
+    out["shards"] = _table_digest(shards, ())
+    return out
+
+
+def _task_nodes() -> dict[str, int]:
+    """node id -> tasks that ran there, from the task events Ray's GCS keeps (no dashboard needed)."""
+    import time as _time
+
+    from ray._private.state import state
+
+    _time.sleep(2.0)  # task events reach the GCS in periodic flushes
+    per_node: dict[str, set[bytes]] = {}
+    for ev in state._get_all_task_events():
+        node = ev.state_updates.node_id.hex() if ev.HasField("state_updates") else ""
+        if node:
+            per_node.setdefault(node, set()).add(ev.task_id)
+    return {n: len(t) for n, t in per_node.items()}
+
+
+def cluster_run(work: str, nodes: int, s3_endpoint: str | None = None, src: str | None = None) -> dict[str, Any]:
+    """Ingest + pack the same tiny synthetic data on `nodes` Ray nodes (1: one local node with
+    the cluster's CPUs); returns nodes that ran tasks and content digests."""
+    import ray
+
+    from robolake.lake import Lake
+    from robolake.lake.ingest import IngestConfig, ingest
+    from robolake.packers import PackSpec, TokenLengthConfig, pack
+    from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
+
+    cluster = None
+    if nodes > 1:
+        from ray.cluster_utils import Cluster
+
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"head": 1}, "include_dashboard": False})
+        for i in range(nodes - 1):
+            cluster.add_node(num_cpus=1, resources={f"worker_{i}": 1})
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    else:
+        ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        opts = None
+        if s3_endpoint:
+            opts = {"aws_endpoint": s3_endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
+                    "aws_region": "us-east-1", "allow_http": "true"}
+        root = f"s3://robolake/{os.path.basename(work)}" if opts else work
+        src = src or os.path.join(work, "syn")
+        if not os.path.isdir(src):
+            generate_synthetic(src, SyntheticConfig.tiny(seed=7))
+        lake = Lake.create(f"{root}/lake", storage_options=opts)
+        ingest(src, lake, IngestConfig(episodes_per_task=1))
+        lake = Lake.open(f"{root}/lake", storage_options=opts)
+        spec = PackSpec(max_tokens=512, horizon=4, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
+        pack(lake, spec, f"{root}/packed", sequences_per_task=2)
+        used = _task_nodes()
+        return {"nodes": len(ray.nodes()), "nodes_used": len(used), "tasks_per_node": sorted(used.values()),
+                "digest": lake_and_shards_digest(f"{root}/lake", f"{root}/packed", opts)}
+    finally:
+        ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+
+
+def _multi_node(work: str) -> dict[str, Any]:
+    src = os.path.join(work, "cluster-src")
+    multi = _child(["--child-cluster", os.path.join(work, "multi"), "--nodes", "3", "--src", src])
+    single = _child(["--child-cluster", os.path.join(work, "single"), "--nodes", "1", "--src", src])
+    return {"nodes": multi["nodes"], "nodes_used": multi["nodes_used"],
+            "identical_to_single_node": multi["digest"] == single["digest"]}
+
+
+# ----------------------------------------------------------------------------------------- run
+
+
+def run(quick: bool, work: str) -> dict[str, Any]:
+    from robolake.ray_tasks import ensure_ray
+    from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
+
+    out: dict[str, Any] = {"machine": machine(), "quick": quick, "layout": LAYOUT}
+    # Plan memory first, each size in a fresh process (peak RSS is per process).
+    sizes = {"1M": 1_000_000, "10M": 10_000_000, "100M": 100_000_000}
+    plan: dict[str, Any] = {}
+    for name, n in sizes.items():
+        plan[name] = _child(["--child-plan", str(n), "--mode", "ranges", "--work", os.path.join(work, f"plan-{name}")])
+    driver = {name: _child(["--child-plan", str(n), "--mode", "driver", "--work", work]) for name, n in list(sizes.items())[:2]}
+    out["plan"] = {"ranges": plan, "all_on_driver": driver}
+    out["plan_peak_rss_mb"] = {k: v["peak_rss_mb"] for k, v in plan.items()}
+
+    ensure_ray(num_cpus=2)
+    syn = os.path.join(work, "synthetic")
+    generate_synthetic(syn, SyntheticConfig(seed=0, episodes_per_embodiment=2 if quick else 6))
+    reads = 300 if quick else 1000
+    syn_eps, syn_bytes, _ = _source_episodes(syn)
+    media: dict[str, Any] = {"layout": LAYOUT, "synthetic": _lake_media(syn, os.path.join(work, "syn-lake"), reads)}
+    media["candidates"] = {"synthetic": _candidates(syn_eps, syn_bytes, reads)}
+    real = _shared()
+    if real is not None:
+        real_eps, real_bytes, _ = _source_episodes(real)
+        media["candidates"]["real"] = _candidates(real_eps, real_bytes, reads)
+        media["real"] = _lake_media(real, os.path.join(work, "real-lake"), reads)
+    main = media.get("real", media["synthetic"])
+    media["lake_bytes_over_source"] = main["lake_bytes_over_source"]
+    media["psnr_db"] = main["psnr_db"]
+    media["random_access_speedup"] = {"synthetic": media["synthetic"]["random_access_speedup"],
+                                      "real": media["real"]["random_access_speedup"] if real else None}
+    out["media"] = media
+
+    out["sizes"] = {"synthetic": _sizes(os.path.join(work, "syn-lake"), work, 32)}
+    if real is not None:
+        out["sizes"]["real"] = _sizes(os.path.join(work, "real-lake"), work, 96)
+
+    series = _ingest_series(work, 20)
+    out["ingest_seconds"] = series
+    out["ingest_20_over_2"] = series[19] / series[1]
+    out["ingest_20_over_median_2_5"] = series[19] / statistics.median(series[1:5])
+    out["multi_node"] = _multi_node(work)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", help="where to write the results")
+    p.add_argument("--quick", action="store_true", help="fewer reads and smaller data (a few minutes)")
+    p.add_argument("--work", default=None, help="scratch directory (default: a new temporary one)")
+    p.add_argument("--child-plan", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--mode", default="ranges", help=argparse.SUPPRESS)
+    p.add_argument("--child-cluster", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--nodes", type=int, default=3, help=argparse.SUPPRESS)
+    p.add_argument("--s3-endpoint", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--src", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child_plan is not None:
+        os.makedirs(args.work, exist_ok=True)
+        print("CHILD_RESULT " + json.dumps(_plan_child(args.child_plan, args.mode, args.work)), flush=True)
+        return 0
+    if args.child_cluster is not None:
+        os.makedirs(args.child_cluster, exist_ok=True)
+        print("CHILD_RESULT " + json.dumps(cluster_run(args.child_cluster, args.nodes, args.s3_endpoint, args.src)), flush=True)
+        return 0
+    if not args.json:
+        p.error("--json PATH is required")
+    work = args.work or tempfile.mkdtemp(prefix="robolake-bench-scale-")
+    res = run(args.quick, work)
+    m = res["media"]
+    rows: list[tuple[str, Any]] = [("layout", m["layout"])]
+    for where in ("synthetic", "real"):
+        if where in m:
+            d = m[where]
+            rows += [(f"{where}: lake media / source video bytes", d["lake_bytes_over_source"]),
+                     (f"{where}: PSNR vs source decode, dB", d["psnr_db"] if d["psnr_db"] is not None else "n/a"),
+                     (f"{where}: random frames/s lake", d["lake_frames_per_s"]),
+                     (f"{where}: random frames/s mp4 seek", d["mp4_frames_per_s"]),
+                     (f"{where}: random access speedup (median)", d["random_access_speedup"])]
+    for where, cands in m["candidates"].items():
+        for c in cands:
+            rows.append((f"{where} candidate {c['layout']}: x source / dB / decode ms",
+                         f"{c['over_source']:.2f} / {c['psnr_db']:.1f} / {c['decode_ms']:.2f}"))
+    for where, s in res["sizes"].items():
+        rows += [(f"{where}: shards/lake media at lake size", s["shards_over_lake_media_full"]),
+                 (f"{where}: shards/lake media at {s['rendition_size']} px", s["shards_over_lake_media_rendition"])]
+    rows += [("ingest 1..20 seconds", " ".join(f"{x:.2f}" for x in res["ingest_seconds"])),
+             ("ingest 20th / 2nd", res["ingest_20_over_2"]),
+             ("ingest 20th / median(2nd..5th)", res["ingest_20_over_median_2_5"])]
+    for k, v in res["plan"]["ranges"].items():
+        rows.append((f"plan peak RSS MB, {k} samples (ranges on Ray)", v["peak_rss_mb"]))
+    for k, v in res["plan"]["all_on_driver"].items():
+        rows.append((f"plan peak RSS MB, {k} samples (all on driver)", v["peak_rss_mb"]))
+    rows += [("multi-node: nodes used", res["multi_node"]["nodes_used"]),
+             ("multi-node: identical to one node", str(res["multi_node"]["identical_to_single_node"]))]
+    print_table("robolake bench scale", rows)
+    write_json(args.json, res)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
