@@ -86,12 +86,68 @@ def epoch_batches(
 _PRELOAD = ["numpy", "pyarrow", "pyarrow.dataset", "PIL.Image", "torch"]
 
 
+_PREP_LOCK = threading.Lock()
+
+
+def _popen_without_main(base: type, process_obj: Any) -> Any:
+    """Start `process_obj` without re-running the parent's `__main__` in the child.
+
+    forkserver and spawn children normally re-import the parent's main script (so that objects
+    defined there unpickle), which re-runs an unguarded script's loader loop and kills the
+    workers. The loader's workers need nothing from `__main__` (the dataset and the worker init
+    are robolake objects), so the start-up data is handed over without the main module: a plain
+    script works without an `if __name__ == "__main__":` guard.
+    """
+    from multiprocessing import spawn
+
+    with _PREP_LOCK:
+        original = spawn.get_preparation_data
+
+        def prepare(name: str) -> dict[str, Any]:
+            data = original(name)
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+            return data
+
+        spawn.get_preparation_data = prepare  # type: ignore[assignment]
+        try:
+            return base._Popen(process_obj)
+        finally:
+            spawn.get_preparation_data = original  # type: ignore[assignment]
+
+
+class _ForkServerProcess(multiprocessing.context.ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        return _popen_without_main(multiprocessing.context.ForkServerProcess, process_obj)
+
+
+class _SpawnProcess(multiprocessing.context.SpawnProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        return _popen_without_main(multiprocessing.context.SpawnProcess, process_obj)
+
+
+class _ForkServerContext(multiprocessing.context.ForkServerContext):
+    Process = _ForkServerProcess  # type: ignore[assignment]
+
+
+class _SpawnContext(multiprocessing.context.SpawnContext):
+    Process = _SpawnProcess  # type: ignore[assignment]
+
+
 def _worker_context(method: str) -> multiprocessing.context.BaseContext:
-    """The start method's context; a fork server preloads the heavy imports (not Lance: it warns on fork)."""
-    ctx = multiprocessing.get_context(method)
+    """The start method's context; a fork server preloads the heavy imports (not Lance: it warns on fork).
+
+    forkserver and spawn workers start without the parent's `__main__` (see `_popen_without_main`).
+    """
     if method == "forkserver":
+        ctx: multiprocessing.context.BaseContext = _ForkServerContext()
         ctx.set_forkserver_preload(_PRELOAD)  # no effect once the server runs
-    return ctx
+        return ctx
+    if method == "spawn":
+        return _SpawnContext()
+    return multiprocessing.get_context(method)
 
 
 def _process_alive(pid: int) -> bool:
