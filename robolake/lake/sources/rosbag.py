@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import glob
 import heapq
+import logging
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -45,6 +46,8 @@ __all__ = [
     "ROS1_FORMAT",
     "MSG_PATH_ENV",
 ]
+
+log = logging.getLogger(__name__)
 
 MSG_PATH_ENV = "ROBOLAKE_ROS_MSG_PATH"
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
@@ -322,13 +325,49 @@ class Ros2Reader(TopicLogReader):
                          embodiment=options.embodiment, state_only=options.state_only)
 
     def _recordings(self) -> list[tuple[str, ...]]:
-        if os.path.isfile(self.root) or os.path.isfile(os.path.join(self.root, "metadata.yaml")):
+        if os.path.isfile(self.root):
             return [(self.root,)]
+        meta = os.path.join(self.root, "metadata.yaml")
+        if os.path.isfile(meta):
+            problem = _metadata_problem(self.root)
+            if problem is None:
+                return [(self.root,)]
+            storage = _storage_files(self.root)
+            if not storage:
+                raise SourceError("corrupt_file", meta, f"{problem}, and no .db3/.mcap storage files are beside it")
+            log.warning("%s: %s; reading the %d storage file(s) directly", meta, problem, len(storage))
+            return [tuple(storage)]
         parts = _split_parts(self.root)
         return [tuple(parts)] if parts else []
 
     def _open(self, paths: tuple[str, ...]) -> Recording:
         return _RosRecording(paths, ros2=True, root=self.root)
+
+
+def _metadata_problem(root: str) -> str | None:
+    """Why rosbags cannot open a bag directory through its metadata.yaml (unparsable, incomplete,
+    a newer version, naming missing files); None if it opens."""
+    from pathlib import Path
+
+    from rosbags.rosbag2 import Reader as Reader2
+
+    try:
+        reader = Reader2(Path(root))
+        reader.open()
+        reader.close()
+    except Exception as e:
+        return f"the bag does not open through metadata.yaml ({type(e).__name__}: {e})"
+    return None
+
+
+def _storage_files(root: str) -> list[str]:
+    """Every .db3/.mcap file of a bag directory, in split-index order (`<name>_<N>.<ext>`)."""
+    def key(name: str) -> tuple[str, int, str]:
+        m = re.match(r"^(.*?)(?:_(\d+))?\.(db3|mcap)$", name)
+        return (m.group(1), int(m.group(2) or -1), name) if m else (name, -1, name)
+
+    names = [n for n in os.listdir(root) if n.endswith((".db3", ".mcap")) and os.path.isfile(os.path.join(root, n))]
+    return [os.path.join(root, n) for n in sorted(names, key=key)]
 
 
 def _storage_of(root: str) -> str:
@@ -339,7 +378,7 @@ def _storage_of(root: str) -> str:
         m = re.search(rb"storage_identifier:\s*(\w+)", _head(meta, 1 << 16))
         if m:
             return m.group(1).decode()
-    parts = _split_parts(root)
+    parts = _split_parts(root) or _storage_files(root)
     return "mcap" if parts and parts[0].endswith(".mcap") else "sqlite3"
 
 
