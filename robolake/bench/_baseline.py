@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import av
 import numpy as np
@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from robolake.lake import Lake
 from robolake.lake.sources import SourceError, discover_readers
+from robolake.lake.sources.lerobot import LeRobotReader
 from robolake.lake.sources.video import seek_frame
 from robolake.lake.stats import NormStats
 from robolake.loaders import PackedBatch, PackedShards, PaddedBatch, make_packed_batch
@@ -107,7 +108,7 @@ def source_episodes(src: str, lake: Lake) -> dict[str, EpisodeFiles]:
     cols = ["episode_id", "source_uri", "source_episode_index", "task", "cameras", "embodiment"]
     out: dict[str, EpisodeFiles] = {}
     for e in lake.episodes(columns=cols).to_pylist():
-        reader = readers[e["source_uri"]]
+        reader = cast(LeRobotReader, readers[e["source_uri"]])  # the baseline reads LeRobot sources
         ref = refs[(e["source_uri"], e["source_episode_index"])]
         videos = tuple(
             (os.path.join(reader.root, ref.get(f"video:{c}")), round((ref.get(f"from:{c}") or 0.0) * reader.fps))
@@ -181,7 +182,7 @@ class PerSampleDataset(Dataset):
             if "episode_index" in table.column_names:
                 mask = table.column("episode_index").to_numpy() == ep.episode_index
                 table = table.filter(mask)
-            self._tables[key] = tuple(np.stack(table[c].to_numpy(zero_copy_only=False)).astype(np.float32) for c in cols)
+            self._tables[key] = tuple(np.stack(table[c].to_numpy(zero_copy_only=False)).astype(np.float32) for c in cols)  # type: ignore[assignment]
         return self._tables[key]
 
     def __getitem__(self, i: int) -> dict[str, Any]:

