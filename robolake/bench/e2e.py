@@ -27,12 +27,13 @@ frames) is generated once, ingested and packed; every configuration reads all of
 a varying number of samples, so step counts differ a little; the figure is wall time per epoch
 over all samples, not per step. Before
 timing, each layout runs two warm-up steps and the loader fork server is started; the three
-configurations then run in turn, two (quick) or three times, and each reports its fastest epoch
-(all are in `epoch_s_runs`), which damps the noise of a shared machine. The trainer
+configurations then run in turn (naive, padded, packed, naive, ...), three (quick) or five
+times. Every ratio is taken within one repeat and the median over repeats is reported with its
+spread (`spread`); each configuration's median epoch is shown, all epochs are in `epoch_s_runs`. The trainer
 runs with one torch thread in every configuration: the 2 loader workers and the trainer share
 the machine's cores, as they do on a training node whose CPUs feed its accelerators.
 
-Usage: python benchmarks/bench_e2e.py --json out.json [--quick]
+Usage: robolake bench e2e --json out.json [--quick]
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from robolake.bench._baseline import (  # noqa: E402
     shard_keys,
     source_episodes,
 )
-from robolake.bench._common import machine, print_table, write_json  # noqa: E402
+from robolake.bench._common import machine, print_table, ratio_summary, write_json  # noqa: E402
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
 from robolake.loaders import LoaderConfig, PackedBatch, PackedLoader, PackedShards, open_shards  # noqa: E402
@@ -212,7 +213,10 @@ def note(res: dict[str, Any]) -> str:
 
 
 def _measure(w: Workload, work: str, repeats: int) -> dict[str, dict[str, Any]]:
-    """The three configurations, interleaved `repeats` times; each keeps its fastest epoch.
+    """The three configurations, interleaved `repeats` times (naive, padded, packed, naive, ...).
+
+    Each configuration reports its median epoch; `*_runs` keep every epoch so that the ratios
+    can be taken within each repeat.
 
     The naive batch holds as many samples as a packed batch does on average (same step count).
     """
@@ -227,7 +231,10 @@ def _measure(w: Workload, work: str, repeats: int) -> dict[str, dict[str, Any]]:
         for name, (make, layout) in plan.items():
             loader = make()
             runs[name].append(run_epoch(w, name, loader, len(loader), layout, work))
-    out = {name: min(rs, key=lambda r: r["epoch_s"]) | {"epoch_s_runs": [r["epoch_s"] for r in rs]} for name, rs in runs.items()}
+    out = {
+        name: sorted(rs, key=lambda r: r["epoch_s"])[len(rs) // 2] | {"epoch_s_runs": [r["epoch_s"] for r in rs]}
+        for name, rs in runs.items()
+    }
     out["naive"]["batch_size"] = batch_size
     return out
 
@@ -241,7 +248,7 @@ def run(quick: bool) -> dict[str, Any]:
     torch.set_num_threads(THREADS)
     try:
         warm_up(w)
-        configs = _measure(w, work, repeats=2 if quick else 3)
+        configs = _measure(w, work, repeats=3 if quick else 5)
     finally:
         torch.set_num_threads(previous)
     naive, padded, packed = configs["naive"], configs["robolake_data_padded"], configs["robolake"]
@@ -268,13 +275,23 @@ def run(quick: bool) -> dict[str, Any]:
         "tokens": m.total_tokens,
         "padding_fraction": naive["padding_fraction"],
         **configs,
-        "speedup": naive["epoch_s"] / packed["epoch_s"],
-        "data_path_gain": naive["epoch_s"] / padded["epoch_s"],
-        "packing_gain": padded["epoch_s"] / packed["epoch_s"],
+        "speedup": _paired(naive, packed)["median"],
+        "data_path_gain": _paired(naive, padded)["median"],
+        "packing_gain": _paired(padded, packed)["median"],
+        "spread": {
+            "speedup": _paired(naive, packed),
+            "data_path_gain": _paired(naive, padded),
+            "packing_gain": _paired(padded, packed),
+        },
         "published": PUBLISHED,
     }
     res["note"] = note(res)
     return res
+
+
+def _paired(slow: dict[str, Any], fast: dict[str, Any]) -> dict[str, Any]:
+    """slow/fast epoch-time ratio within each repeat: median and spread."""
+    return ratio_summary([a / b for a, b in zip(slow["epoch_s_runs"], fast["epoch_s_runs"], strict=True)])
 
 
 def _model_params(config: ModelConfig) -> Iterable[torch.nn.Parameter]:
@@ -294,9 +311,9 @@ def main(argv: list[str] | None = None) -> None:
         c = res[name]
         rows += [(f"{name} epoch_s", c["epoch_s"]), (f"{name} steps", c["steps"]), (f"{name} data wait", f"{c['data_wait_fraction']:.0%}")]
     rows += [
-        ("speedup (naive / robolake)", res["speedup"]),
-        ("data_path_gain", res["data_path_gain"]),
-        ("packing_gain", res["packing_gain"]),
+        ("speedup (naive / robolake)", res["spread"]["speedup"]),
+        ("data_path_gain", res["spread"]["data_path_gain"]),
+        ("packing_gain", res["spread"]["packing_gain"]),
         ("padding_fraction (naive)", res["padding_fraction"]),
     ]
     d = res["dataset"]

@@ -15,13 +15,15 @@ N1.5's vision tower sees):
 - `speedup_vs_baseline` = packed_dataloader / per_sample_baseline samples per second.
 
 How: every loader first runs a warm-up (the fork server, worker start, the OS file cache), then
-one full epoch is timed from the first `next()` to the last batch, worker start-up included, as
-a user meets it every epoch (`first_batch_seconds` says how much of it is start-up; it weighs
+the packed loader and the baseline run full epochs in pairs (packed, baseline, packed, ...; 3
+pairs with --quick, 5 otherwise), each timed from the first `next()` to the last batch, worker
+start-up included, as a user meets it every epoch. `speedup_vs_baseline` is the median of the
+per-pair ratios, `speedup_spread` gives its range (`first_batch_seconds` says how much of it is start-up; it weighs
 most in `--quick`, whose epochs are short). The baseline reads the same (episode, step) set the
 packed epoch delivered (checked: `same_samples`).
 
-Data: the real GR00T PickNPlace dataset in ../shared (256 px h264, one camera, keyframes every
-250 frames, as exported) when present, and a synthetic multi-embodiment dataset at 224 px h264
+Data: `--data PATH` (any LeRobot dataset), else the real GR00T PickNPlace dataset in ../shared
+(256 px h264, one camera, keyframes every 250 frames, as exported) when present, and a synthetic multi-embodiment dataset at 224 px h264
 (1-3 cameras, keyframes every 40 frames) always. The headline figures come from the real data
 when it is there, from the synthetic data otherwise; both are reported under `datasets`. The
 cost of a random mp4 read grows with the keyframe interval, which is reported per dataset
@@ -55,7 +57,7 @@ from robolake.bench._baseline import (  # noqa: E402
     shard_keys,
     source_episodes,
 )
-from robolake.bench._common import machine, print_table, write_json  # noqa: E402
+from robolake.bench._common import machine, print_table, ratio_summary, write_json  # noqa: E402
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
 from robolake.loaders import LoaderConfig, PackedLoader, PackedShards, RayPackedStream, open_shards  # noqa: E402
@@ -69,6 +71,7 @@ BATCH_SAMPLES = 32
 MAX_TOKENS = 2048
 HORIZON = 16
 NUM_WORKERS = 2
+TARGET_SPEEDUP = 10.0  # packed loader vs the per-sample loader (issue [4])
 
 
 @dataclass(frozen=True)
@@ -129,10 +132,8 @@ def loader_config(shards: PackedShards) -> LoaderConfig:
     )
 
 
-def measure_packed(data: Prepared) -> tuple[dict[str, Any], list[tuple[str, int]]]:
-    """PackedLoader: a warm-up epoch, then the same epoch again, timed."""
-    loader = PackedLoader(data.shards, loader_config(data.shards))
-    warm = _epoch(loader)
+def measure_packed(data: Prepared, loader: PackedLoader, warm: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+    """PackedLoader: epoch 0 again (after the warm-up epoch), timed."""
     loader.set_epoch(0)
     epoch = _epoch(loader)
     return _rates(epoch, warm) | {"batches": len(loader), "sequences_per_batch": loader.config.sequences_per_batch}, epoch["keys"]
@@ -145,22 +146,37 @@ def measure_ray(data: Prepared) -> dict[str, Any]:
     return _rates(_epoch(stream), warm)
 
 
-def measure_baseline(data: Prepared, packed_keys: list[tuple[str, int]]) -> dict[str, Any]:
-    """The per-sample loader over the shards' samples: a short warm-up run, then one shuffled epoch, timed."""
-    keys = shard_keys(data.shards)
-    spec = baseline_spec(data.lake, data.shards, data.spec.tokens, image_size=IMAGE_SIZE)
-    episodes = source_episodes(data.src, data.lake)
-    warm_keys = keys[: NUM_WORKERS * BATCH_SAMPLES]
-    warm = _epoch(baseline_loader(PerSampleDataset(episodes, warm_keys, spec), batch_size=BATCH_SAMPLES, num_workers=NUM_WORKERS))
-    epoch = _epoch(baseline_loader(PerSampleDataset(episodes, keys, spec), batch_size=BATCH_SAMPLES, num_workers=NUM_WORKERS))
-    return _rates(epoch, warm) | {"batch_size": BATCH_SAMPLES, "same_samples": sorted(epoch["keys"]) == sorted(packed_keys)}
+class _Baseline:
+    """The per-sample loader over the shards' samples (a short warm-up run first)."""
+
+    def __init__(self, data: Prepared) -> None:
+        self.keys = shard_keys(data.shards)
+        self.spec = baseline_spec(data.lake, data.shards, data.spec.tokens, image_size=IMAGE_SIZE)
+        self.episodes = source_episodes(data.src, data.lake)
+        warm_keys = self.keys[: NUM_WORKERS * BATCH_SAMPLES]
+        self.warm = _epoch(baseline_loader(PerSampleDataset(self.episodes, warm_keys, self.spec), batch_size=BATCH_SAMPLES, num_workers=NUM_WORKERS))
+
+    def measure(self, packed_keys: list[tuple[str, int]]) -> dict[str, Any]:
+        """One shuffled epoch, timed."""
+        epoch = _epoch(baseline_loader(PerSampleDataset(self.episodes, self.keys, self.spec), batch_size=BATCH_SAMPLES, num_workers=NUM_WORKERS))
+        return _rates(epoch, self.warm) | {"batch_size": BATCH_SAMPLES, "same_samples": sorted(epoch["keys"]) == sorted(packed_keys)}
 
 
-def measure_dataset(data: Prepared) -> dict[str, Any]:
-    """All three loaders on one prepared dataset."""
-    packed, keys = measure_packed(data)
+def measure_dataset(data: Prepared, repeats: int = 3) -> dict[str, Any]:
+    """All three loaders on one prepared dataset; packed and baseline epochs in pairs (A B A B ...)."""
+    loader = PackedLoader(data.shards, loader_config(data.shards))
+    warm = _epoch(loader)
+    base = _Baseline(data)
+    pairs = []
+    for _ in range(repeats):
+        packed_run, keys = measure_packed(data, loader, warm)
+        pairs.append((packed_run, base.measure(keys)))
+    ratios = [p["samples_per_s"] / b["samples_per_s"] for p, b in pairs]
+    mid = sorted(range(repeats), key=lambda i: ratios[i])[repeats // 2]
+    packed, baseline = pairs[mid]
+    packed["samples_per_s_runs"] = [p["samples_per_s"] for p, _ in pairs]
+    baseline["samples_per_s_runs"] = [b["samples_per_s"] for _, b in pairs]
     ray_stream = measure_ray(data)
-    baseline = measure_baseline(data, keys)
     m = data.shards.manifest
     first_video = next(iter(source_episodes(data.src, data.lake).values())).videos[0][0]
     return {
@@ -174,7 +190,8 @@ def measure_dataset(data: Prepared) -> dict[str, Any]:
         "packed_dataloader": packed,
         "ray_stream": ray_stream,
         "per_sample_baseline": baseline,
-        "speedup_vs_baseline": packed["samples_per_s"] / baseline["samples_per_s"],
+        "speedup_vs_baseline": ratio_summary(ratios)["median"],
+        "speedup_spread": ratio_summary(ratios),
     }
 
 
@@ -208,15 +225,28 @@ def _synthetic(work: str, quick: bool) -> str:
     return src
 
 
-def run(quick: bool) -> dict[str, Any]:
-    """Prepare the datasets, run the three loaders on each, return the figures."""
+def run(quick: bool, data: str | None = None) -> dict[str, Any]:
+    """Prepare the datasets, run the three loaders on each, return the figures.
+
+    Args:
+        quick: Every 2nd step, a small synthetic set, 3 pairs (5 otherwise).
+        data: A LeRobot dataset to measure (default: ../shared's GR00T data when present).
+
+    Raises:
+        FileNotFoundError: `data` does not exist.
+    """
     ensure_ray(num_cpus=2)
     work = tempfile.mkdtemp(prefix="robolake-bench-load-")
     stride = 2 if quick else 1
     sources = {f"synthetic_{IMAGE_SIZE}": _synthetic(work, quick)}
-    if os.path.isdir(REAL_DATA):
+    if data is not None:
+        if not os.path.isdir(data):
+            raise FileNotFoundError(f"--data {data} is not a directory; pass a LeRobot dataset")
+        sources = {os.path.basename(os.path.abspath(data).rstrip("/")): os.path.abspath(data)} | sources
+    elif os.path.isdir(REAL_DATA):
         sources = {"gr00t_pick_n_place": os.path.abspath(REAL_DATA)} | sources
-    datasets = {name: measure_dataset(prepare(name, src, work, step_stride=stride)) for name, src in sources.items()}
+    repeats = 3 if quick else 5
+    datasets = {name: measure_dataset(prepare(name, src, work, step_stride=stride), repeats) for name, src in sources.items()}
     headline = next(iter(datasets))
     head = datasets[headline]
     return {
@@ -241,7 +271,8 @@ def run(quick: bool) -> dict[str, Any]:
 
 def _table(name: str, d: dict[str, Any]) -> None:
     print_table(
-        f"{name}: {d['samples']} samples, {d['sequences']} packed sequences, keyframe every {d['keyframe_interval']:.0f} frames",
+        f"{name} ({d['source']}): {d['samples']} samples, {d['sequences']} packed sequences, "
+        f"keyframe every {d['keyframe_interval']:.0f} frames",
         [
             ("packed_dataloader samples/s", d["packed_dataloader"]["samples_per_s"]),
             ("packed_dataloader tokens/s", d["packed_dataloader"]["tokens_per_s"]),
@@ -249,7 +280,7 @@ def _table(name: str, d: dict[str, Any]) -> None:
             ("ray_stream tokens/s", d["ray_stream"]["tokens_per_s"]),
             ("per_sample_baseline samples/s", d["per_sample_baseline"]["samples_per_s"]),
             ("per_sample_baseline tokens/s", d["per_sample_baseline"]["tokens_per_s"]),
-            ("speedup_vs_baseline", d["speedup_vs_baseline"]),
+            ("speedup_vs_baseline", d["speedup_spread"], TARGET_SPEEDUP),
         ],
     )
 
@@ -258,8 +289,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--quick", action="store_true", help="every 2nd step, small synthetic set (about three minutes)")
+    p.add_argument("--data", default=None, help="a LeRobot dataset to measure (default: ../shared's GR00T data when present)")
     args = p.parse_args(argv)
-    res = run(args.quick)
+    res = run(args.quick, args.data)
     for name, d in res["datasets"].items():
         _table(name, d)
     print(f"\nheadline ({res['headline_dataset']}): speedup_vs_baseline {res['speedup_vs_baseline']:.1f}x")
