@@ -246,7 +246,7 @@ def baseline_spec(
     manifest = shards.manifest
     return BaselineSpec(
         image_size=image_size,
-        horizon=int(manifest.spec["horizon"]),
+        horizon=manifest.pack_spec.horizon,
         tokens=tokens,
         embodiments=tuple(manifest.embodiments),
         stats={tag: lake.norm_stats(tag) for tag in manifest.embodiments},

@@ -76,3 +76,12 @@ def test_commands_print_only_robolake_lines(packed_data, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     noise = ["No existing dataset", "fork-safe", "Token authentication", "Progress bars disabled", "INFO"]
     assert not [n for n in noise if n in res.stderr + res.stdout], res.stderr[-2000:]
+
+
+def test_bench_runs_from_the_installed_package(capsys, tmp_path):
+    from robolake.bench import available
+
+    names = available()
+    assert {"ingest", "pack", "load", "train", "e2e"} <= set(names)
+    assert main(["bench", "nope", "--json", str(tmp_path / "x.json")]) == 2
+    assert "unknown benchmark" in capsys.readouterr().err
