@@ -5,7 +5,8 @@ Storage is read with the pure-Python `rosbags` library. What a unit is, decided 
 - a ROS 2 bag directory: `metadata.yaml` with `rosbag2_bagfile_information` (any version rosbags
   reads, 1-9; split bags list several storage files), or, when `metadata.yaml` was lost, a
   directory holding storage files named `<dir>_<N>.db3` / `<dir>_<N>.mcap` (what `ros2 bag
-  record` writes): the files are read directly, in index order, as one recording;
+  record` writes): the files are read directly, in index order, as one recording; the same
+  when a metadata.yaml is there but does not open (cut short, a version rosbags does not know);
 - a ROS 2 storage file on its own: a `.db3` SQLite file, or an `.mcap` whose header profile is
   `ros2` (an MCAP of another profile goes to the non-ROS MCAP reader);
 - a ROS 1 bag: a file starting `#ROSBAG V2.0`.
@@ -127,11 +128,18 @@ def _referenced(fields: Any) -> Iterator[str]:
         yield from walk(desc)
 
 
-def _msg_search_dirs(root: str) -> list[str]:
+def _msg_search_dirs(root: str, extra: Sequence[str] = ()) -> list[str]:
     here = root if os.path.isdir(root) else os.path.dirname(root)
-    dirs = [os.path.join(d, sub) for d in (here, os.path.dirname(here)) for sub in ("msg", "msgs")]
+    dirs = list(extra) + [os.path.join(d, sub) for d in (here, os.path.dirname(here)) for sub in ("msg", "msgs")]
     dirs += [d for d in os.environ.get(MSG_PATH_ENV, "").split(os.pathsep) if d]
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+def _mapping_msg_dirs(mapping: Any) -> tuple[str, ...]:
+    """`msg_dirs` of a mapping, relative to the mapping file, once the mapping format has the key."""
+    dirs = tuple(getattr(mapping, "msg_dirs", None) or ())
+    base = os.path.dirname(os.path.abspath(getattr(mapping, "path", "") or "."))
+    return tuple(d if os.path.isabs(d) else os.path.join(base, d) for d in dirs)
 
 
 def load_msg_dirs(dirs: Sequence[str]) -> dict[str, Any]:
@@ -164,11 +172,11 @@ def _missing_type_message(topic: str, msgtype: str, root: str) -> str:
 class _RosRecording(Recording):
     """One ROS recording over rosbags readers (a bag dir, split storage files, or a ROS 1 bag)."""
 
-    def __init__(self, paths: tuple[str, ...], *, ros2: bool, root: str):
+    def __init__(self, paths: tuple[str, ...], *, ros2: bool, root: str, msg_dirs: Sequence[str] = ()):
         from pathlib import Path
 
         self.path = paths[0] if len(paths) == 1 else os.path.dirname(paths[0])
-        self.ros2, self.root = ros2, root
+        self.ros2, self.root, self.msg_dirs = ros2, root, tuple(msg_dirs)
         self._readers: list[Any] = []
         try:
             if ros2:
@@ -185,6 +193,7 @@ class _RosRecording(Recording):
             self.close()
             raise SourceError("corrupt_file", self.path, _corrupt_message(self.path, e, ros2)) from None
         self._connections = [c for r in self._readers for c in r.connections]
+        self._msgtype = {c.topic: c.msgtype for c in self._connections}
         self._store: Any = None
         self._unresolved: set[str] = set()
         self._deser: Any = None
@@ -252,7 +261,7 @@ class _RosRecording(Recording):
                 typs[name] = base.fielddefs[name]
             else:
                 if user is None:
-                    user = load_msg_dirs(_msg_search_dirs(self.root))
+                    user = load_msg_dirs(_msg_search_dirs(self.root, self.msg_dirs))
                 if name in user:
                     typs[name] = user[name]
                 else:
@@ -280,7 +289,7 @@ class _RosRecording(Recording):
 
     def decode(self, topic: str, raw: Any) -> Any:
         self._typestore()
-        msgtype = next(c.msgtype for c in self._connections if c.topic == topic)
+        msgtype = self._msgtype[topic]
         if msgtype in self._unresolved:
             raise SourceError("missing_type", self.path, _missing_type_message(topic, msgtype, self.root))
         try:
@@ -341,7 +350,7 @@ class Ros2Reader(TopicLogReader):
         return [tuple(parts)] if parts else []
 
     def _open(self, paths: tuple[str, ...]) -> Recording:
-        return _RosRecording(paths, ros2=True, root=self.root)
+        return _RosRecording(paths, ros2=True, root=self.root, msg_dirs=_mapping_msg_dirs(self.mapping))
 
 
 def _metadata_problem(root: str) -> str | None:
@@ -398,7 +407,7 @@ class Ros1Reader(TopicLogReader):
         return [(self.root,)]
 
     def _open(self, paths: tuple[str, ...]) -> Recording:
-        return _RosRecording(paths, ros2=False, root=self.root)
+        return _RosRecording(paths, ros2=False, root=self.root, msg_dirs=_mapping_msg_dirs(self.mapping))
 
 
 ROS2_FORMAT = SourceFormat(
