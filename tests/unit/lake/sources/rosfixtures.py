@@ -214,8 +214,8 @@ def write_ros2(path: Path, layout: Layout, *, storage: str = "sqlite3", version:
     return rec
 
 
-def write_ros1(path: Path, layout: Layout, *, custom_types: dict[str, Any] | None = None) -> Recorded:
-    """A ROS 1 bag written by rosbags' rosbag1 Writer (definitions embedded, as rosbag does)."""
+def write_ros1(path: Path, layout: Layout, *, custom_types: dict[str, Any] | None = None, compression: str | None = None) -> Recorded:
+    """A ROS 1 bag written by rosbags' rosbag1 Writer (definitions embedded, as rosbag does; chunks bz2/lz4)."""
     from rosbags.rosbag1 import Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -223,7 +223,10 @@ def write_ros1(path: Path, layout: Layout, *, custom_types: dict[str, Any] | Non
     if custom_types:
         ts.register(custom_types)
     msgs, rec = _messages(layout)
-    with Writer(path) as w:
+    w = Writer(path)
+    if compression:
+        w.set_compression(Writer.CompressionFormat[compression.upper()])
+    with w:
         conns: dict[str, Any] = {}
         for log_ns, topic, stamp_ns, payload in msgs:
             msgtype, msg = _ros_msg(ts, False, stamp_ns, payload)

@@ -96,3 +96,48 @@ def test_unmapped_json_stack_needs_a_state(tmp_path: Path):
     mapping = mapping_from_dict({"state": ["/nope"], "action_from_state": True})
     with pytest.raises(SourceError, match="names '/nope'.*it has: /arm/joint_command"):
         McapJsonReader(str(path), SourceOptions(mapping=mapping))
+
+
+IDL = """module my_msgs {
+  module msg {
+    struct Effort {
+      sequence<double> values;
+      float gain;
+    };
+  };
+};
+"""
+
+
+def test_ros2_mcap_with_idl_definitions(tmp_path: Path):
+    """A ROS 2 MCAP whose custom type is described in IDL (rosbag2 stores `ros2idl` schemas)."""
+    from mcap.writer import Writer
+    from rosbags.typesys import Stores, get_types_from_idl, get_typestore
+
+    ts = get_typestore(Stores.LATEST)
+    ts.register(get_types_from_idl(IDL))
+    js_def, _ = ts.generate_msgdef("sensor_msgs/msg/JointState", ros_version=2)
+    path = tmp_path / "idl.mcap"
+    with open(path, "wb") as f:
+        w = Writer(f)
+        w.start(profile="ros2", library="robolake-tests")
+        s_js = w.register_schema(name="sensor_msgs/msg/JointState", encoding="ros2msg", data=js_def.encode())
+        s_ef = w.register_schema(name="my_msgs/msg/Effort", encoding="ros2idl", data=IDL.encode())
+        c_js = w.register_channel(topic="/joint_states", message_encoding="cdr", schema_id=s_js)
+        c_ef = w.register_channel(topic="/effort", message_encoding="cdr", schema_id=s_ef)
+        T = ts.types
+        for i in range(50):
+            t_ns = 1_700_000_000 * 10**9 + i * 10_000_000
+            stamp = T["builtin_interfaces/msg/Time"](sec=t_ns // 10**9, nanosec=t_ns % 10**9)
+            js = T["sensor_msgs/msg/JointState"](header=T["std_msgs/msg/Header"](stamp=stamp, frame_id=""), name=["a"],
+                                                 position=np.array([float(i)]), velocity=np.zeros(0), effort=np.zeros(0))
+            w.add_message(channel_id=c_js, log_time=t_ns, publish_time=t_ns, data=bytes(ts.serialize_cdr(js, "sensor_msgs/msg/JointState")))
+            ef = T["my_msgs/msg/Effort"](values=np.array([i, -i], np.float64), gain=0.5)
+            w.add_message(channel_id=c_ef, log_time=t_ns, publish_time=t_ns, data=bytes(ts.serialize_cdr(ef, "my_msgs/msg/Effort")))
+        w.finish()
+    mapping = mapping_from_dict({"state": ["/joint_states"], "action": [{"source": "/effort", "field": "values"}]})
+    (reader,) = discover_readers(str(path), options=SourceOptions(mapping=mapping, state_only=True)).readers
+    ep = reader.read_tabular(reader.discover()[0])
+    assert reader.format_name == "ros2-mcap" and ep.num_steps == 50
+    np.testing.assert_allclose(ep.state[:, 0], np.arange(50), atol=1e-4)
+    np.testing.assert_allclose(ep.action, np.stack([np.arange(50), -np.arange(50)], 1), atol=1e-6)

@@ -95,3 +95,14 @@ def test_split_by_gap_and_by_file(ray_session, tmp_path: Path):
     eps = Lake.open(str(tmp_path / "lake")).episodes().to_pylist()
     assert sorted(Path(e["source_uri"]).name for e in eps) == ["session.bag"] * 3 + ["single.bag"]
     assert all(40 <= e["num_steps"] <= 50 for e in eps)
+
+
+@pytest.mark.parametrize("compression", ["bz2", "lz4"])
+def test_compressed_chunks(tmp_path: Path, compression: str):
+    rec = write_ros1(tmp_path / "c.bag", Layout(seconds=0.4, camera="raw"), compression=compression)
+    reader = Ros1Reader(str(tmp_path / "c.bag"))
+    ep = reader.read_tabular(reader.discover()[0])
+    exp = expected_episode(rec)
+    np.testing.assert_allclose(ep.state, exp["state"].astype(np.float32), atol=1e-6)
+    (frames,) = list(reader.read_frames(ep))
+    assert frames.camera == "top" and len(frames.images) == ep.num_steps
