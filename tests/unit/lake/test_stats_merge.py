@@ -11,7 +11,12 @@ import pytest
 from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.ingest import ingest
 from robolake.lake.sketch import ALPHA, MIN_VALUE
-from robolake.lake.stats import NormStats, NormStatsAccumulator, StatsAccumulator, compute_norm_stats
+from robolake.lake.stats import (
+    NormStats,
+    NormStatsAccumulator,
+    StatsAccumulator,
+    compute_norm_stats,
+)
 from robolake.schemas.tables import schema_for_table
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
