@@ -423,7 +423,6 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
     refs: list[EpisodeRef] = []
     usable: list[SourceReader] = []
     for r in readers:
-        notes += [str(n) for n in getattr(r, "notes", ())]
         unit = EpisodeRef(source_uri=r.root, source_format=r.format_name, episode_index=-1, embodiment=r.tag)
         try:
             found = r.discover()
@@ -433,6 +432,8 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
         except Exception as e:  # a reader bug is this dataset's problem, not the whole ingest's
             quarantine.append(_quarantine_row(unit, SourceError("reader_error", r.root, f"cannot list episodes ({type(e).__name__}: {e})")))
             continue
+        finally:
+            notes += [str(n) for n in getattr(r, "notes", ())]
         if r.root in spec_problems:
             quarantine += [_quarantine_row(ref, spec_problems[r.root]) for ref in found] or [_quarantine_row(unit, spec_problems[r.root])]
         else:
@@ -489,7 +490,7 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
 
     quarantine_list = [(q["source_path"], q["reason"]) for q in quarantine]
     for path, reason in quarantine_list:
-        log.warning("quarantined %s: %s", path, reason)
+        log.info("quarantined %s: %s", path, reason)  # reported in the result (the CLI prints it once)
     to_record = _new_quarantine(lake, quarantine)
     if not episode_rows and not to_record:
         return IngestResult(

@@ -612,7 +612,9 @@ class LeRobotReader:
                 try:
                     found = set(pq.read_table(path, columns=["episode_index"])["episode_index"].to_pylist())
                 except (pa.ArrowException, OSError, KeyError) as e:
-                    log.warning("%s: cannot list the episodes of %s (%s)", self.root, rel, e)
+                    # Its listed episodes are quarantined when read; say so in case it holds others.
+                    self.notes.append(f"{self.root}: cannot list the episodes in {rel} ({e}); any it holds "
+                                      f"that {where} does not list were not checked")
                     continue
                 indices = sorted(int(i) for i in found if i is not None)
             else:

@@ -283,10 +283,11 @@ def discover_readers(
         except Exception as e:  # a reader bug on one unit is that unit's problem, not the whole ingest's
             failed.append(FailedUnit(path=path, format=fmt.name, reason_code="reader_error",
                                      message=f"the {fmt.name} reader failed ({type(e).__name__}: {e})"))
+    # Reported in the result (ingest records and prints them, or the ValueError below names them).
     for u in unrecognised:
-        log.warning("not read: %s", u)
+        log.info("not read: %s", u)
     for f in failed:
-        log.warning("cannot open %s as %s: %s", f.path, f.format, f.message)
+        log.info("cannot open %s as %s: %s", f.path, f.format, f.message)
     if not readers:
         raise ValueError(_nothing_readable(src, seen, unrecognised, failed, selected))
     return DiscoveryResult(readers=tuple(readers), unrecognised=tuple(unrecognised), failed=tuple(failed))

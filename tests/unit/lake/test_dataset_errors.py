@@ -9,6 +9,7 @@ that the good one lands, each broken one is quarantined, and the CLI says one li
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +42,16 @@ def make(tmp_path_factory) -> Callable[..., Path]:
         return dst
 
     return _make
+
+
+def _cli(argv: list[str]) -> int:
+    # cli.main adds a stderr handler to the robolake logger on every call, bound to the stream of
+    # the moment; drop the ones earlier in-process calls left (their capsys streams are closed).
+    log = logging.getLogger("robolake")
+    for h in list(log.handlers):
+        if isinstance(h, logging.StreamHandler):
+            log.removeHandler(h)
+    return cli_main(argv)
 
 
 def _edit_info(ds: Path, fn: Callable[[dict], object]) -> None:
@@ -153,10 +164,11 @@ def test_bad_datasets_are_quarantined_and_the_good_one_lands(make, tmp_path, ray
     make(src / "a_good", seed=0)
     for seed, (name, breaks) in enumerate(BROKEN.items(), start=1):
         breaks(make(src / name, seed=seed))
-    rc = cli_main(["ingest", str(src), str(tmp_path / "lake"), "--no-progress"])
+    rc = _cli(["ingest", str(src), str(tmp_path / "lake"), "--no-progress"])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert "Traceback" not in captured.out + captured.err
+    assert "quarantined" not in captured.err and "cannot open" not in captured.err  # said once, on stdout
     lake = Lake.open(str(tmp_path / "lake"))
     assert {e["source_uri"] for e in lake.episodes().to_pylist()} == {str(src / "a_good")}
     assert lake.count("episodes") == EPISODES
@@ -179,7 +191,7 @@ def test_bad_datasets_are_quarantined_and_the_good_one_lands(make, tmp_path, ray
 
 def test_only_bad_datasets_fail_in_one_line_and_leave_no_lake(make, tmp_path, capsys):
     _edit_info(make(tmp_path / "src/x", seed=1), _set("fps", None))
-    rc = cli_main(["ingest", str(tmp_path / "src"), str(tmp_path / "lake"), "--no-progress"])
+    rc = _cli(["ingest", str(tmp_path / "src"), str(tmp_path / "lake"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc != 0
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -229,7 +241,7 @@ def test_an_episode_listed_twice_identically_is_read_once_with_a_note(make, tmp_
     ds = make(tmp_path / "ds")
     lines = (ds / "meta/episodes.jsonl").read_text().splitlines()
     (ds / "meta/episodes.jsonl").write_text("\n".join([*lines, lines[1]]) + "\n")
-    assert cli_main(["ingest", str(ds), str(tmp_path / "lake"), "--no-progress"]) == 0
+    assert _cli(["ingest", str(ds), str(tmp_path / "lake"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "note:" in out and "episode_index 1 twice identically" in out
     assert Lake.open(str(tmp_path / "lake")).count("episodes") == EPISODES
