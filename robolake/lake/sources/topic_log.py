@@ -23,8 +23,8 @@ episode windows: for `split: {by: gap}` and `{by: topic}` it reads log times and
 never the big messages. `read_tabular` (worker) decodes the numeric topics of one window, hashes
 the camera messages' bytes (so a re-ingest recognises the episode before any image decode) and
 resamples (`resample.align`). `read_frames` reads the camera topics again, picks the latest frame
-at or before each tick from their header stamps (read from the serialized bytes), and decodes
-only the frames that land: CompressedImage bytes pass through unchanged, raw Images are encoded
+at or before each tick from their header stamps (read from the serialized bytes), in one pass
+with one message of lookahead, and decodes only the frames that land: CompressedImage bytes pass through unchanged, raw Images are encoded
 once per message, not once per tick.
 
 Episode windows are spans of log time; the clock used for resampling can be the header stamps.
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import itertools
 import logging
 import os
 import re
@@ -606,39 +607,53 @@ class TopicLogReader:
         window = ref.get("window")
         start_ns, stop_ns = (window[0], window[1]) if window else (None, None)
         t0 = int(episode.metadata["t0_ns"])
+        ticks = np.asarray(episode.timestamps, dtype=np.float64)
         with self._open(paths) as rec:
+            kinds = {t: info.kind for t, info in rec.topics().items()}
             for cam in self.plan.cameras:
-                stamps: list[int] = []
-                for topic, log_ns, raw in rec.messages([cam.source], start_ns, stop_ns):
-                    stamp = rec.image_stamp_ns(topic, raw) if self.plan.clock == "header" else None
-                    stamps.append(stamp if stamp else log_ns)
-                stream = Stream(cam.source, _rel(stamps, t0), np.zeros((len(stamps), 0)), rec.path)
-                index = resample_latest(stream, episode.timestamps)
-                wanted = set(index.tolist())
+                # One pass with one message of lookahead: message i is the latest at or before some
+                # tick iff a tick falls in [stamp_i, stamp_i+1) (the first also takes earlier ticks,
+                # the last every later one), the rule of `resample_latest`, checked below.
+                stamps: list[float] = []
                 encoded: dict[int, tuple[bytes, str, tuple[int, int]]] = {}
-                kind = rec.topics()[cam.source].kind
-                for i, (topic, _, raw) in enumerate(rec.messages([cam.source], start_ns, stop_ns)):
-                    if i not in wanted:
-                        continue
-                    msg = rec.decode(topic, raw)
-                    try:
-                        if kind == rm.COMPRESSED_IMAGE:
-                            data, codec = rm.compressed_image(msg)
-                            encoded[i] = (data, codec, rm.image_size(data))
-                        else:
-                            rgb = rm.image_rgb(msg)
-                            encoded[i] = (encode_frame(rgb), "jpeg", (int(rgb.shape[0]), int(rgb.shape[1])))
-                    except (rm.FieldError, OSError) as e:
-                        raise SourceError("corrupt_video", rec.path, f"camera {cam.name!r} ({cam.source}) message {i}: {e}") from None
-                missing = wanted - set(encoded)
-                if missing:
-                    raise SourceError("frame_count", rec.path, f"camera {cam.name!r}: {len(missing)} frames vanished between two reads of {cam.source}")
-                codecs = {encoded[i][1] for i in wanted}
+                pending: tuple[int, str, Any] | None = None
+                for topic, log_ns, raw in itertools.chain(rec.messages([cam.source], start_ns, stop_ns), [("", 0, None)]):
+                    last = raw is None
+                    if not last:
+                        stamp = rec.image_stamp_ns(topic, raw) if self.plan.clock == "header" else None
+                        s_rel = ((stamp if stamp else log_ns) - t0) / _NS
+                    if pending is not None and _lands(ticks, pending[0], stamps[-1], np.inf if last else s_rel):
+                        encoded[pending[0]] = self._encode(rec, cam, kinds[cam.source], pending[1], pending[2], pending[0], encode_frame)
+                    if not last:
+                        stamps.append(s_rel)
+                        pending = (len(stamps) - 1, topic, raw)
+                index = resample_latest(Stream(cam.source, np.asarray(stamps), np.zeros((len(stamps), 0)), rec.path), ticks)
+                missing = set(index.tolist()) - set(encoded)
+                if not stamps or missing:
+                    raise SourceError(
+                        "frame_count", rec.path,
+                        f"camera {cam.name!r}: {cam.source} holds {len(stamps)} messages in the episode window but "
+                        f"{len(missing)} frames the episode needs are missing; the recording changed since it was checked",
+                    )
+                codecs = {encoded[i][1] for i in set(index.tolist())}
                 if len(codecs) > 1:
                     raise SourceError("corrupt_video", rec.path, f"camera {cam.name!r} mixes {sorted(codecs)} frames; map one stream per codec")
                 h, w = check_frame_sizes([encoded[i][2] for i in index.tolist()], cam.name, rec.path)
                 yield EncodedFrames(camera=cam.name, images=tuple(encoded[i][0] for i in index.tolist()),
                                     encoding=codecs.pop(), height=h, width=w)
+
+    @staticmethod
+    def _encode(rec: Recording, cam: CameraMap, kind: str, topic: str, raw: Any, i: int, encode_frame: Any) -> tuple[bytes, str, tuple[int, int]]:
+        """(bytes, codec, (height, width)) of one camera message: recorded JPEG/PNG as is, raw pixels as JPEG."""
+        msg = rec.decode(topic, raw)
+        try:
+            if kind == rm.COMPRESSED_IMAGE:
+                data, codec = rm.compressed_image(msg)
+                return data, codec, rm.image_size(data)
+            rgb = rm.image_rgb(msg)
+            return encode_frame(rgb), "jpeg", (int(rgb.shape[0]), int(rgb.shape[1]))
+        except (rm.FieldError, OSError) as e:
+            raise SourceError("corrupt_video", rec.path, f"camera {cam.name!r} ({cam.source}) message {i}: {e}") from None
 
     def inspect(self) -> dict[str, Any]:
         """Topics (type, count, rate, span) of each recording, and what the reader would map."""
@@ -680,6 +695,12 @@ class TopicLogReader:
             "state_dim": sum(self._state_dims),
             "action_dim": sum(self._state_dims) if self.plan.action_from_state else sum(self._action_dims),
         }
+
+
+def _lands(ticks: np.ndarray, i: int, lo: float, hi: float) -> bool:
+    """Whether message i, stamped `lo` with the next one at `hi`, is the latest at or before some tick."""
+    a = int(np.searchsorted(ticks, lo, side="left")) if i > 0 else 0
+    return int(np.searchsorted(ticks, hi, side="left")) > a
 
 
 def _robust_rate(times_ns: Sequence[int]) -> float:
