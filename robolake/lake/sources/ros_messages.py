@@ -42,6 +42,7 @@ __all__ = [
     "short_type",
     "kind_of",
     "get_field",
+    "message_fields",
     "default_field",
     "to_vector",
     "joint_vector",
@@ -98,6 +99,11 @@ def _fields(obj: Any) -> list[str]:
     if dataclasses.is_dataclass(obj):
         return [f.name for f in dataclasses.fields(obj) if not f.name.startswith("__")]
     return []
+
+
+def message_fields(msg: Any) -> list[str]:
+    """Top-level field names of a message (attributes of a ROS message, keys of a JSON dict)."""
+    return _fields(msg)
 
 
 def get_field(msg: Any, path: str | None) -> Any:

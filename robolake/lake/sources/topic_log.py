@@ -663,8 +663,12 @@ class TopicLogReader:
                 with self._open(paths) as rec:
                     topics = rec.topics()
                     times: dict[str, list[int]] = {t: [] for t in topics}
-                    for topic, log_ns, _ in rec.messages(sorted(topics)):
+                    first: dict[str, Any] = {}
+                    for topic, log_ns, raw in rec.messages(sorted(topics)):
                         times[topic].append(log_ns)
+                        if topic not in first:
+                            first[topic] = raw
+                    looks = {t: _first_look(rec, t, topics[t], raw) for t, raw in first.items()}
             except SourceError as e:
                 out_recs.append({"path": paths[0], "error": e.message})
                 continue
@@ -676,6 +680,7 @@ class TopicLogReader:
                     "type": info.msgtype, "count": len(ts) or info.count,
                     "rate_hz": round((len(ts) - 1) / span, 3) if span > 0 else 0.0,
                     "start_s": ts[0] / _NS if ts else None, "end_s": ts[-1] / _NS if ts else None,
+                    **looks.get(name, {}),
                 }
             all_t = [t for ts in times.values() for t in ts]
             out_recs.append({
@@ -695,6 +700,32 @@ class TopicLogReader:
             "state_dim": sum(self._state_dims),
             "action_dim": sum(self._state_dims) if self.plan.action_from_state else sum(self._action_dims),
         }
+
+
+def _first_look(rec: Recording, topic: str, info: TopicInfo, raw: Any) -> dict[str, Any]:
+    """Fields and shape of a topic's first message, for `inspect` (what a mapping can name)."""
+    try:
+        msg = rec.decode(topic, raw)
+    except SourceError as e:
+        return {"error": e.message}
+    out: dict[str, Any] = {"fields": rm.message_fields(msg), "header_stamp": rm.header_stamp_ns(msg) is not None}
+    try:
+        if info.kind == rm.JOINT_STATE:
+            out["joints"] = [str(n) for n in rm.get_field(msg, "name")]
+            out["shape"] = [len(out["joints"])]
+        elif info.kind == rm.COMPRESSED_IMAGE:
+            data, codec = rm.compressed_image(msg)
+            out["shape"], out["codec"] = list(rm.image_size(data)), codec
+        elif info.kind == rm.IMAGE:
+            out["shape"] = [int(rm.get_field(msg, "height")), int(rm.get_field(msg, "width"))]
+            out["encoding"] = str(rm.get_field(msg, "encoding"))
+        elif info.kind == rm.NUMERIC:
+            field = rm.default_field(info.msgtype, msg)
+            out["default_field"] = field
+            out["shape"] = [int(rm.to_vector(msg, field).shape[0])]
+    except (rm.FieldError, OSError, ValueError) as e:
+        out["note"] = str(e)
+    return out
 
 
 def _lands(ticks: np.ndarray, i: int, lo: float, hi: float) -> bool:

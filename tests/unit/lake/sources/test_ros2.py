@@ -275,6 +275,9 @@ def test_lone_storage_files_are_detected(tmp_path: Path):
     topics = info["recordings"][0]["topics"]
     assert topics["/joint_states"]["count"] == 30 and abs(topics["/joint_states"]["rate_hz"] - 100) < 3
     assert topics["/wrist/image_raw/compressed"]["type"] == "sensor_msgs/msg/CompressedImage"
+    assert topics["/wrist/image_raw/compressed"]["shape"] == [24, 32] and topics["/wrist/image_raw/compressed"]["codec"] == "jpeg"
+    assert topics["/joint_states"]["joints"] == ["shoulder", "elbow", "wrist"] and topics["/joint_states"]["header_stamp"]
+    assert "position" in topics["/joint_states"]["fields"]
     assert info["mapping"]["cameras"] == {"wrist": "/wrist/image_raw/compressed"}
 
 
