@@ -293,3 +293,65 @@ def test_v3_unlisted_and_twice_listed_episodes_are_quarantined_not_dropped(make,
     with pytest.raises(SourceError) as info:
         reader.read_tabular(refs[1])
     assert info.value.reason_code == "duplicate_index" and "more than once" in info.value.message
+
+
+def test_a_rerun_over_bad_datasets_records_them_once(make, tmp_path, ray_session):
+    src = tmp_path / "src"
+    make(src / "a_good", seed=0)
+    _edit_info(make(src / "b_fps_null", seed=1), _set("fps", None))
+    first = ingest(str(src), str(tmp_path / "lake"))
+    again = ingest(str(src), str(tmp_path / "lake"))
+    assert (first.ingested, first.quarantined) == (EPISODES, EPISODES)
+    assert (again.ingested, again.skipped, again.quarantined) == (0, EPISODES, EPISODES)
+    lake = Lake.open(str(tmp_path / "lake"))
+    assert lake.version == first.lake_version == again.lake_version
+    assert lake.count("quarantine") == EPISODES
+
+
+def test_state_only_leaves_out_only_the_missing_video(make, tmp_path, ray_session):
+    ds = make(tmp_path / "ds")
+    next((ds / "videos/chunk-000").glob("*/episode_000001.mp4")).unlink()
+    result = ingest(str(ds), str(tmp_path / "lake"), IngestConfig(state_only=True))
+    assert (result.ingested, result.quarantined) == (EPISODES, 0)
+    eps = sorted(Lake.open(str(tmp_path / "lake")).episodes().to_pylist(), key=lambda e: e["source_episode_index"])
+    assert [e["cameras"] for e in eps] == [["front"], []]
+
+
+def _as_image_column(ds: Path, sizes: list[int]) -> None:
+    """Turn camera `front` of episode 0 into a LeRobot `image` feature: PNG bytes in the parquet."""
+    import io
+
+    import av
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    key = "observation.images.front"
+    _edit_info(ds, lambda d: d["features"][key].__setitem__("dtype", "image"))
+    video = ds / "videos/chunk-000" / key / "episode_000000.mp4"
+    with av.open(str(video)) as c:
+        frames = [f.to_image() for f in c.decode(video=0)]
+    shutil.rmtree(ds / "videos")
+    cells = []
+    for i, img in enumerate(frames):
+        buf = io.BytesIO()
+        img.resize((sizes[i % len(sizes)],) * 2).save(buf, format="PNG")
+        cells.append({"bytes": buf.getvalue(), "path": None})
+    p = ds / "data/chunk-000/episode_000000.parquet"
+    t = pq.read_table(p)
+    pq.write_table(t.append_column(key, pa.array(cells, pa.struct([("bytes", pa.binary()), ("path", pa.string())]))), p)
+
+
+def test_image_columns_are_read_and_size_checked(make, tmp_path):
+    good = make(tmp_path / "good")
+    _as_image_column(good, [32])
+    reader = LeRobotReader(str(good))
+    ep = reader.read_tabular(reader.discover()[0])
+    (frames,) = reader.read_frames(ep)
+    assert (frames.camera, frames.encoding, frames.height, frames.width, len(frames.images)) == ("front", "png", 32, 32, ep.num_steps)
+    mixed = make(tmp_path / "mixed")
+    _as_image_column(mixed, [32, 32, 48])
+    reader = LeRobotReader(str(mixed))
+    ep = reader.read_tabular(reader.discover()[0])
+    with pytest.raises(SourceError) as info:
+        list(reader.read_frames(ep))
+    assert info.value.reason_code == "frame_size" and "48x48" in info.value.message and "32x32" in info.value.message
