@@ -73,6 +73,7 @@ class GenerationServer:
         self.sampler = sampler
         self.policy = policy_factory()
         self.policy.model.to(actor_device())
+        self._initial = {k: v.detach().clone() for k, v in self.policy.model.state_dict().items()}
         self.version = 0
         self._pending: tuple[int, dict[str, torch.Tensor]] | None = None
         self._queue: asyncio.Queue[tuple[GenRequest, asyncio.Future[GenResponse]]] | None = None
@@ -91,6 +92,16 @@ class GenerationServer:
         self._t0 = time.perf_counter()
         self.busy_s = 0.0
         self.batch_sizes.clear()
+
+    def restart(self, config: GenerationConfig, sampler: SamplerConfig) -> int:
+        """Back to the initial weights (version 0) and fresh counters, for another run."""
+        self.config, self.sampler = config, sampler
+        self.policy.model.load_state_dict(self._initial)
+        self.version = 0
+        self._pending = None
+        self.served = []
+        self.reset_clock()
+        return self.version
 
     def set_weights(self, version: int, state_dict: dict[str, torch.Tensor]) -> int:
         """Queue weights `version`; they are loaded before the next batch. Returns the version."""

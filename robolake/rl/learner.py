@@ -265,6 +265,8 @@ class LearnerActor:
         from robolake.rl.generation import actor_device
 
         torch.set_num_threads(config.torch_threads)
+        self._factory = policy_factory
+        self._record = record
         policy = policy_factory()
         policy.model.to(actor_device())
         self.core = Learner(policy, config, sampler, record=record)
@@ -278,6 +280,16 @@ class LearnerActor:
     def reset_clock(self) -> None:
         self._t0 = time.perf_counter()
         self.core.busy_s = 0.0
+
+    def restart(self, config: LearnerConfig, sampler: SamplerConfig) -> int:
+        """A fresh learner from the initial policy (empty ledger, version 0), for another run."""
+        from robolake.rl.generation import actor_device
+
+        policy = self._factory()
+        policy.model.to(actor_device())
+        self.core = Learner(policy, config, sampler, record=self._record)
+        self.latest = None
+        return self.core.version
 
     def add(self, segment: Segment) -> None:
         self.core.add(segment)

@@ -115,6 +115,35 @@ class Pipeline:
         self.replaced = 0
         ray.get([self.server.ready.remote(), self.learner.ready.remote(), *[w.ready.remote() for w in self.workers]])
 
+    def restart(self, config: RLConfig) -> None:
+        """Make the same actors ready for another run under `config` (another mode or latency
+        profile; the same layout and tasks): initial weights, empty ledger, fresh seeds.
+
+        Raises:
+            ValueError: `config` changes the number of workers, environments or the tasks.
+        """
+        c = self.config
+        if (config.num_workers, config.envs_per_worker, config.tasks) != (c.num_workers, c.envs_per_worker, c.tasks):
+            raise ValueError("Pipeline.restart keeps the actors: num_workers, envs_per_worker and tasks must not change")
+        self.config = config
+        self.rows = []
+        self.replaced = 0
+        self.ray.get(
+            [
+                self.server.restart.remote(config.generation, config.sampler),
+                self.learner.restart.remote(config.learner, config.sampler),
+                *[w.restart.remote(config) for w in self.workers],
+            ]
+        )
+
+    def run(self, on_tick: Callable[[Pipeline], None] | None = None) -> RLResult:
+        """Run `config.mode` to the end of the budget and return the result."""
+        if self.config.mode == "async":
+            self.run_async(on_tick)
+        else:
+            self.run_sync(on_tick)
+        return self.result()
+
     def _new_worker(self, index: int) -> Any:
         c = self.config
         return self._worker_cls.options(
@@ -366,10 +395,6 @@ def run_rl(
     """Run RL fine-tuning in `config.mode` on Ray and return its measurements and final weights."""
     pipe = Pipeline(config, policy_factory, env_factory, metrics_path=metrics_path, progress=progress)
     try:
-        if config.mode == "async":
-            pipe.run_async(on_tick)
-        else:
-            pipe.run_sync(on_tick)
-        return pipe.result()
+        return pipe.run(on_tick)
     finally:
         pipe.shutdown()

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from robolake.rl.config import RLConfig
-from robolake.rl.env import EnvFactory, Observation
+from robolake.rl.env import Env, EnvFactory, Observation
 from robolake.rl.messages import (
     EpisodeKey,
     GenRequest,
@@ -57,13 +57,15 @@ def env_seed(seed: int, env_index: int, incarnation: int, episode: int) -> int:
 class EnvSlot:
     """One environment and its current episode (used by the worker and the reference loop)."""
 
-    def __init__(self, env_index: int, worker: int, incarnation: int, config: RLConfig, env_factory: EnvFactory) -> None:
+    def __init__(
+        self, env_index: int, worker: int, incarnation: int, config: RLConfig, env_factory: EnvFactory, env: Env | None = None
+    ) -> None:
         self.env_index = env_index
         self.worker = worker
         self.incarnation = incarnation
         self.config = config
         self.task = config.task_of(env_index)
-        self.env = env_factory(self.task)
+        self.env = env if env is not None else env_factory(self.task)
         self.rng = np.random.default_rng((config.seed, env_index, incarnation, 17))
         self.episode = -1
         self.key = EpisodeKey(env_index, incarnation, 0)
@@ -165,6 +167,18 @@ class EnvWorker:
         self._stop = threading.Event()
         self._t0 = time.perf_counter()
         self._pool: Any = None
+        self._env_factory = env_factory
+
+    def restart(self, config: RLConfig) -> int:
+        """Start over under `config` (same layout and tasks) with fresh episode counters, keeping
+        the environments (building a simulator is slow): a benchmark runs both modes on the same
+        seeds without new actors."""
+        if config.envs_per_worker != self.config.envs_per_worker or config.tasks != self.config.tasks:
+            raise ValueError("restart keeps the environments: envs_per_worker and tasks must not change")
+        self.config = config
+        self.slots = [EnvSlot(s.env_index, self.worker, 0, config, self._env_factory, env=s.env) for s in self.slots]
+        self._t0 = time.perf_counter()
+        return len(self.slots)
 
     def ready(self) -> int:
         return len(self.slots)

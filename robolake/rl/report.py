@@ -1,0 +1,107 @@
+"""What an RL run leaves behind: metrics plots and a checkpoint the evaluator can load.
+
+The fine-tuned weights are written as a checkpoint in the trainer's format, carrying the initial
+checkpoint's model config and policy card (`extra`), so `robolake eval --checkpoint OUT` scores
+the RL policy exactly as it scored the behaviour-cloned one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["plot_comparison", "plot_run", "save_policy_checkpoint"]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_run(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], path: str | os.PathLike[str]) -> str:
+    """Four panels: success vs env steps, env steps/s over time, idle fraction per component, staleness."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    curve = summary.get("success_curve") or []
+    ax = axes[0][0]
+    if curve:
+        ax.plot([c[0] for c in curve], [c[1] for c in curve], marker="o")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("success rate (episodes finished in bin)")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("success")
+    t = [r["t"] for r in rows]
+    axes[0][1].plot(t, [r["env_steps_per_s"] for r in rows], label="env steps/s")
+    axes[0][1].plot(t, [r["learner_samples_per_s"] for r in rows], label="learner samples/s")
+    axes[0][1].set_xlabel("seconds")
+    axes[0][1].set_title("throughput")
+    axes[0][1].legend()
+    for comp in ("env", "generation", "learner"):
+        axes[1][0].plot(t, [r["idle_fraction"][comp] for r in rows], label=comp)
+    axes[1][0].set_ylim(-0.05, 1.05)
+    axes[1][0].set_xlabel("seconds")
+    axes[1][0].set_title("idle fraction (cumulative)")
+    axes[1][0].legend()
+    axes[1][1].plot(t, [r["staleness_mean"] for r in rows], label="mean staleness (versions)")
+    axes[1][1].plot(t, [r["dropped_stale"] for r in rows], label="chunks dropped as stale")
+    axes[1][1].set_xlabel("seconds")
+    axes[1][1].set_title("staleness")
+    axes[1][1].legend()
+    fig.suptitle(f"robolake rl ({summary.get('mode')}): {summary.get('env_steps_per_s', 0):.0f} env steps/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
+def plot_comparison(runs: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str]) -> str:
+    """Success vs env steps and env steps/s for several runs (e.g. async and sync)."""
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for name, s in runs.items():
+        curve = s.get("success_curve") or []
+        if curve:
+            ax1.plot([c[0] for c in curve], [c[1] for c in curve], marker="o", label=name)
+    ax1.set_xlabel("environment steps")
+    ax1.set_ylabel("success rate")
+    ax1.set_ylim(-0.05, 1.05)
+    ax1.legend()
+    ax1.set_title("sample efficiency")
+    names = list(runs)
+    ax2.bar(names, [runs[n]["env_steps_per_s"] for n in names])
+    ax2.set_ylabel("env steps / s")
+    ax2.set_title("throughput")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
+def save_policy_checkpoint(init: str | None, weights: Mapping[str, Any], out_dir: str | os.PathLike[str], step: int) -> Path:
+    """Write `weights` as `out_dir/step_{step:08d}.pt`, with `init`'s extra (model config, policy card).
+
+    Raises:
+        FileNotFoundError: `init` names no checkpoint.
+    """
+    import torch
+
+    extra: dict[str, Any] = {}
+    if init is not None:
+        from robolake.sim.learned import resolve_checkpoint
+
+        payload = torch.load(resolve_checkpoint(init), map_location="cpu", weights_only=False)
+        extra = dict(payload.get("extra", {}))
+    extra["rl_init"] = init
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"step_{step:08d}.pt"
+    tmp = path.with_suffix(".pt.tmp")
+    torch.save({"step": step, "model": dict(weights), "extra": extra}, tmp)
+    os.replace(tmp, path)
+    return path
