@@ -89,4 +89,4 @@ def test_discovery_errors_are_actionable(tmp_path):
     with pytest.raises(ValueError, match="no dataset found"):
         discover_readers(str(tmp_path))
     with pytest.raises(ValueError, match="unknown source format"):
-        discover_readers(str(tmp_path), format="rlds")
+        discover_readers(str(tmp_path), format="no-such-format")
