@@ -438,6 +438,11 @@ class LeRobotReader:
                 if not isinstance(key, str) or not key:
                     raise self._bad("meta/modality.json", f"video.{name}.original_key is {key!r}, expected a feature name")
                 mapping[str(name)] = key
+            for key in self._video_features():
+                if key not in mapping.values() and self._video_key_has_files(key):
+                    # GR00T semantics: modality.json decides the cameras. Say so for one with files.
+                    self.notes.append(f"{self.root}: video feature {key!r} has files but meta/modality.json's video "
+                                      "section does not name it, so it is not ingested; add it there to ingest it")
         else:
             mapping = {key.split(".")[-1]: key for key in self._video_features() + self._image_features()}
         videos = [k for k in mapping.values() if self._features.get(k, {}).get("dtype") != "image"]

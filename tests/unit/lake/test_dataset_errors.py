@@ -355,3 +355,17 @@ def test_image_columns_are_read_and_size_checked(make, tmp_path):
     with pytest.raises(SourceError) as info:
         list(reader.read_frames(ep))
     assert info.value.reason_code == "frame_size" and "48x48" in info.value.message and "32x32" in info.value.message
+
+
+def test_a_video_modality_json_does_not_name_is_noted(make, tmp_path):
+    ds = make(tmp_path / "ds")
+    modality = json.loads((ds / "meta/modality.json").read_text())
+    modality["video"] = {}
+    modality["video"]["front_renamed"] = {"original_key": "observation.images.front"}
+    (ds / "meta/modality.json").write_text(json.dumps(modality))
+    assert LeRobotReader(str(ds)).notes == []
+    _edit_info(ds, lambda d: d["features"].__setitem__("observation.images.side", d["features"]["observation.images.front"]))
+    shutil.copytree(ds / "videos/chunk-000/observation.images.front", ds / "videos/chunk-000/observation.images.side")
+    reader = LeRobotReader(str(ds))
+    assert reader.cameras == ("front_renamed",)
+    assert len(reader.notes) == 1 and "'observation.images.side' has files" in reader.notes[0]
