@@ -41,7 +41,7 @@ def _policy(checkpoint: str | None) -> Any:
     rng = np.random.default_rng(0)
     stats = NormStats(state=VectorStats.of(rng.normal(0, 0.1, (256, STATE_DIM))),
                       action=VectorStats.of(rng.uniform(-1, 1, (256, ACTION_DIM))))  # fmt: skip
-    cfg = ModelConfig.preset("tiny", max_state_dim=16, max_action_dim=8, num_embodiments=1)
+    cfg = ModelConfig.preset("tiny", max_state_dim=24, max_action_dim=8, num_embodiments=1)
     spec = PackSpec(horizon=cfg.action_horizon, tokens=TokenLengthConfig(tokens_per_view=cfg.tokens_per_view, state_tokens=0))
     torch_seed = 0
     import torch

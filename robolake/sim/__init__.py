@@ -10,7 +10,7 @@ The API, bottom up:
   the disjoint seed ranges of demonstrations (`TRAIN_SEEDS`) and evaluation (`EVAL_SEEDS`).
 - `env`: `SimEnv(task, SimEnvConfig)` with `reset(seed) -> Observation` and
   `step(action) -> StepResult`; an `Observation` is {image, state, instruction} plus the raw
-  simulator observation for experts. One embodiment, `EMBODIMENT` ("sawyer"), 14-dim state,
+  simulator observation for experts. One embodiment, `EMBODIMENT` ("sawyer"), 19-dim state,
   4-dim action.
 - `policy`: the `Policy` protocol, `act(observations) -> [n, H, 4]` (one batched call for every
   environment of a tick), and baselines `ExpertPolicy` (ceiling), `RandomPolicy` and

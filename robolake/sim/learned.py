@@ -1,9 +1,9 @@
 """A trained robolake checkpoint as a `Policy`: observations in, action chunks in robot units out.
 
 `LearnedPolicy.build_batch` turns a list of observations into the same `PackedBatch` the trainer
-saw: the frame resized to the model's image size exactly as the loader resizes (bilinear), the
-instruction tokenised with the pack spec's tokenizer, the state normalised with the lake's
-statistics, the embodiment id the pack gave the embodiment. `act` runs one `get_action` on that
+saw: the frame JPEG-encoded as the lake stores it and decoded at the model's size as the loader
+decodes it, the instruction tokenised with the pack spec's tokenizer, the state normalised with
+the lake's statistics, the embodiment id the pack gave the embodiment. `act` runs one `get_action` on that
 batch (one forward pass for every environment of a tick), keeps the embodiment's action width
 and undoes the normalisation, so the chunk is in the units the environment takes. Everything it
 needs besides the weights comes from the checkpoint (`extra["model_config"]` and the policy card,
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 
+from robolake.lake.media import decode_frame, encode_frame
 from robolake.schemas.batch import PackedBatch, make_packed_batch
 from robolake.sim.env import EMBODIMENT, Observation
 from robolake.sim.policy import Policy
@@ -127,8 +127,10 @@ class LearnedPolicy(Policy):
             if obs.image is None:
                 raise ValueError("LearnedPolicy needs camera frames: create the environments with render_images=True")
             img = obs.image
-            if img.shape[:2] != (size, size):  # the loader's resize (lake/media.decode_frame)
-                img = np.asarray(Image.fromarray(img).resize((size, size), Image.Resampling.BILINEAR))
+            if img.shape[:2] != (size, size):
+                # The frame takes the training path: JPEG as the lake stores it, then the loader's
+                # decode at the model's size (DCT-domain downscale, then bilinear).
+                img = decode_frame(encode_frame(np.ascontiguousarray(img)), size=(size, size))
             out[i] = img
         return out
 

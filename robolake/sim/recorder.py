@@ -166,6 +166,11 @@ class _Recorder:
             out.append(record_episode(self.envs[task], seed, self.action_noise))
         return out
 
+    def close(self) -> None:
+        for env in self.envs.values():
+            env.close()
+        self.envs.clear()
+
 
 @dataclass(frozen=True)
 class RecordResult:
@@ -227,7 +232,11 @@ def record_demos(out: str | os.PathLike[str], config: RecordConfig | None = None
     t0 = time.perf_counter()
     env_config = SimEnvConfig(image_size=config.env.image_size, camera=config.env.camera, render_images=True)
     if config.num_workers == 0:
-        episodes = _Recorder(tasks, env_config, config.action_noise).record(jobs)
+        recorder = _Recorder(tasks, env_config, config.action_noise)
+        try:
+            episodes = recorder.record(jobs)
+        finally:
+            recorder.close()
     else:
         import ray
 

@@ -58,13 +58,13 @@ class SimTask:
 SUITE: dict[str, SimTask] = {
     t.name: t
     for t in (
-        SimTask(name="reach", env_name="reach-v3", instruction="reach the red target point", expert="SawyerReachV3Policy"),
-        SimTask(name="push", env_name="push-v3", instruction="push the puck to the green goal", expert="SawyerPushV3Policy"),
-        SimTask(name="pick-place", env_name="pick-place-v3", instruction="pick up the puck and place it at the goal", expert="SawyerPickPlaceV3Policy"),
-        SimTask(name="drawer-open", env_name="drawer-open-v3", instruction="pull the drawer open", expert="SawyerDrawerOpenV3Policy"),
-        SimTask(name="button-press", env_name="button-press-topdown-v3", instruction="press the button down from above", expert="SawyerButtonPressTopdownV3Policy"),
-        SimTask(name="door-open", env_name="door-open-v3", instruction="swing the door open", expert="SawyerDoorOpenV3Policy", max_steps=200),
-        SimTask(name="window-open", env_name="window-open-v3", instruction="slide the window open", expert="SawyerWindowOpenV3Policy", max_steps=200),
+        SimTask(name="reach", env_name="reach-v3", instruction="reach the goal", expert="SawyerReachV3Policy"),
+        SimTask(name="push", env_name="push-v3", instruction="push the puck to the goal", expert="SawyerPushV3Policy"),
+        SimTask(name="pick-place", env_name="pick-place-v3", instruction="pick and place the puck", expert="SawyerPickPlaceV3Policy"),
+        SimTask(name="drawer-open", env_name="drawer-open-v3", instruction="open the drawer", expert="SawyerDrawerOpenV3Policy"),
+        SimTask(name="button-press", env_name="button-press-topdown-v3", instruction="press the button", expert="SawyerButtonPressTopdownV3Policy"),
+        SimTask(name="door-open", env_name="door-open-v3", instruction="open the door", expert="SawyerDoorOpenV3Policy", max_steps=200),
+        SimTask(name="window-open", env_name="window-open-v3", instruction="open the window", expert="SawyerWindowOpenV3Policy", max_steps=200),
     )
 }  # fmt: skip
 

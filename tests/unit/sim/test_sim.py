@@ -117,7 +117,7 @@ def _untrained_policy():
 
     rng = np.random.default_rng(0)
     stats = NormStats(state=VectorStats.of(rng.normal(0, 0.1, (100, STATE_DIM))), action=VectorStats.of(rng.uniform(-1, 1, (100, ACTION_DIM))))
-    model_config = ModelConfig.preset("tiny", max_state_dim=16, max_action_dim=8, num_embodiments=1)
+    model_config = ModelConfig.preset("tiny", max_state_dim=24, max_action_dim=8, num_embodiments=1)
     spec = PackSpec(horizon=model_config.action_horizon, tokens=TokenLengthConfig(tokens_per_view=model_config.tokens_per_view, state_tokens=0))
     card = PolicyCard(embodiments=[EMBODIMENT], normalization="mean_std", stats={EMBODIMENT: stats.to_json()},
                       pack_spec=spec.to_json(), state_dims={EMBODIMENT: STATE_DIM}, action_dims={EMBODIMENT: ACTION_DIM})  # fmt: skip
@@ -137,15 +137,15 @@ def test_learned_policy_acts_in_environment_units() -> None:
 
 
 def test_short_eval_smoke(ray_session) -> None:
-    config = EvalConfig(tasks=("reach", "button-press"), episodes=2, videos=1,
-                        rollout=RolloutConfig(num_workers=2, envs_per_worker=2, replan=8, env=SMALL, max_steps=40))  # fmt: skip
+    config = EvalConfig(tasks=("reach",), episodes=2, videos=1,
+                        rollout=RolloutConfig(num_workers=1, envs_per_worker=2, replan=8, env=SMALL, max_steps=80))  # fmt: skip
     result, main = evaluate_policy(_untrained_policy(), config)
-    assert set(result["tasks"]) == {"reach", "button-press"}
+    assert set(result["tasks"]) == {"reach"}
     for t in result["tasks"].values():
         assert t["episodes"] == 2 and 0.0 <= t["ci95"][0] <= t["success_rate"] <= t["ci95"][1] <= 1.0
     expert = result["baselines"]["expert"]["tasks"]
-    assert expert["reach"]["success_rate"] == 1.0  # the expert reaches within 40 steps
+    assert expert["reach"]["success_rate"] == 1.0  # the expert reaches within 80 steps
     assert 0.0 <= result["floor_mean_success"] <= 1.0 and result["actions_per_s"] > 0
     recorded = [e for e in main.episodes if e.frames is not None]
-    assert len(recorded) == 2 and all(len(e.frames) == e.steps + 1 for e in recorded)
+    assert len(recorded) == 1 and all(len(e.frames) == e.steps + 1 for e in recorded)
     json.dumps(result)
