@@ -51,6 +51,18 @@ def _quiet_ray() -> None:
 
 
 _VERBOSE = False
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a record arrives (tests and notebooks swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
 _NO_RAY_COMMANDS = {"info", "check", "gc", "restore", "inspect"}
 
 
@@ -65,10 +77,12 @@ def _quiet(verbose: bool) -> None:
 
     global _VERBOSE
     _VERBOSE = verbose
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
     root = logging.getLogger("robolake")
-    root.addHandler(handler)
+    handler = next((h for h in root.handlers if isinstance(h, _StderrHandler)), None)
+    if handler is None:  # once per process: main() may run many times in one interpreter
+        handler = _StderrHandler()
+        root.addHandler(handler)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     root.propagate = False
     if verbose:
@@ -138,8 +152,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from robolake.lake import Lake
+    from robolake.lake.check import missing_files
 
     lake = Lake.open(args.lake, version=args.version)
+    missing = missing_files(lake.uri, lake.version_info, lake.storage_options)
+    if missing:  # a cheap listing: counts from the manifests would look normal without it
+        print(
+            f"robolake info: lake {lake.uri} version {lake.version} references {len(missing)} data file(s) that do "
+            f"not exist (first: {missing[0]}); run `robolake check {lake.uri}` for what to do",
+            file=sys.stderr,
+        )
+        return 1
     summary = lake.summary()
     if args.json:
         summary["versions"] = [v.to_json() for v in lake.versions()]
@@ -413,11 +436,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.fn(args))
     except KeyboardInterrupt:
-        print(f"robolake {args.command}: interrupted", file=sys.stderr)
+        print(f"robolake {args.command}: interrupted{_lake_state(args)}", file=sys.stderr)
         return 130
     except Exception as e:  # one line for a CLI user; --debug shows the traceback
         print(f"robolake {args.command}: {_describe(e)}", file=sys.stderr)
         return 2
+
+
+def _lake_state(args: argparse.Namespace) -> str:
+    """'; the lake is still at version N; re-run to resume' for a command that writes a lake."""
+    uri = getattr(args, "lake", None)
+    if not isinstance(uri, str) or args.command not in ("ingest", "restore", "gc"):
+        return ""
+    try:
+        from robolake.lake.storage import normalize_uri
+        from robolake.lake.versions import list_versions
+
+        known = list_versions(normalize_uri(uri))
+    except Exception:  # the lake is unreadable: the interruption is all there is to say
+        return ""
+    if not known:
+        return "; no lake version was published; re-run to resume"
+    return f"; the lake is still at version {known[-1]}; re-run to resume"
 
 
 def _describe(e: BaseException) -> str:
