@@ -153,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"building the pipeline ({args.workers} workers x {args.envs_per_worker} envs, {label}) ...", flush=True)
     pipe = Pipeline(base, policy_factory, env_factory)
     try:
+        # Warm-up, not measured: the first frames of every environment thread create its EGL
+        # context and the first batches warm the model; whichever mode ran first would pay it.
+        pipe.restart(dataclasses.replace(base, mode="async", env_steps=max(200, steps // 5), learn=False))
+        pipe.run()
         suite = _profile(pipe, base, pairs, "suite")
         heavy = _profile(pipe, dataclasses.replace(base, latency=tail), pairs, "heavy_tail")
     finally:

@@ -117,13 +117,13 @@ class Learner:
             self._close(rec, "truncated", "budget")
             return
         rec.success = seg.success
-        self._close(rec, "finished", "")
         adv = self.baseline.advantage(rec.task, float(seg.success))
         for t in rec.transitions:
             if abs(adv) < 1e-8:
                 self.zero_advantage += 1
             else:
                 self.ready.append(_Sample(t, adv))
+        self._close(rec, "finished", "")  # drops the transitions unless recording
 
     def _close(self, rec: EpisodeRecord, status: str, reason: str) -> None:
         rec.status, rec.reason = status, reason

@@ -6,7 +6,7 @@ finished pieces of the episode to the learner (fire and forget), repeat. No envi
 for another: while one steps, its neighbours' requests are in flight or being served.
 
 Synchronous mode (`begin` / `advance`): the coordinator hands every environment its chunk at
-once; the worker executes them all (in parallel threads) and returns the next requests and the
+once; the worker executes them all (each on its environment's thread) and returns the next requests and the
 finished pieces, so the coordinator can forward them in a fixed order.
 
 Each episode announces itself to the learner at reset (piece 0, acknowledged before the first
@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -166,8 +167,10 @@ class EnvWorker:
         self.slots = [EnvSlot(first + j, worker, incarnation, config, env_factory) for j in range(config.envs_per_worker)]
         self._stop = threading.Event()
         self._t0 = time.perf_counter()
-        self._pool: Any = None
         self._env_factory = env_factory
+        # One long-lived thread per environment does everything with it, in both modes and
+        # across restarts: an EGL rendering context is current in one thread only.
+        self._threads = [ThreadPoolExecutor(1, thread_name_prefix=f"env{s.env_index}") for s in self.slots]
 
     def restart(self, config: RLConfig) -> int:
         """Start over under `config` (same layout and tasks) with fresh episode counters, keeping
@@ -218,11 +221,9 @@ class EnvWorker:
                 errors.append(e)
                 self._stop.set()
 
-        threads = [threading.Thread(target=guarded, args=(s,), daemon=True) for s in self.slots]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        futures = [ex.submit(guarded, s) for ex, s in zip(self._threads, self.slots, strict=True)]
+        for f in futures:
+            f.result()
         if errors:
             raise errors[0]
         return self.stats()
@@ -245,19 +246,16 @@ class EnvWorker:
 
     def begin(self) -> tuple[list[GenRequest], list[Segment]]:
         """Reset every environment: first requests and announcements, in slot order."""
-        starts = [s.start_episode() for s in self.slots]
+        starts = [f.result() for f in [ex.submit(s.start_episode) for ex, s in zip(self._threads, self.slots, strict=True)]]
         return [r for _, r in starts], [seg for seg, _ in starts]
 
     def advance(self, responses: list[GenResponse]) -> tuple[list[GenRequest], list[Segment], int]:
         """Execute one chunk in every environment (in parallel): next requests and pieces, in slot
         order, and this worker's env steps so far."""
-        from concurrent.futures import ThreadPoolExecutor
-
         if len(responses) != len(self.slots):
             raise ValueError(f"worker {self.worker} holds {len(self.slots)} environments but got {len(responses)} chunks")
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(len(self.slots))
-        results = list(self._pool.map(lambda sr: sr[0].execute(sr[1]), zip(self.slots, responses, strict=True)))
+        futures = [ex.submit(s.execute, r) for ex, s, r in zip(self._threads, self.slots, responses, strict=True)]
+        results = [f.result() for f in futures]
         return [r for _, r in results], [seg for segs, _ in results for seg in segs], sum(s.env_steps for s in self.slots)
 
     def finish(self) -> list[Segment]:

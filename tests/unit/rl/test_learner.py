@@ -87,3 +87,12 @@ def test_staleness_bound(bc_policy_factory, mode):
     assert corrected == ([False] * 4 if mode == "drop" else [True] * 4 + [False] * 4)
     after = learner.weights()
     assert any(not np.array_equal(start[k].numpy(), after[k].numpy()) for k in start)
+
+
+def test_finished_episodes_feed_the_stream_without_recording(bc_policy_factory):
+    learner = Learner(bc_policy_factory(), LearnerConfig(micro_batch=4, group_window=8, min_group=2), SamplerConfig(sigma=0.1))
+    learner.add_many(_episode(learner.policy, EpisodeKey(0, 0, 0), "reach-left", False, 0))
+    learner.add_many(_episode(learner.policy, EpisodeKey(0, 0, 1), "reach-left", True, 0))
+    assert learner.zero_advantage == 4 and len(learner.ready) == 4  # the second episode's chunks, A > 0
+    assert learner.trajectories()[str(EpisodeKey(0, 0, 1))] == []  # transitions are not kept
+    assert learner.update() and learner.version == 1
