@@ -22,7 +22,14 @@ import pyarrow as pa
 from robolake.lake import faults
 from robolake.lake.lease import Lease, LeaseLostError, Writer
 from robolake.lake.storage import filesystem, join_uri
-from robolake.lake.versions import CommitConflictError, LakeVersion, list_versions, write_version
+from robolake.lake.versions import (
+    CommitConflictError,
+    DamagedManifestError,
+    LakeVersion,
+    list_versions,
+    read_version,
+    write_version,
+)
 from robolake.schemas.tables import schema_for_table
 
 __all__ = [
@@ -30,6 +37,7 @@ __all__ = [
     "commit_fragments",
     "delete_fragment_files",
     "remove_orphan_files",
+    "restore_version",
     "fragments_from_json",
     "fragments_to_json",
     "table_uri",
@@ -139,6 +147,11 @@ class LakeTransaction:
     @property
     def base(self) -> LakeVersion:
         return self._base
+
+    @property
+    def writer_id(self) -> str:
+        """The id of this transaction's `Writer` ('' before the lease was first taken)."""
+        return self._writer.id if self._writer is not None else ""
 
     def table_version(self, table: str) -> int:
         """The Lance version of `table` as this transaction has left it so far."""
@@ -406,14 +419,23 @@ def _published_head(lake_uri: str, storage_options: dict[str, str] | None) -> in
 def delete_fragment_files(
     lake_uri: str, table: str, fragments: list[lance.FragmentMetadata], storage_options: dict[str, str] | None = None
 ) -> int:
-    """Delete the data files of uncommitted `fragments` of `table`; returns how many existed."""
+    """Delete the data files of uncommitted `fragments` of `table`; returns how many it deleted.
+
+    A file that some table version references (the commit went through after all, e.g. an
+    interrupt right after publishing) is never deleted: what a version names stays.
+    """
     if not fragments:
         return 0
     base = table_uri(lake_uri, table)
     fs = filesystem(base, storage_options)
+    tracked = set(
+        lance.dataset(base, storage_options=storage_options).tracked_files().read_all().column("path").to_pylist()
+    )
     n = 0
     for frag in fragments:
         for df in frag.files:
+            if f"data/{df.path}" in tracked:
+                continue
             path = join_uri(base, "data", df.path)
             try:
                 fs.rm_file(path)
@@ -454,3 +476,30 @@ def remove_orphan_files(
                 except FileNotFoundError:
                     pass
     return n
+
+
+def restore_version(lake_uri: str, version: int, storage_options: dict[str, str] | None = None) -> LakeVersion:
+    """Publish a new lake version whose tables hold exactly what version `version` held.
+
+    Works when the newest manifest is damaged: the damaged version stays in the history, the
+    new one follows it.
+
+    Raises:
+        ValueError: `version` does not exist.
+        DamagedManifestError: `version`'s own manifest is damaged.
+        CommitConflictError: another writer held the lease for the whole wait.
+    """
+    target = read_version(lake_uri, version, storage_options)
+    head = _published_head(lake_uri, storage_options)
+    try:
+        base = read_version(lake_uri, head, storage_options)
+    except DamagedManifestError:
+        # The head names nothing readable: take the target's table versions as the base, so the
+        # lease holder's roll-back of "unpublished" commits puts every table back to them.
+        base = LakeVersion(version=head, tables=dict(target.tables), operation="damaged", created_at=0.0)
+    with LakeTransaction(lake_uri, base, storage_options) as tx:
+        tx.acquire()
+        for table, v in sorted(target.tables.items()):
+            if tx.table_version(table) != v:
+                tx.restore_table(table, v)
+        return tx.commit("restore", {"restored": version, "previous_head": head})

@@ -266,12 +266,21 @@ def pack(
 
     Raises:
         FileExistsError: `out` already holds a pack output and `overwrite` is False.
+        FileNotFoundError: the lake version references data files that are gone.
         ValueError: nothing to pack, or an oversize sample with on_oversize="error".
     """
     t0 = time.perf_counter()
     spec = spec or PackSpec()
     if isinstance(lake, str):
         lake = Lake.open(lake)
+    from robolake.lake.check import missing_files
+
+    missing = missing_files(lake.uri, lake.version_info, lake.storage_options)
+    if missing:  # otherwise a worker fails later with Lance's raw "Not found"
+        raise FileNotFoundError(
+            f"lake {lake.uri} version {lake.version} references {len(missing)} data file(s) that do not exist "
+            f"(first: {missing[0]}); run `robolake check {lake.uri}` for what to do"
+        )
     out = normalize_uri(out)
     opts = lake.storage_options
     if exists(join_uri(out, MANIFEST_NAME), opts) and not overwrite:
