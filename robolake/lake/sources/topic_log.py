@@ -7,25 +7,16 @@ episodes, resample every stream onto fixed-rate ticks, and report problems per e
 module does that over a small `Recording` interface (list topics; iterate raw messages of some
 topics in log-time order; decode one; read its header stamp), which each storage implements.
 
-Defaults, used where the mapping says nothing (or there is no mapping):
-
-- state: the positions of the first `JointState` topic whose name does not look like a command;
-- action: the first numeric topic named like a command (`command`, `cmd`, `action`, `target`,
-  `goal`); without one, the state one tick ahead (`action_from_state`, recorded in metadata);
-- cameras: every `Image` / `CompressedImage` topic, named after its topic (`/wrist/image_raw`
-  -> `wrist`), except depth topics, and only the `/compressed` one of a raw + compressed pair;
-- task: a `String` topic named like `instruction`/`task`/`prompt`, else empty;
-- clock: `header.stamp` where a topic's messages carry one, else the log time;
-- fps: the rate of the first state stream; split: one episode per recording.
+Which topic becomes what (the mapping, or defaults) is decided in `topic_plan`.
 
 Work is split the way ingest runs it. `discover` (driver) opens each recording only to find its
 episode windows: for `split: {by: gap}` and `{by: topic}` it reads log times and a boolean topic,
 never the big messages. `read_tabular` (worker) decodes the numeric topics of one window, hashes
 the camera messages' bytes (so a re-ingest recognises the episode before any image decode) and
-resamples (`resample.align`). `read_frames` reads the camera topics again, picks the latest frame
+resamples (`resample.align`). `read_frames` reads the camera topics again and picks the latest frame
 at or before each tick from their header stamps (read from the serialized bytes), in one pass
-with one message of lookahead, and decodes only the frames that land: CompressedImage bytes pass through unchanged, raw Images are encoded
-once per message, not once per tick.
+with one message of lookahead, and decodes only the frames that land: CompressedImage bytes
+pass through unchanged, raw Images are encoded once per message, not once per tick.
 
 Episode windows are spans of log time; the clock used for resampling can be the header stamps.
 """
@@ -39,7 +30,6 @@ import logging
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,7 +42,7 @@ from robolake.lake.sources.base import (
     TabularEpisode,
     content_hash,
 )
-from robolake.lake.sources.mapping import CameraMap, Mapping, SplitMap, StreamMap, check_sources
+from robolake.lake.sources.mapping import CameraMap, Mapping, StreamMap
 from robolake.lake.sources.resample import (
     Stream,
     align,
@@ -60,34 +50,14 @@ from robolake.lake.sources.resample import (
     resample_latest,
     stack_rows,
 )
+from robolake.lake.sources.topic_plan import TopicInfo, resolve_plan, slice_name, topic_key
 from robolake.schemas.embodiment import EmbodimentSpec
 
-__all__ = ["TopicInfo", "Recording", "Plan", "TopicLogReader", "resolve_plan", "COMMAND_PATTERN"]
+__all__ = ["TopicInfo", "Recording", "TopicLogReader"]
 
 log = logging.getLogger(__name__)
 
-COMMAND_PATTERN = re.compile(r"(command|cmd|action|target|goal|setpoint)", re.IGNORECASE)
-TASK_PATTERN = re.compile(r"(instruction|task|prompt|language)", re.IGNORECASE)
 _NS = 1_000_000_000
-
-
-@dataclass(frozen=True, kw_only=True)
-class TopicInfo:
-    """One topic of a recording.
-
-    Attributes:
-        name: Topic name.
-        msgtype: Message type (`sensor_msgs/msg/JointState`, a JSON schema title, ...).
-        count: Messages recorded.
-        kind: What a reader can do with it (`ros_messages.kind_of`).
-        encoding: Serialization (`cdr`, `ros1`, `json`).
-    """
-
-    name: str
-    msgtype: str
-    count: int
-    kind: str
-    encoding: str = ""
 
 
 class Recording(abc.ABC):
@@ -124,160 +94,6 @@ class Recording(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(frozen=True, kw_only=True)
-class Plan:
-    """What becomes what, resolved against one recording's topics.
-
-    Attributes:
-        state: State streams, in order.
-        action: Action streams (empty with action_from_state).
-        action_from_state: Action = state one tick ahead.
-        cameras: Camera streams.
-        task: Literal instruction (None: from `task_from`, or empty).
-        task_from: String topic holding the instruction.
-        clock: header or log.
-        fps: Target rate (None: the first state stream's).
-        split: How recordings split into episodes.
-        defaults: Which parts came from defaults rather than the mapping (for metadata).
-    """
-
-    state: tuple[StreamMap, ...]
-    action: tuple[StreamMap, ...]
-    action_from_state: bool
-    cameras: tuple[CameraMap, ...]
-    task: str | None
-    task_from: str | None
-    clock: str
-    fps: float | None
-    split: SplitMap
-    defaults: tuple[str, ...] = ()
-
-    def numeric_topics(self) -> list[str]:
-        return list(dict.fromkeys(s.source for s in (*self.state, *self.action)))
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "state": [s.label + (f"[{','.join(s.names)}]" if s.names else "") for s in self.state],
-            "action": "state one tick ahead" if self.action_from_state else [s.label for s in self.action],
-            "cameras": {c.name: c.source for c in self.cameras},
-            "task": self.task if self.task is not None else (f"from {self.task_from}" if self.task_from else ""),
-            "clock": self.clock,
-            "fps": self.fps,
-            "split": {"by": self.split.by, **({"source": self.split.source} if self.split.source else {}),
-                      **({"seconds": self.split.seconds} if self.split.seconds else {})},
-            "defaults": list(self.defaults),
-        }
-
-
-def _topic_key(topics: dict[str, TopicInfo], source: str) -> str:
-    """The recording's own spelling of a mapped topic (`joint_states` matches `/joint_states`)."""
-    if source in topics:
-        return source
-    for name in topics:
-        if name.lstrip("/") == source.lstrip("/"):
-            return name
-    return source
-
-
-def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: str, *, state_only: bool = False) -> Plan:
-    """The plan for a recording: the mapping where it speaks, defaults elsewhere.
-
-    Raises:
-        SourceError: a mapped topic is missing (`missing_key`, naming what exists), or no default
-            fits (no JointState topic for the state, no camera topic without `state_only`).
-    """
-    listed = ", ".join(f"{t.name} ({rm.short_type(t.msgtype)})" for t in sorted(topics.values(), key=lambda x: x.name))
-    defaults: list[str] = []
-    if mapping is not None:
-        check_sources(mapping, topics, path)
-
-        def fix(s: StreamMap) -> StreamMap:
-            return StreamMap(source=_topic_key(topics, s.source), field=s.field, names=s.names, stamps=s.stamps)
-
-        state = tuple(fix(s) for s in mapping.state)
-        action = tuple(fix(s) for s in mapping.action)
-        cameras = tuple(CameraMap(name=c.name, source=_topic_key(topics, c.source)) for c in mapping.cameras)
-        if not cameras:
-            cameras = _default_cameras(topics)
-            defaults.append("cameras")
-        split = mapping.split
-        if split.by == "topic" and split.source:
-            split = SplitMap(by="topic", source=_topic_key(topics, split.source))
-        task_from = _topic_key(topics, mapping.task_from) if mapping.task_from else None
-        task = mapping.task
-        if task is None and task_from is None:
-            task_from = _default_task_topic(topics)
-        plan = Plan(state=state, action=action, action_from_state=mapping.action_from_state, cameras=cameras,
-                    task=task, task_from=task_from, clock=mapping.clock, fps=mapping.fps, split=split,
-                    defaults=tuple(defaults))
-    else:
-        joint = [t for t in sorted(topics) if topics[t].kind == rm.JOINT_STATE and not COMMAND_PATTERN.search(t)]
-        if not joint:
-            raise SourceError(
-                "missing_key", path,
-                f"no sensor_msgs/JointState topic to take the state from; give a mapping (--map) with `state:` "
-                f"naming topics and fields; topics here: {listed or 'none'}",
-            )
-        state = (StreamMap(source=joint[0], field="position"),)
-        commands = [
-            t for t in sorted(topics)
-            if COMMAND_PATTERN.search(t) and topics[t].kind in (rm.JOINT_STATE, rm.NUMERIC) and topics[t].count
-        ]
-        action = (StreamMap(source=commands[0], field=None),) if commands else ()
-        plan = Plan(state=state, action=action, action_from_state=not commands, cameras=_default_cameras(topics),
-                    task=None, task_from=_default_task_topic(topics), clock="header", fps=None, split=SplitMap(),
-                    defaults=("state", "action", "cameras", "task", "clock", "fps", "split"))
-    if not plan.cameras and not state_only:
-        raise SourceError(
-            "missing_video", path,
-            f"no camera: the recording has no sensor_msgs/Image or CompressedImage topic (topics: {listed or 'none'}); "
-            "map `cameras:` to image topics, or pass --state-only to ingest it without frames",
-        )
-    for c in plan.cameras:
-        kind = topics[c.source].kind if c.source in topics else ""
-        if kind not in (rm.IMAGE, rm.COMPRESSED_IMAGE):
-            raise SourceError(
-                "shape", path,
-                f"camera {c.name!r} maps {c.source!r} of type {topics[c.source].msgtype if c.source in topics else '?'}, "
-                "not an Image or CompressedImage; map an image topic",
-            )
-    return plan
-
-
-def _default_cameras(topics: dict[str, TopicInfo]) -> tuple[CameraMap, ...]:
-    """Every colour image topic. Depth streams (`depth` in the name; often 16-bit or
-    compressedDepth) are left to the mapping, and where image_transport recorded both a raw
-    topic and its `/compressed` republication, the compressed one is kept (it passes through)."""
-    out: list[CameraMap] = []
-    used: set[str] = set()
-    for t in sorted(topics):
-        if "depth" in t.lower() or (f"{t.rstrip('/')}/compressed" in topics and topics[f"{t.rstrip('/')}/compressed"].count):
-            continue
-        if topics[t].kind in (rm.IMAGE, rm.COMPRESSED_IMAGE) and topics[t].count:
-            name = base = rm.camera_name(t)
-            i = 2
-            while name in used:
-                name, i = f"{base}_{i}", i + 1
-            used.add(name)
-            out.append(CameraMap(name=name, source=t))
-    return tuple(out)
-
-
-def _default_task_topic(topics: dict[str, TopicInfo]) -> str | None:
-    found = [t for t in sorted(topics) if topics[t].kind == rm.STRING and TASK_PATTERN.search(t) and topics[t].count]
-    return found[0] if found else None
-
-
-def _slice_name(s: StreamMap, used: set[str]) -> str:
-    base = re.sub(r"[^a-z0-9]+", "_", (s.source.strip("/") + ("_" + s.field if s.field and s.field != "position" else "")).lower()).strip("_")
-    base = base or "stream"
-    name, i = base, 2
-    while name in used:
-        name, i = f"{base}_{i}", i + 1
-    used.add(name)
-    return name
 
 
 class _Numeric:
@@ -420,7 +236,7 @@ class TopicLogReader:
         used: set[str] = set()
         state, start = {}, 0
         for s, d in zip(self.plan.state, self._state_dims, strict=True):
-            state[_slice_name(s, used)] = {"start": start, "end": start + d}
+            state[slice_name(s, used)] = {"start": start, "end": start + d}
             start += d
         action, a0 = {}, 0
         if self.plan.action_from_state:
@@ -429,7 +245,7 @@ class TopicLogReader:
         else:
             used_a: set[str] = set()
             for s, d in zip(self.plan.action, self._action_dims, strict=True):
-                action[_slice_name(s, used_a)] = {"start": a0, "end": a0 + d}
+                action[slice_name(s, used_a)] = {"start": a0, "end": a0 + d}
                 a0 += d
         modality = {"state": state, "action": action, "video": {c.name: {"original_key": c.source} for c in self.plan.cameras}}
         return EmbodimentSpec.from_modality_json(modality, tag=self.tag, state_dim=start, action_dim=a0, fps=self.fps,
@@ -459,7 +275,7 @@ class TopicLogReader:
         with self._open(paths) as rec:
             topics = rec.topics()
             if split.by == "topic":
-                src = _topic_key(topics, split.source or "")
+                src = topic_key(topics, split.source or "")
                 if src not in topics:
                     raise SourceError("missing_key", rec.path, f"split topic {split.source} is not in this recording; topics: {sorted(topics)}")
                 flags: list[tuple[int, bool]] = []
