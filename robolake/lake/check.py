@@ -159,7 +159,12 @@ def check_lake(
     datasets = _open_tables(uri, lv, storage_options, report, quick)
     if report.problems:
         return report
-    _check_consistency(uri, datasets, report)
+    try:
+        _check_consistency(uri, datasets, report)
+    except Exception as e:  # a key column that does not read: a damaged file the quick check did not open
+        report.problems.append(Problem(what=f"version {lv.version}'s tables cannot be read ({type(e).__name__}: {str(e)[:200]})",
+                                       fix=_restore_advice(uri, lv.version, storage_options)))
+        return report
     _check_writers(uri, lv, storage_options, datasets, report)
     return report
 
