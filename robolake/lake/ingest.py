@@ -383,6 +383,7 @@ class _WriterSlot:
         self.lake_uri = ""
         self.opts: dict[str, str] | None = None
         self.fragments: dict[str, list[Any]] = {}
+        self.loading = False  # workers are writing files this ingest cannot name yet
 
     def start(self, lake: Lake) -> Writer:
         # Before any data file of this ingest exists, so no lease holder takes them for a dead writer's.
@@ -397,11 +398,11 @@ class _WriterSlot:
                 delete_fragment_files(self.lake_uri, table, frags, self.opts)
         finally:
             self.fragments = {}
-            self.close()
+            self.close(clean=not self.loading)
 
-    def close(self) -> None:
+    def close(self, *, clean: bool = True) -> None:
         if self.writer is not None:
-            self.writer.close()
+            self.writer.close(clean=clean)
             self.writer = None
 
 
@@ -475,7 +476,9 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
 
     def load(todo: list[EpisodeRef]) -> list[dict[str, Any]]:
         chunks = chunk(todo, config.episodes_per_task)
+        slot.loading = True
         out = _run_stage(_LoadStage(by_root, chunks, lake_uri, lake_opts), len(chunks), "load", len(todo), progress)
+        slot.loading = False
         for t in ("steps", "media"):
             slot.fragments.setdefault(t, []).extend(fragments_from_json([f for res in out for f in res[t]]))
         faults.hook("fragments_written")

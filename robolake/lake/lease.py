@@ -238,6 +238,8 @@ def is_dead(record: dict[str, Any], now: float | None = None) -> bool:
     On this host (same boot) a record is dead exactly when its process is: gone, a zombie, or
     a new process reusing the pid. Elsewhere only expiry tells.
     """
+    if record.get("exited"):
+        return True
     if record.get("host") == _HOST and record.get("boot") == _BOOT and record.get("pid"):
         start = _proc_start(int(record["pid"]))
         return start is None or (bool(start) and bool(record.get("pid_start")) and start != record["pid_start"])
@@ -491,14 +493,24 @@ class Writer:
         if self._lease is lease:
             self._lease = None
 
-    def close(self) -> None:
-        """Release the lease if held, stop the heartbeat and remove the presence record."""
+    def close(self, *, clean: bool = True) -> None:
+        """Release the lease if held, stop the heartbeat and remove the presence record.
+
+        Args:
+            clean: False when this writer may have left data files it cannot name (interrupted
+                while its workers wrote): the presence record then stays, marked exited, so the
+                next lease holder sweeps them as a dead writer's.
+        """
         if self._lease is not None:
             self._lease.release()
         self._stop.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        _delete(self._presence_uri, self.storage_options)
+        if clean:
+            _delete(self._presence_uri, self.storage_options)
+        else:
+            rec = {"writer": self.id, **_identity(), "started_at": self.started_at, "expires_at": 0.0, "exited": True}
+            _overwrite(self._presence_uri, json.dumps(rec, sort_keys=True).encode(), self.storage_options)
 
     def __enter__(self) -> Writer:
         return self

@@ -333,3 +333,36 @@ def test_soak_three_writers_twenty_rounds_random_kills(tmp_path, ray_session):
     assert_no_leftovers(uri)
     shutil.rmtree(src)
     assert kills > 0
+
+
+def test_cli_ctrl_c_says_where_the_lake_is(sources, tmp_path, ray_session, monkeypatch, capsys):
+    from robolake.cli import main
+
+    uri = str(tmp_path / "lake")
+    ingest(str(sources["B"]), uri)
+    monkeypatch.setenv(faults.ENV_VAR, "after_commit:steps:interrupt")
+    assert main(["ingest", str(sources["A"]), uri, "--no-progress"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "robolake ingest: interrupted; the lake is still at version 2; re-run to resume"
+    monkeypatch.delenv(faults.ENV_VAR)
+    assert_sound(uri)
+    assert_no_leftovers(uri)
+
+
+def test_cli_lost_race_is_one_line(sources, tmp_path, ray_session, monkeypatch, capsys):
+    """A writer that cannot get the lease (held by a live writer) gives up with one line."""
+    from robolake.cli import main
+    from robolake.lake.lease import Writer
+
+    uri = str(tmp_path / "lake")
+    Lake.create(uri)
+    monkeypatch.setenv("ROBOLAKE_LEASE_WAIT", "0.3")
+    with Writer(uri) as holder:
+        holder.acquire(1)
+        assert main(["ingest", str(sources["A"]), uri, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([line for line in err if line.startswith("robolake ingest:")]) == 1
+    assert "has held the write lease" in err[-1] and "re-run" in err[-1] and "Traceback" not in "\n".join(err)
+    monkeypatch.delenv("ROBOLAKE_LEASE_WAIT")
+    assert ingest(str(sources["A"]), uri).ingested == 2
+    assert_no_leftovers(uri)
