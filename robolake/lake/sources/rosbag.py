@@ -344,7 +344,8 @@ class Ros2Reader(TopicLogReader):
             storage = _storage_files(self.root)
             if not storage:
                 raise SourceError("corrupt_file", meta, f"{problem}, and no .db3/.mcap storage files are beside it")
-            log.warning("%s: %s; reading the %d storage file(s) directly", meta, problem, len(storage))
+            log.info("%s: %s; reading the %d storage file(s) directly", meta, problem, len(storage))
+            self.notes.append(f"{meta}: {problem}; read its {len(storage)} storage file(s) directly")
             return [tuple(storage)]
         parts = _split_parts(self.root)
         return [tuple(parts)] if parts else []

@@ -163,12 +163,14 @@ class TopicLogReader:
         self.mapping = mapping
         self.state_only = state_only
         self._joint_names: tuple[str, ...] = ()
+        self.notes: list[str] = []  # things a user should hear that are not errors (ingest reports them)
         self.recordings: list[tuple[str, ...]] = self._recordings()
         if not self.recordings:
             raise SourceError("empty", self.root, "no recording files found")
         with self._open(self.recordings[0]) as rec:
             self._topics = rec.topics()
             self.plan = resolve_plan(self._topics, mapping, rec.path, state_only=state_only)
+            self.notes += _plan_notes(self._topics, self.plan, rec.path)
             self._state_dims, self._action_dims, first_t = self._probe(rec)
         self.tag = embodiment or (mapping.embodiment if mapping and mapping.embodiment else self._default_tag())
         self.fps = float(self.plan.fps or first_t or 0.0)
@@ -542,6 +544,22 @@ def _first_look(rec: Recording, topic: str, info: TopicInfo, raw: Any) -> dict[s
     except (rm.FieldError, OSError, ValueError) as e:
         out["note"] = str(e)
     return out
+
+
+def _plan_notes(topics: dict[str, TopicInfo], plan: Any, path: str) -> list[str]:
+    """What the defaults decided that a user may not expect."""
+    notes = []
+    if plan.action_from_state and "action" in plan.defaults:
+        notes.append(f"{path}: no command topic (named like command/cmd/action/target); action = state one tick ahead")
+    if "cameras" in plan.defaults:
+        used = {c.source for c in plan.cameras}
+        left = [t for t, i in sorted(topics.items()) if i.kind in (rm.IMAGE, rm.COMPRESSED_IMAGE) and t not in used]
+        if left:
+            notes.append(f"{path}: image topics not used as cameras by default (depth, raw twin of a /compressed topic, "
+                         f"or empty): {', '.join(left)}; map them under `cameras:` to include them")
+    if not plan.cameras:
+        notes.append(f"{path}: --state-only: no camera topic, ingesting state and action only")
+    return notes
 
 
 def _lands(ticks: np.ndarray, i: int, lo: float, hi: float) -> bool:

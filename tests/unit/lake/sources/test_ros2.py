@@ -108,6 +108,7 @@ def test_metadata_versions_and_missing_metadata(tmp_path: Path, variant: str):
         (bag / "metadata.yaml").write_text(text[: len(text) // 2])
     assert is_ros2_bag_dir(str(bag))
     (reader,) = discover_readers(str(tmp_path)).readers
+    assert (variant == "broken_metadata") == any("storage file(s) directly" in n for n in reader.notes)
     ep = reader.read_tabular(reader.discover()[0])
     np.testing.assert_allclose(ep.state, expected_episode(rec)["state"].astype(np.float32), atol=1e-6)
 
@@ -353,6 +354,7 @@ def test_log_clock_literal_task_and_default_camera_choice(tmp_path: Path):
     rec = write_ros2(tmp_path / "bag", Layout(seconds=0.5, extra=extra, jitter_s=0.0), storage="sqlite3")
     reader = Ros2Reader(str(tmp_path / "bag"))
     assert {c.name: c.source for c in reader.plan.cameras} == {"cam": "/cam/image_raw/compressed", "wrist": "/wrist/image_raw/compressed"}
+    assert any("/cam/depth/image_raw, /cam/image_raw;" in n for n in reader.notes), reader.notes
     mapping = mapping_from_dict({"state": ["/joint_states"], "action": ["/arm/joint_command"], "clock": "log",
                                  "task": "wipe the table", "fps": 20, "cameras": {"cam": "/cam/image_raw"}})
     reader = Ros2Reader(str(tmp_path / "bag"), options=_opts(mapping))
