@@ -101,3 +101,19 @@ def test_torchao_emulated_training_step(batch_factory) -> None:
     loss = conv.model(batch_factory(n=3)).loss
     loss.backward()
     assert torch.isfinite(loss)
+
+
+def test_fp8_auto_without_hardware_warns_once(caplog):
+    import logging
+
+    import robolake.training.fp8 as fp8_mod
+    from robolake.training import FP8Recipe, GrootModel, ModelConfig, apply_fp8
+
+    fp8_mod._WARNED.clear()
+    model = GrootModel(ModelConfig.preset("tiny"))
+    with caplog.at_level(logging.WARNING, logger="robolake.training.fp8"):
+        first = apply_fp8(model, FP8Recipe(backend="auto"))
+        second = apply_fp8(model, FP8Recipe(backend="auto"))
+    assert first.backend == second.backend == "none"
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "fp8='auto'" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
