@@ -302,6 +302,8 @@ class _RosRecording(Recording):
             ) from None
 
     def image_stamp_ns(self, topic: str, raw: Any) -> int | None:
+        if self._msgtype.get(topic) not in ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage"):
+            return rm.header_stamp_ns(self.decode(topic, raw))  # a custom image type: no layout to rely on
         try:
             stamp = rm.raw_header_stamp_ns(raw, self.ros2)
         except Exception:
