@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from robolake.loaders import PackedBatch
+from robolake.schemas.batch import BatchSource, PackedBatch
 from robolake.training import (
     GrootModel,
     ModelConfig,
@@ -27,11 +27,24 @@ from robolake.training import (
 )
 
 
-class StatefulBatches:
-    """A loader-like iterable with state_dict/load_state_dict (what the trainer duck-types)."""
+class StatefulBatches(BatchSource):
+    """A minimal BatchSource over a list: endless, resumable by position."""
+
+    rank, world_size, epoch = 0, 1, 0
 
     def __init__(self, batches: list[PackedBatch]) -> None:
         self.batches, self.position = batches, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    @property
+    def num_batches(self) -> int | None:
+        return None
+
+    @property
+    def layout(self) -> Any:
+        raise NotImplementedError
 
     def __iter__(self):
         while True:
@@ -218,3 +231,23 @@ def test_ddp_two_ranks_stay_in_sync(tmp_path: Path) -> None:
     a, b = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
     for name in a:
         torch.testing.assert_close(a[name], b[name], msg=name)
+
+
+def test_throughput_is_a_total_over_a_total_and_progress_is_reported(tmp_path: Path, batch_factory) -> None:
+    batches = [batch_factory(n=3, seed=1), batch_factory(n=5, seed=2)]
+    seen = []
+    result = train(small_config(total_steps=4, log_path=str(tmp_path / "m.jsonl")), batches, progress=seen.append)
+    assert result.samples == 3 + 5 + 3 + 5
+    assert result.samples_per_s == pytest.approx(result.samples / result.seconds)
+    assert [p.step for p in seen] == [1, 2, 3, 4] and seen[-1].eta_s == 0.0
+    rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert {r["fp8"] for r in rows} == {"none"}
+
+
+def test_record_samples_writes_one_line_per_batch(tmp_path: Path, batch_factory) -> None:
+    batches = [batch_factory(n=2, seed=1), batch_factory(n=3, seed=2)]
+    train(small_config(total_steps=3, record_samples_dir=str(tmp_path / "samples")), batches)
+    lines = [json.loads(x) for x in (tmp_path / "samples" / "rank0.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [1, 2, 3]
+    assert [len(x["keys"]) for x in lines] == [2, 3, 2]
+    assert lines[0]["keys"][0] == [list(batches[0].sample_keys[0])[0], batches[0].sample_keys[0][1]]
