@@ -366,3 +366,14 @@ def test_log_clock_literal_task_and_default_camera_choice(tmp_path: Path):
     exp = expected_episode(rec, ticks=t - 0.003)
     np.testing.assert_allclose(ep.state, exp["state"].astype(np.float32), atol=1e-6)
     assert np.allclose(np.diff(ep.timestamps), 0.05)
+
+
+def test_multiarray_action_that_changes_width_is_rejected(tmp_path: Path):
+    cmds = [(t, [t, t, t] if i < 10 else [t, t, t, t]) for i, t in enumerate(np.arange(0, 0.5, 0.02))]
+    write_ros2(tmp_path / "bag", Layout(seconds=0.5, cmd_hz=None, extra={"/effort_cmd": ("multiarray", cmds)}), storage="sqlite3")
+    mapping = mapping_from_dict({"state": ["/joint_states"], "action": ["/effort_cmd"]})
+    reader = Ros2Reader(str(tmp_path / "bag"), options=_opts(mapping))
+    assert reader.spec().action_dim == 3
+    with pytest.raises(SourceError, match="changes width mid-recording: 3 values until message 10, then 4") as err:
+        reader.read_tabular(reader.discover()[0])
+    assert err.value.reason_code == "shape"
