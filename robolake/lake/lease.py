@@ -14,7 +14,9 @@ wins, the other sees E+1 held and waits. A lease held by a live writer is waited
 readers never touch it.
 
 Keeping it. A heartbeat thread rewrites the holder's record with a later expiry every ttl/3.
-Only the holder ever writes its record, and only while it is still the newest epoch.
+Only the holder ever writes its record, and only while it is still the newest epoch. Locally a
+live process is never taken over, so a late renewal is harmless; on an object store a holder
+that finds its own record expired counts the lease as lost (another host may be taking it).
 
 Fencing. Before every table commit and before publishing the lake manifest, the transaction
 calls `Lease.check`: the newest epoch must still be this writer's, with its token, and not
