@@ -24,6 +24,7 @@ Episode windows are spans of log time; the clock used for resampling can be the 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -97,41 +98,87 @@ class Recording(abc.ABC):
 
 
 class _Numeric:
-    """Reads one numeric stream: decode, stamp, vector (joints ordered by name)."""
+    """Reads one numeric stream: decode, stamp, vector (joints ordered by name).
+
+    A JointState topic can be fed by several publishers with different joints (an arm driver
+    and a gripper driver both on `/joint_states`). With `names:` in the mapping, each message
+    fills the named joints it carries: messages are grouped by which of them they hold, each
+    group becomes its own stream (resampled on its own times), and the groups' columns are put
+    back in `names` order after alignment.
+    """
 
     def __init__(self, s: StreamMap, info: TopicInfo, clock: str):
         self.s, self.info, self.clock = s, info, clock
         self.field = s.field
         self.names: tuple[str, ...] | None = s.names
-        self.t: list[int] = []
-        self.rows: list[np.ndarray] = []
+        self.groups: dict[tuple[str, ...], tuple[list[int], list[np.ndarray]]] = {}
+        self.count = 0
         self.header_clock: bool | None = None
+
+    @property
+    def t(self) -> list[int]:
+        return [t for ts, _ in self.groups.values() for t in ts[:1]]
+
+    @property
+    def first_row(self) -> np.ndarray:
+        return next(iter(self.groups.values()))[1][0]
 
     def add(self, rec: Recording, log_ns: int, msg: Any) -> None:
         if self.field is None:
             self.field = rm.default_field(self.info.msgtype, msg)
+        key: tuple[str, ...] = ()
         try:
             if self.info.kind == rm.JOINT_STATE:
-                if self.names is None:
-                    self.names = tuple(rm.get_field(msg, "name"))
                 have = tuple(rm.get_field(msg, "name"))
+                if self.names is None:
+                    self.names = have
                 if self.s.names is None and set(have) != set(self.names):
+                    several = not set(have) & set(self.names)
                     raise SourceError(
                         "shape", rec.path,
-                        f"{self.s.source}: the JointState joints change at message {len(self.rows)} "
-                        f"({list(self.names)} -> {list(have)}); select fixed joints with `names:` in the mapping "
-                        "or split the recording where the robot changed",
+                        f"{self.s.source}: the JointState joints change at message {self.count} "
+                        f"({list(self.names)} -> {list(have)}); "
+                        + ("several publishers share the topic: list the joints to keep under `names:` in the mapping"
+                           if several else "select fixed joints with `names:` in the mapping or split the recording where the robot changed"),
                     )
-                row = rm.joint_vector(msg, self.field or "position", self.names)
+                key = tuple(n for n in self.names if n in have)
+                if not key:
+                    self.count += 1
+                    return  # a publisher of joints the mapping does not want
+                row = rm.joint_vector(msg, self.field or "position", key)
             else:
                 row = rm.to_vector(msg, self.field)
         except rm.FieldError as e:
-            raise SourceError("missing_key", rec.path, f"{self.s.source} ({rm.short_type(self.info.msgtype)}) message {len(self.rows)}: {e}") from None
+            raise SourceError("missing_key", rec.path, f"{self.s.source} ({rm.short_type(self.info.msgtype)}) message {self.count}: {e}") from None
         stamp = rm.header_stamp_ns(msg) if self.clock == "header" else None
         if self.header_clock is None:
             self.header_clock = stamp is not None
-        self.t.append(stamp if (self.header_clock and stamp is not None) else log_ns)
-        self.rows.append(row)
+        ts, rows = self.groups.setdefault(key, ([], []))
+        ts.append(stamp if (self.header_clock and stamp is not None) else log_ns)
+        rows.append(row)
+        self.count += 1
+
+    def streams(self, t0: int, path: str) -> list[tuple[Stream, list[int]]]:
+        """One stream per group of messages, with the output columns (of this stream's vector) it fills.
+
+        Raises:
+            SourceError: no messages; a named joint no message carries; a width change.
+        """
+        if not self.groups:
+            raise SourceError("empty", path, f"{self.s.source} has no messages in this episode; record it or drop it from the mapping")
+        if list(self.groups) == [()] or self.names is None:
+            ((ts, rows),) = self.groups.values()
+            return [(Stream(self.s.source, _rel(ts, t0), stack_rows(rows, self.s.source, path), path), [])]
+        missing = [n for n in self.names if not any(n in k for k in self.groups)]
+        if missing:
+            raise SourceError("missing_key", path, f"{self.s.source}: no message carries joints {missing}; joints there: "
+                              f"{sorted({n for k in self.groups for n in k})}")
+        col = {n: i for i, n in enumerate(self.names)}
+        out = []
+        for key, (ts, rows) in self.groups.items():
+            name = self.s.source if len(self.groups) == 1 else f"{self.s.source}[{','.join(key)}]"
+            out.append((Stream(name, _rel(ts, t0), stack_rows(rows, name, path), path), [col[n] for n in key]))
+        return out
 
 
 def _rel(ns: Sequence[int], t0: int) -> np.ndarray:
@@ -222,11 +269,15 @@ class TopicLogReader:
             raise SourceError("empty", rec.path, f"mapped topic {t} has no messages; record it or map another topic")
 
         def width(s: StreamMap) -> int:
+            if s.names and self._topics[s.source].kind == rm.JOINT_STATE:
+                if s is plan.state[0]:
+                    self._joint_names = tuple(s.names)
+                return len(s.names)  # the first message may come from a publisher of other joints
             reader = _Numeric(s, self._topics[s.source], "log")
             reader.add(rec, 0, first[s.source])
             if s is plan.state[0] and reader.names:
                 self._joint_names = tuple(reader.names)
-            return int(reader.rows[0].shape[0])
+            return int(reader.first_row.shape[0])
 
         sd = [width(s) for s in plan.state]
         ad = [] if plan.action_from_state else [width(s) for s in plan.action]
@@ -354,27 +405,30 @@ class TopicLogReader:
             if plan.task_from and task_text is None:
                 task_text = self._task_text(rec, plan.task_from, start_ns, stop_ns)
             path = rec.path
-        firsts = [r.t[0] for r in readers.values() if r.t] + [ts[0] for ts in cam_t.values() if ts]
+        firsts = [t for r in readers.values() for t in r.t] + [ts[0] for ts in cam_t.values() if ts]
         if not firsts:
             raise SourceError("empty", path, f"the episode window holds no messages of {wanted}")
         t0 = min(firsts)
-
-        def numeric_stream(r: _Numeric) -> Stream:
-            values = stack_rows(r.rows, r.s.source, path)
-            return Stream(r.s.source, _rel(r.t, t0), values, path)
-
-        streams = [numeric_stream(r) for r in readers.values()]
         n_state = len(plan.state)
-        for s, want in zip(streams, self._state_dims + self._action_dims, strict=False):
-            if s.values.shape[1] != want:  # type: ignore[union-attr]
+        parts: list[list[tuple[Stream, list[int]]]] = [r.streams(t0, path) for r in readers.values()]
+        for r, pieces, want in zip(readers.values(), parts, self._state_dims + self._action_dims, strict=False):
+            got = sum(int(np.shape(st.values)[1]) for st, _ in pieces)
+            if got != want:
                 raise SourceError(
                     "shape", path,
-                    f"{s.name} has {s.values.shape[1]} values per message here but {want} in {self.recordings[0][0]}; "  # type: ignore[union-attr]
+                    f"{r.s.source} has {got} values per message here but {want} in {self.recordings[0][0]}; "
                     "one unit must keep one layout: ingest it with its own --embodiment, or select joints with `names:`",
                 )
+        state_perm, action_perm = _columns(parts[:n_state]), _columns(parts[n_state:])
         cams = {c.name: Stream(c.source, _rel(cam_t[c.source], t0), np.zeros((len(cam_t[c.source]), 0)), path) for c in plan.cameras}
-        aligned = align(state=streams[:n_state], action=streams[n_state:], cameras=cams, fps=self.fps,
-                        action_from_state=plan.action_from_state, path=path)
+        aligned = align(state=[st for p in parts[:n_state] for st, _ in p], action=[st for p in parts[n_state:] for st, _ in p],
+                        cameras=cams, fps=self.fps, action_from_state=plan.action_from_state, path=path)
+        if state_perm is not None or action_perm is not None:
+            aligned = dataclasses.replace(
+                aligned,
+                state=_permute(aligned.state, state_perm),
+                action=_permute(aligned.action, state_perm if plan.action_from_state else action_perm),
+            )
         tasks = (task_text or "",)
         task_index = np.zeros(len(aligned.timestamps), np.int32)
         digests = tuple(f"{c.name}:{cam_hash[c.source].hexdigest()}" for c in plan.cameras)
@@ -518,6 +572,31 @@ class TopicLogReader:
             "state_dim": sum(self._state_dims),
             "action_dim": sum(self._state_dims) if self.plan.action_from_state else sum(self._action_dims),
         }
+
+
+def _columns(parts: list[list[tuple[Stream, list[int]]]]) -> np.ndarray | None:
+    """Where each aligned column goes, when a JointState came in groups; None when in order."""
+    dest: list[int] = []
+    offset = 0
+    grouped = False
+    for pieces in parts:
+        width = sum(int(np.shape(st.values)[1]) for st, _ in pieces)
+        for st, cols in pieces:
+            if cols:
+                grouped = grouped or len(pieces) > 1 or cols != list(range(len(cols)))
+                dest += [offset + c for c in cols]
+            else:
+                dest += list(range(offset, offset + int(np.shape(st.values)[1])))
+        offset += width
+    return np.asarray(dest, dtype=np.int64) if grouped else None
+
+
+def _permute(values: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
+    if dest is None:
+        return values
+    out = np.empty_like(values)
+    out[:, dest] = values
+    return out
 
 
 def _first_look(rec: Recording, topic: str, info: TopicInfo, raw: Any) -> dict[str, Any]:

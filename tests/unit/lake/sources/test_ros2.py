@@ -377,3 +377,22 @@ def test_multiarray_action_that_changes_width_is_rejected(tmp_path: Path):
     with pytest.raises(SourceError, match="changes width mid-recording: 3 values until message 10, then 4") as err:
         reader.read_tabular(reader.discover()[0])
     assert err.value.reason_code == "shape"
+
+
+def test_joint_state_topic_fed_by_two_publishers(tmp_path: Path):
+    """An arm driver (3 joints, 100 Hz) and a gripper driver (1 joint, 20 Hz) both publish /joint_states."""
+    grip = [(t, (["finger"], np.array([10 * t]))) for t in np.arange(0, 0.6, 0.05)]
+    rec = write_ros2(tmp_path / "bag", Layout(seconds=0.6, extra={"/joint_states": ("joint", grip)}), storage="sqlite3")
+    plain = Ros2Reader(str(tmp_path / "bag"))
+    with pytest.raises(SourceError, match="several publishers share the topic: list the joints to keep under `names:`"):
+        plain.read_tabular(plain.discover()[0])
+    mapping = mapping_from_dict({"state": [{"source": "/joint_states", "names": ["finger", "elbow", "shoulder"]}],
+                                 "action_from_state": True})
+    reader = Ros2Reader(str(tmp_path / "bag"), options=_opts(mapping))
+    assert reader.spec().state_dim == 3
+    ep = reader.read_tabular(reader.discover()[0])
+    t = ep.timestamps + (ep.metadata["t0_ns"] - 1_700_000_000 * 10**9) / 1e9
+    exp = expected_episode(rec, ticks=t, action="state")
+    np.testing.assert_allclose(ep.state[:, 0], 10 * t, atol=1e-5)  # linear in time: interpolation is exact
+    np.testing.assert_allclose(ep.state[:, 1:], exp["state"][:, [1, 0]].astype(np.float32), atol=1e-6)
+    np.testing.assert_allclose(ep.action[:-1], ep.state[1:])
