@@ -8,6 +8,7 @@ block below.
 
 from __future__ import annotations
 
+from robolake.lake.sources import hdf5 as _hdf5
 from robolake.lake.sources.base import (
     EncodedFrames,
     EpisodeRef,
@@ -64,7 +65,8 @@ register_format(SourceFormat(
     open=_open_lerobot,
     unit="directory",
 ))
-# H-hdf5: hdf5, rlds register below. H-ros: add ros2 / ros1 / mcap register lines after them.
+register_format(_hdf5.FORMAT)
+# ROS 2 / ROS 1 / MCAP formats (H-ros): add their register_format lines here, after hdf5.
 
 # H-ros: ROS 2 bag directories, lone ROS 2 storage files, ROS 1 bags, non-ROS MCAP (rosbag.py, mcap_json.py).
 from robolake.lake.sources.mcap_json import MCAP_FORMAT  # noqa: E402
