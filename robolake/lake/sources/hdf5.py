@@ -384,7 +384,9 @@ class HDF5Reader:
             arr = np.asarray(ds[()], dtype=np.float64)
         except (OSError, ValueError, TypeError) as e:
             raise SourceError("corrupt_file", self.root, f"dataset {path!r} cannot be read ({e}); the file is truncated or corrupt") from e
-        return arr.reshape(len(arr), -1) if arr.ndim else arr.reshape(1, 1)
+        if arr.ndim == 0:
+            return arr.reshape(1, 1)
+        return arr.reshape(len(arr), -1) if arr.size else arr.reshape(len(arr), int(np.prod(arr.shape[1:])))
 
     def _stream(self, g: Any, path: str, stamps: str | None, ref: EpisodeRef) -> Stream:
         values = self._read_array(g, path, ref)
@@ -529,7 +531,7 @@ class HDF5Reader:
                             encodings.add((im.format or "").lower())
                     except Exception as e:
                         raise SourceError("corrupt_video", self.root, f"camera {cam!r} ({path}) holds bytes that are not an image ({e})") from e
-                h, w = check_frame_sizes(sizes, cam, f"{self.root}:{path}")
+                h, w = check_frame_sizes(sizes, f"{cam} ({path})", self.root)
                 enc = encodings.pop() if len(encodings) == 1 else "jpeg"
                 if enc not in ("jpeg", "png"):
                     raise SourceError("corrupt_video", self.root, f"camera {cam!r} ({path}) holds {enc} images; only JPEG and PNG pass through")
