@@ -9,6 +9,7 @@ block below.
 from __future__ import annotations
 
 from robolake.lake.sources import hdf5 as _hdf5
+from robolake.lake.sources import rlds as _rlds
 from robolake.lake.sources.base import (
     EncodedFrames,
     EpisodeRef,
@@ -66,6 +67,7 @@ register_format(SourceFormat(
     unit="directory",
 ))
 register_format(_hdf5.FORMAT)
+register_format(_rlds.FORMAT)
 # ROS 2 / ROS 1 / MCAP formats (H-ros): add their register_format lines here, after hdf5.
 
 # H-ros: ROS 2 bag directories, lone ROS 2 storage files, ROS 1 bags, non-ROS MCAP (rosbag.py, mcap_json.py).
