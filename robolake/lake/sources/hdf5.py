@@ -56,7 +56,7 @@ from robolake.lake.sources.resample import Stream, align, check_frame_sizes, che
 from robolake.lake.sources.video import file_digest
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 
-__all__ = ["HDF5Reader", "is_hdf5_file", "FORMAT"]
+__all__ = ["HDF5Reader", "is_hdf5_file", "inspect_hdf5", "FORMAT"]
 
 log = logging.getLogger(__name__)
 
@@ -564,42 +564,58 @@ class HDF5Reader:
 
     def inspect(self) -> dict[str, Any]:
         """Datasets (dtype, shape, rows; demo_N groups collapsed), attributes, layout, episodes, span."""
-        h5py = _h5py()
-        keys: dict[str, dict[str, Any]] = {}
-        with self._open() as f:
-            def visit(name: str, obj: Any) -> None:
-                if not isinstance(obj, h5py.Dataset):
-                    return
-                key = re.sub(r"demo_\d+", "demo_*", name)
-                entry = keys.setdefault(key, {"type": str(obj.dtype), "shape": list(obj.shape[1:]), "count": 0, "groups": 0})
-                entry["count"] += int(obj.shape[0]) if obj.ndim else 1
-                entry["groups"] += 1
-
-            f.visititems(visit)
-            attrs = {k: _attr_text(f.attrs[k])[:200] for k in f.attrs.keys()}
-            if "data" in f and hasattr(f["data"], "attrs"):
-                attrs.update({f"data.{k}": _attr_text(f["data"].attrs[k])[:200] for k in f["data"].attrs.keys()})
-            clocks = {}
-            for key in list(keys):
-                obj = f[key.replace("demo_*", self.layout.episodes[0][1].rsplit("/", 1)[-1])] if "demo_*" in key else f[key]
-                if obj.ndim == 1 and obj.dtype.kind == "f" and re.search(r"(^|[/_])(t|time|times|stamps?|timestamps?)$", key):
-                    t = np.asarray(obj[()], dtype=np.float64)
-                    dt = np.diff(t)
-                    if t.size > 1 and (dt >= 0).all() and (dt > 0).any():
-                        clocks[key] = {"rate_hz": float(1.0 / np.median(dt[dt > 0])), "span_s": [float(t[0]), float(t[-1])]}
-        for key, entry in keys.items():
-            entry["rate_hz"] = None if self.layout.name == "mapped" else self.fps
-            if key in clocks:
-                entry.update(clocks[key], clock=True)
-        first_state = ("data/demo_*/" if self.layout.name in ("robomimic", "robosuite") else (self.layout.episodes[0][1] + "/" if self.layout.episodes[0][1] else "")) + self.layout.state[0][0]
-        frames = int(keys.get(re.sub(r"demo_\d+", "demo_*", first_state), {}).get("count", 0))
+        lay = self.layout
+        info = inspect_hdf5(self.root, fps=None if lay.name == "mapped" else self.fps)
+        first = ("data/demo_*/" if lay.name in ("robomimic", "robosuite") else (lay.episodes[0][1] + "/" if lay.episodes[0][1] else "")) + lay.state[0][0]
+        frames = int(info["keys"].get(re.sub(r"demo_\d+", "demo_*", first), {}).get("count", 0))
         return {
-            "format": self.format_name, "path": self.root, "embodiment": self.tag, "layout": self.layout.name,
-            "episodes": len(self.layout.episodes), "fps": self.fps, "frames": frames,
-            "duration_s": frames / self.fps if self.fps else 0.0, "cameras": list(self.cameras),
-            "state": [p for p, _ in self.layout.state], "action": [p for p, _ in self.layout.action],
-            "splits": {k: len(v) for k, v in self.layout.splits}, "attrs": attrs, "keys": keys,
+            "format": self.format_name, "path": self.root, "embodiment": self.tag, "layout": lay.name,
+            "episodes": len(lay.episodes), "fps": self.fps, "frames": frames,
+            "duration_s": frames / self.fps if self.fps and lay.name != "mapped" else None, "cameras": list(self.cameras),
+            "state": [p for p, _ in lay.state], "action": [p for p, _ in lay.action],
+            "splits": {k: len(v) for k, v in lay.splits}, **{k: v for k, v in info.items() if k not in ("format", "path")},
         }
+
+
+def inspect_hdf5(path: str, fps: float | None = None) -> dict[str, Any]:
+    """Every dataset of an HDF5 file (dtype, shape, rows; demo_N groups collapsed) and its attributes.
+
+    1-D float datasets named like clocks (`t`, `time`, `*_t`, `stamps`, `timestamps`) get their
+    rate and span, which is what a mapping's `stamps:` needs.
+
+    Raises:
+        SourceError: the file cannot be opened.
+    """
+    h5py = _h5py()
+    keys: dict[str, dict[str, Any]] = {}
+    samples: dict[str, str] = {}
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise SourceError("corrupt_file", path, f"HDF5 file cannot be opened ({e}); it is truncated or corrupt") from e
+    with f:
+        def visit(name: str, obj: Any) -> None:
+            if not isinstance(obj, h5py.Dataset):
+                return
+            key = re.sub(r"demo_\d+", "demo_*", name)
+            samples.setdefault(key, name)
+            entry = keys.setdefault(key, {"type": str(obj.dtype), "shape": list(obj.shape[1:]), "count": 0, "groups": 0})
+            entry["count"] += int(obj.shape[0]) if obj.ndim else 1
+            entry["groups"] += 1
+
+        f.visititems(visit)
+        attrs = {k: _attr_text(f.attrs[k])[:200] for k in f.attrs.keys()}
+        if "data" in f and hasattr(f["data"], "attrs"):
+            attrs.update({f"data.{k}": _attr_text(f["data"].attrs[k])[:200] for k in f["data"].attrs.keys()})
+        for key, entry in keys.items():
+            entry["rate_hz"] = fps
+            obj = f[samples[key]]
+            if obj.ndim == 1 and obj.dtype.kind == "f" and re.search(r"(^|[/_])(t|time|times|stamps?|timestamps?)$", key):
+                t = np.asarray(obj[()], dtype=np.float64)
+                dt = np.diff(t)
+                if t.size > 1 and (dt >= 0).all() and (dt > 0).any():
+                    entry.update(rate_hz=float(1.0 / np.median(dt[dt > 0])), start_s=float(t[0]), end_s=float(t[-1]), clock=True)
+    return {"format": "hdf5", "path": os.path.abspath(path), "attrs": attrs, "keys": keys}
 
 
 def _open_hdf5(path: str, options: SourceOptions) -> HDF5Reader:
@@ -612,4 +628,5 @@ FORMAT = SourceFormat(
     detect=is_hdf5_file,
     open=_open_hdf5,
     unit="file",
+    inspect_unit=inspect_hdf5,
 )

@@ -24,7 +24,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from robolake.lake.sources.base import SourceError, SourceReader
 
@@ -87,6 +87,8 @@ class SourceFormat:
         open: A reader over one detected unit. Raises ValueError/SourceError when the unit is
             unreadable as a whole (discovery reports it as failed).
         unit: Whether a unit is a directory (not descended into) or a single file.
+        inspect_unit: Optional: describe a unit that `open` rejects (an HDF5 file of an unknown
+            layout, before its mapping exists), for `robolake inspect`.
     """
 
     name: str
@@ -94,6 +96,7 @@ class SourceFormat:
     detect: Callable[[str], bool]
     open: Callable[[str, SourceOptions], SourceReader]
     unit: Literal["directory", "file"]
+    inspect_unit: Callable[[str], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
