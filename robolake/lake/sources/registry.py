@@ -286,6 +286,8 @@ def discover_readers(
         except Exception as e:  # a reader bug on one unit is that unit's problem, not the whole ingest's
             failed.append(FailedUnit(path=path, format=fmt.name, reason_code="reader_error",
                                      message=f"the {fmt.name} reader failed ({type(e).__name__}: {e})"))
+    readers, clashes = _one_width_per_tag(readers)
+    failed += clashes
     # Reported in the result (ingest records and prints them, or the ValueError below names them).
     for u in unrecognised:
         log.info("not read: %s", u)
@@ -294,6 +296,33 @@ def discover_readers(
     if not readers:
         raise ValueError(_nothing_readable(src, seen, unrecognised, failed, selected))
     return DiscoveryResult(readers=tuple(readers), unrecognised=tuple(unrecognised), failed=tuple(failed))
+
+
+def _one_width_per_tag(readers: list[SourceReader]) -> tuple[list[SourceReader], list[FailedUnit]]:
+    """Units whose spec cannot be built, or whose widths contradict an earlier unit of the same tag.
+
+    One embodiment tag means one state/action layout in the lake; two recordings that share a tag
+    but not a width would corrupt its statistics, so the later one is held back with a reason.
+    """
+    first: dict[str, tuple[str, int, int]] = {}
+    keep: list[SourceReader] = []
+    failed: list[FailedUnit] = []
+    for r in readers:
+        try:
+            spec = r.spec()
+        except (ValueError, SourceError) as e:
+            failed.append(FailedUnit(path=r.root, format=r.format_name, reason_code="shape", message=f"{r.root}: {e}"))
+            continue
+        have = first.setdefault(r.tag, (r.root, spec.state_dim, spec.action_dim))
+        if have[1:] != (spec.state_dim, spec.action_dim):
+            failed.append(FailedUnit(
+                path=r.root, format=r.format_name, reason_code="shape",
+                message=f"embodiment {r.tag!r} has state/action widths {spec.state_dim}/{spec.action_dim} here but "
+                f"{have[1]}/{have[2]} in {have[0]}; give it its own tag (--embodiment, or `embodiment:` in the mapping)",
+            ))
+            continue
+        keep.append(r)
+    return keep, failed
 
 
 def _nothing_readable(

@@ -49,3 +49,19 @@ def test_nothing_readable_leaves_no_lake(tmp_path: Path, kind: str):
     if kind == "junk":
         assert "1 .bin" in str(info.value)
     assert not os.path.exists(lake)
+
+
+def test_one_tag_one_width(tmp_path: Path):
+    from robolake.lake.sources import SourceOptions
+
+    from .h5_layouts import write_robosuite
+
+    write_robosuite(tmp_path / "a.hdf5", state_dim=32)
+    write_robosuite(tmp_path / "b.hdf5", state_dim=40)  # same robot and env, another scene version
+    found = discover_readers(str(tmp_path))
+    assert [Path(r.root).name for r in found] == ["a.hdf5"]
+    (clash,) = found.failed
+    assert clash.path.endswith("b.hdf5") and clash.reason_code == "shape"
+    assert "40/7 here but 32/7" in clash.message and "--embodiment" in clash.message
+    forced = discover_readers(str(tmp_path / "b.hdf5"), options=SourceOptions(embodiment="suite_v2"))
+    assert forced[0].tag == "suite_v2"
