@@ -337,6 +337,6 @@ def _nothing_readable(
             what += f", e.g. {unrecognised[0]}"
     else:
         what = "found no files"
-    known = ", ".join(f"{f.name} ({f.description})" for f in formats())
+    known = ", ".join(f.name for f in formats()) + " (`robolake ingest --help` describes them)"
     hint = "" if len(selected) > 1 else f"; --format {selected[0].name} was given, try --format auto"
     return f"no dataset found under {src}: {what}; readable formats: {known}{hint}"

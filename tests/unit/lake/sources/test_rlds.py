@@ -165,3 +165,21 @@ def test_rlds_ingest_quarantines_bad_records(tmp_path: Path, ray_session):
     eps = Lake.open(str(tmp_path / "lake")).episodes().to_pylist()
     assert sorted(e["num_steps"] for e in eps) == [8, 9] and {e["task"] for e in eps} == {"put the carrot in the pot"}
     assert all(e["cameras"] == ["image", "wrist_image"] for e in eps)
+
+
+def test_rlds_mapping_selects_features(tmp_path: Path):
+    from robolake.lake.sources import SourceOptions
+    from robolake.lake.sources.mapping import mapping_from_dict
+
+    write_tfds(tmp_path / "ds")
+    m = mapping_from_dict({"embodiment": "widowx", "task": "tidy up", "fps": 5, "action_from_state": True,
+                           "state": ["steps/observation/state", "steps/reward"], "cameras": {"main": "steps/observation/image"}}, "w.yaml")
+    (r,) = discover_readers(str(tmp_path), options=SourceOptions(mapping=m))
+    assert (r.tag, r.cameras, r.spec().state_dim, r.spec().action_dim) == ("widowx", ("main",), 9, 9)
+    ep = r.read_tabular(r.discover()[0])
+    assert ep.task == "tidy up" and ep.fps == 5 and ep.metadata["action_from_state"] is True
+    np.testing.assert_allclose(ep.action[:-1], ep.state[1:])
+    np.testing.assert_allclose(ep.timestamps[:3], [0, 0.2, 0.4])
+    bad = mapping_from_dict({"state": ["steps/observation/joints"], "action": ["steps/action"]}, "w.yaml")
+    with pytest.raises(ValueError, match=r"names 'steps/observation/joints'.*steps/observation/state"):
+        discover_readers(str(tmp_path), options=SourceOptions(mapping=bad))
