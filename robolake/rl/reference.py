@@ -83,4 +83,8 @@ def _loop(config: RLConfig, policy_factory: PolicyFactory, env_factory: EnvFacto
         learner.add_many(segments)
         if config.learn:
             learner.train_available()
+    # the budget is spent: running episodes end truncated, with what they did so far
+    learner.add_many(
+        [Segment(key(i), config.task_of(i), seeds[i], i // config.envs_per_worker, 1, tuple(pending[i]), final=True, truncated=True) for i in range(n)]
+    )
     return learner.trajectories(), learner.episodes()

@@ -7,10 +7,12 @@ import json
 import numpy as np
 import pytest
 
+import robolake.sim  # noqa: F401  (sets MUJOCO_GL before metaworld imports mujoco)
 from robolake.rl.config import RLConfig
 from robolake.rl.reference import run_reference
 
 
+@pytest.mark.slow
 def test_rl_command_writes_metrics_plot_and_checkpoint(ray_session, tmp_path):
     from robolake.cli import main
 
@@ -44,17 +46,18 @@ def test_metaworld_env_runs_in_the_plain_loop(tmp_path):
 
     from robolake.rl.policy import ModelPolicyFactory, Normalizer
     from robolake.rl.sim_env import MetaWorldFactory
+    from robolake.sim import ACTION_DIM, STATE_DIM
     from robolake.training.model import GrootModel
 
     from .conftest import small_config
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = GrootModel(small_config().__class__.preset("tiny", **{**small_config().__dict__, "max_state_dim": 14}))
-    factory = ModelPolicyFactory.from_model(model, Normalizer.identity(14, 4))
+        model = GrootModel(small_config().__class__.preset("tiny", **{**small_config().__dict__, "max_state_dim": STATE_DIM}))
+    factory = ModelPolicyFactory.from_model(model, Normalizer.identity(STATE_DIM, ACTION_DIM))
     env = MetaWorldFactory(image_size=16)("reach")
     obs = env.reset(5)
-    assert obs.image.shape == (1, 16, 16, 3) and obs.state.shape == (14,) and obs.instruction
+    assert obs.image.shape == (1, 16, 16, 3) and obs.state.shape == (STATE_DIM,) and obs.instruction
     config = RLConfig(tasks=("reach",), num_workers=1, envs_per_worker=1, env_steps=16, execute_steps=8, learn=False)
     traj, episodes = run_reference(config, factory, MetaWorldFactory(image_size=16))
     (ts,) = traj.values()
