@@ -416,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("which", help="the benchmark (a module of robolake.bench: ingest, pack, load, train, e2e, ...)")
     s.add_argument("--json", required=True, help="write the results here")
     s.add_argument("--quick", action="store_true", help="a smaller run (minutes, not tens of minutes)")
-    s.add_argument("extra", nargs=argparse.REMAINDER, help="options passed to the benchmark (e.g. --data PATH)")
+    s.epilog = "Other options (e.g. --data PATH) are passed to the benchmark; `robolake bench NAME --json X --help` lists them."
     s.set_defaults(fn=cmd_bench)
     _register_command_modules(sub)
     return p
@@ -428,7 +428,11 @@ def main(argv: list[str] | None = None) -> int:
     flags = [a for a in argv if a in ("--debug", "--verbose")]
     argv = [a for a in argv if a not in ("--debug", "--verbose")]
     _quiet("--verbose" in flags)  # before any command module imports lance or ray
-    args = build_parser().parse_args(flags + argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(flags + argv)
+    if extra and args.command != "bench":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra  # a benchmark's own options
     if args.command not in _NO_RAY_COMMANDS:
         _quiet_ray()
     if args.debug:

@@ -85,3 +85,8 @@ def test_bench_runs_from_the_installed_package(capsys, tmp_path):
     assert {"ingest", "pack", "load", "train", "e2e"} <= set(names)
     assert main(["bench", "nope", "--json", str(tmp_path / "x.json")]) == 2
     assert "unknown benchmark" in capsys.readouterr().err
+
+
+def test_bench_passes_its_own_options_through():
+    args, extra = build_parser().parse_known_args(["bench", "load", "--json", "x.json", "--quick", "--data", "ds/"])
+    assert (args.which, args.json, args.quick, extra) == ("load", "x.json", True, ["--data", "ds/"])
