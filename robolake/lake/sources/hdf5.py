@@ -22,7 +22,9 @@ state's width depends on the scene), and `aloha` for the 14-joint ALOHA, `aloha_
 other widths. Anything else is read through a mapping (`--map`), whose sources are dataset paths
 relative to each episode group (`episodes:` names the group whose children are episodes; the
 file root otherwise), with optional `stamps:` datasets holding per-row times so streams recorded
-at different rates are resampled onto one clock (see `resample`).
+at different rates are resampled onto one clock (see `resample`), and `split:` cuts one long
+recording into episodes at pauses of the first state stream's clock (`by: gap`) or where a
+row-aligned boolean dataset is true (`by: topic`).
 
 The reader keeps no file open between calls: readers travel to Ray workers by pickle, and an
 `h5py.File` does not pickle. Images stored as JPEG/PNG are passed through unchanged; raw pixels
@@ -52,7 +54,14 @@ from robolake.lake.sources.base import (
 )
 from robolake.lake.sources.mapping import Mapping, check_sources
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
-from robolake.lake.sources.resample import Stream, align, check_frame_sizes, check_stream
+from robolake.lake.sources.resample import (
+    Stream,
+    align,
+    check_frame_sizes,
+    check_stream,
+    segments_by_flag,
+    segments_by_gap,
+)
 from robolake.lake.sources.video import file_digest
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 
@@ -132,6 +141,9 @@ class _Layout:
     action_from_state: bool
     splits: tuple[tuple[str, tuple[str, ...]], ...] = ()
     attrs: tuple[tuple[str, str], ...] = ()
+    split_by: str = "file"                 # file | gap | topic (mapping `split:`)
+    split_seconds: float = 0.0
+    split_source: str | None = None
 
 
 class HDF5Reader:
@@ -326,7 +338,8 @@ class HDF5Reader:
             cameras=tuple((c.name, rel(c.source), rel(c.stamps) if c.stamps else None) for c in m.cameras),
             state_widths=widths_s, action_widths=widths_a, fps=float(fps), task=m.task or "",
             task_from=rel(m.task_from) if m.task_from else None, tag=m.embodiment or f"hdf5_s{s_dim}_a{a_dim}",
-            action_from_state=m.action_from_state,
+            action_from_state=m.action_from_state, split_by=m.split.by, split_seconds=float(m.split.seconds or 0.0),
+            split_source=rel(m.split.source) if m.split.source else None,
         )
 
     # --- reader protocol -----------------------------------------------------------------
@@ -354,6 +367,8 @@ class HDF5Reader:
         for split, demos in self.layout.splits:
             for d in demos:
                 split_of.setdefault(d, []).append(split)
+        if self.layout.split_by != "file":
+            return self._discover_windows()
         return [
             EpisodeRef(
                 source_uri=self.root, source_format=self.format_name, episode_index=idx, embodiment=self.tag,
@@ -361,6 +376,30 @@ class HDF5Reader:
             )
             for idx, group in self.layout.episodes
         ]
+
+    def _discover_windows(self) -> list[EpisodeRef]:
+        """Episodes cut out of each recording by a pause in the state clock or by a boolean dataset."""
+        lay, refs = self.layout, list[EpisodeRef]()
+        with self._open() as f:
+            for _, group in lay.episodes:
+                g = f[group] if group else f
+                probe = EpisodeRef(source_uri=self.root, source_format=self.format_name, episode_index=0, embodiment=self.tag,
+                                   location=(("group", group),))
+                path, stamps = lay.state[0]
+                t = self._stream(g, path, stamps, probe).t
+                if lay.split_by == "gap":
+                    spans = segments_by_gap(t, lay.split_seconds)
+                else:
+                    flags = self._read_array(g, str(lay.split_source), probe).reshape(-1)
+                    if len(flags) != len(t):
+                        raise SourceError("shape", self.root, f"split source {lay.split_source!r} has {len(flags)} rows but {path} has {len(t)}; they must be row-aligned")
+                    spans = segments_by_flag(t, flags)
+                for a, b in spans:
+                    refs.append(EpisodeRef(
+                        source_uri=self.root, source_format=self.format_name, episode_index=len(refs), embodiment=self.tag,
+                        location=(("group", group), ("splits", ()), ("window", (a, b))),
+                    ))
+        return refs
 
     def _group(self, f: Any, ref: EpisodeRef) -> Any:
         g = ref.get("group", "")
@@ -420,9 +459,11 @@ class HDF5Reader:
                 )
         stamped = any(st for _, st in (*lay.state, *lay.action)) or any(st for _, _, st in lay.cameras)
         group = ref.get("group") or "/"
-        if stamped:
+        window = ref.get("window")
+        if stamped or window is not None:
             cams = {c: Stream(name=f"camera {c}", t=t, values=np.zeros((len(t), 0)), path=self.root) for c, t in cam_t.items()}
-            al = align(state=state, action=action, cameras=cams, fps=lay.fps, action_from_state=lay.action_from_state, path=self.root)
+            al = align(state=state, action=action, cameras=cams, fps=lay.fps, action_from_state=lay.action_from_state,
+                       window=tuple(window) if window is not None else None, path=self.root)
             ts, st_v, ac_v, frames, meta = al.timestamps, al.state, al.action, al.frames, al.metadata
         else:
             streams = [*state, *action]

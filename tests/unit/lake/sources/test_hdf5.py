@@ -193,3 +193,28 @@ def test_width_check_names_the_dataset(tmp_path: Path):
     _corrupt(tmp_path / "w.hdf5", "data/demo_1/obs/object", lambda a: a[:, :4])
     with pytest.raises(SourceError, match="obs/object has width 4"):
         r.read_tabular(r.discover()[1])
+
+
+def _two_takes(path: Path) -> Path:
+    """One recording holding two takes separated by a 3 s pause, with an `active` flag per joint row."""
+    tj = np.r_[np.arange(0, 1, 0.01), np.arange(4, 5.5, 0.01)]
+    tv = np.r_[np.arange(0, 1, 1 / 15), np.arange(4, 5.5, 1 / 15)]
+    with h5py.File(path, "w") as f:
+        active = np.zeros(len(tj), np.uint8)
+        active[0:80] = active[100:180] = 1  # the operator's "recording" switch
+        f["t"], f["joints"], f["active"] = tj, np.stack([tj, -tj], axis=1), active
+        f["cam_t"], f["rgb"] = tv, frames(len(tv), 16, 16)
+    return path
+
+
+@pytest.mark.parametrize(("split", "lengths"), [({"by": "gap", "seconds": 1.0}, [20, 30]), ({"by": "topic", "source": "active"}, [16, 16])])
+def test_mapping_splits_a_recording(tmp_path: Path, split, lengths):
+    m = mapping_from_dict({"fps": 20, "state": [{"source": "joints", "stamps": "t"}], "action_from_state": True,
+                           "cameras": {"c": {"source": "rgb", "stamps": "cam_t"}}, "split": split}, "takes.yaml")
+    r = _reader(_two_takes(tmp_path / "takes.h5"), mapping=m)
+    refs = r.discover()
+    eps = [r.read_tabular(ref) for ref in refs]
+    assert [e.num_steps for e in eps] == lengths
+    assert eps[1].timestamps[0] >= 4.0 and eps[0].timestamps[-1] < 1.0
+    np.testing.assert_allclose(eps[1].state[:, 0], eps[1].timestamps, atol=1e-9)
+    assert [len(next(iter(r.read_frames(e))).images) for e in eps] == lengths
