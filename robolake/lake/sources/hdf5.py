@@ -555,11 +555,14 @@ class HDF5Reader:
                     raise
                 idx = np.asarray(index.get(cam, range(episode.num_steps)), dtype=np.int64)
                 if _is_image_dataset(ds):
+                    # Frame by frame (recorders chunk per frame): a 1000-step 480p episode is ~1 GB raw.
+                    encoded: dict[int, bytes] = {}
                     try:
-                        pixels = ds[()]
+                        for i in dict.fromkeys(idx.tolist()):
+                            encoded[i] = encode_frame(np.ascontiguousarray(ds[i]))
                     except OSError as e:
                         raise SourceError("corrupt_file", self.root, f"camera dataset {path!r} cannot be read ({e}); the file is truncated") from e
-                    images = tuple(encode_frame(np.ascontiguousarray(pixels[i])) for i in idx)
+                    images = tuple(encoded[i] for i in idx.tolist())
                     yield EncodedFrames(camera=cam, images=images, encoding="jpeg", height=int(ds.shape[1]), width=int(ds.shape[2]))
                     continue
                 rows = self._encoded_rows(f, g, ds, cam, path, ref)
