@@ -33,6 +33,7 @@ are JPEG-encoded once, here.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -312,7 +313,14 @@ class HDF5Reader:
         if not episodes:
             raise SourceError("empty", self.root, f"mapping {m.path} episodes: {m.episodes!r} holds no episode groups")
         first = f[episodes[0][1]] if episodes[0][1] else f
-        check_sources(m, [*self._keys(first), *(f"attrs/{k}" for k in first.attrs.keys())], self.root)
+        have = [*self._keys(first), *(f"attrs/{k}" for k in first.attrs.keys())]
+        if self.options.state_only:  # a camera the file lacks is dropped, not an error
+            kept = tuple(c for c in m.cameras if c.source.strip("/") in have)
+            for c in m.cameras:
+                if c not in kept:
+                    log.info("%s: camera %r (%s) missing; --state-only ingests without it", self.root, c.name, c.source)
+            m = dataclasses.replace(m, cameras=kept)
+        check_sources(m, have, self.root)
 
         def rel(p: str) -> str:
             return p.strip("/")
@@ -444,7 +452,8 @@ class HDF5Reader:
             g = self._group(f, ref)
             state = [self._stream(g, p, s, ref) for p, s in lay.state]
             action = [self._stream(g, p, s, ref) for p, s in lay.action]
-            cam_t = {c: self._frame_times(g, p, s, ref) for c, p, s in lay.cameras}
+            cam_t = {c: self._frame_times(g, p, s, ref) for c, p, s in lay.cameras
+                     if not (self.options.state_only and p not in g)}
             task = self._task(f, g, ref)
             success = self._success(g)
             model_sha = None
@@ -485,10 +494,10 @@ class HDF5Reader:
         tasks = (task,)
         task_index = np.zeros(len(ts), dtype=np.int32)
         digest = file_digest(self.root) if lay.cameras else ""
-        digests = tuple(f"{c}:{digest}:{group}:{hashlib.sha256(frames[c].tobytes()).hexdigest()[:16]}" for c in self.cameras)
+        digests = tuple(f"{c}:{digest}:{group}:{hashlib.sha256(frames[c].tobytes()).hexdigest()[:16]}" for c in frames)
         metadata: dict[str, Any] = {
             "file": self.root, "group": group, "layout": lay.name, "tasks": list(tasks),
-            "frame_index": {c: frames[c].tolist() for c in self.cameras}, **meta,
+            "frame_index": {c: frames[c].tolist() for c in frames}, **meta,
         }
         if ref.get("splits"):
             metadata["splits"] = list(ref.get("splits"))

@@ -218,3 +218,14 @@ def test_mapping_splits_a_recording(tmp_path: Path, split, lengths):
     assert eps[1].timestamps[0] >= 4.0 and eps[0].timestamps[-1] < 1.0
     np.testing.assert_allclose(eps[1].state[:, 0], eps[1].timestamps, atol=1e-9)
     assert [len(next(iter(r.read_frames(e))).images) for e in eps] == lengths
+
+
+def test_state_only_drops_a_missing_camera(tmp_path: Path):
+    path = write_custom(tmp_path / "rec.h5")
+    m = mapping_from_dict({**CUSTOM_MAPPING, "cameras": {"front": {"source": "/camera/rgb", "stamps": "/camera/t"}, "side": "/camera/side"}}, "m.yaml")
+    with pytest.raises(ValueError, match=r"cameras.side names '/camera/side'.*camera/rgb"):
+        discover_readers(str(path), options=SourceOptions(mapping=m))
+    r = _reader(path, mapping=m, state_only=True)
+    assert r.cameras == ("front",)
+    ep = r.read_tabular(r.discover()[0])
+    assert [c.camera for c in r.read_frames(ep)] == ["front"]
