@@ -7,30 +7,47 @@
 - `random_frame_access`: 1,000 random (episode, step, camera) frames decoded to RGB, from the
   lake (one Lance take + JPEG decode) and from the source files (mp4 seek + decode), same run.
   Measured on the synthetic data and, when ../shared is present, on the real GR00T dataset.
+- `--data PATH`: measure ingest on PATH (any dataset a registered reader reads) instead of the
+  synthetic data; `data` in the JSON and the first table row say which data was used.
+- `formats`: one row per registered source format (lerobot, hdf5, rlds, ros2 in both storages,
+  ros2-file, ros1, mcap): a small fixture written with the format's own writer (the builders in
+  tests/unit/lake/sources/, so this part needs a repository checkout), ingested, against the
+  *reader limit* of the same data: the format's reader alone (`read_tabular` + `read_frames`)
+  and a Lance write of its steps and frames, with the same Ray Data parallelism and none of
+  ingest's hashing against the lake, quarantine, statistics, index or commit. Paired runs
+  (limit, ingest, limit, ingest, ...); throughput is total over total; the ratio is the median
+  of the pairs with its min/max.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
 import random
+import shutil
+import sys
 import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, cast
 
 import lance
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from robolake.bench._common import machine, print_table, write_json  # noqa: E402
+from robolake.bench._common import machine, print_table, ratio_summary, write_json  # noqa: E402
 from robolake.lake import Lake  # noqa: E402
 from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
-from robolake.lake.sources import discover_readers
+from robolake.lake.sources import SourceReader, discover_readers, format_names
 from robolake.lake.sources.lerobot import LeRobotReader  # noqa: E402
 from robolake.lake.sources.video import iter_video_frames, seek_frame  # noqa: E402
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "gr00t_pick_n_place")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _limit_ingest(src: str, out: str) -> int:
@@ -95,40 +112,222 @@ def _random_access(src: str, lake: Lake, n: int, seed: int = 0) -> dict[str, flo
     return {"frames": n, "lake_per_s": n / lake_s, "source_per_s": n / src_s, "speedup": src_s / lake_s}
 
 
-def run(quick: bool) -> dict[str, Any]:
+def _reader_limit(src: str, out: str, fmt: str = "auto") -> tuple[int, int]:
+    """The readers alone plus a Lance write, on Ray Data; returns (steps, frames) written."""
+    from robolake.ray_tasks import chunk, fan_out
+
+    readers = {r.root: r for r in discover_readers(src, format=fmt)}
+    refs = [ref for r in readers.values() for ref in r.discover()]
+    chunks = chunk(refs, 8)
+    schema = pa.schema([("episode", pa.string()), ("camera", pa.string()), ("step", pa.int64()), ("data", pa.binary())])
+    step_schema = pa.schema([("episode", pa.string()), ("step", pa.int64()), ("t", pa.float64()),
+                             ("state", pa.list_(pa.float32())), ("action", pa.list_(pa.float32()))])  # fmt: skip
+    for path, sch in ((out + ".media", schema), (out + ".steps", step_schema)):
+        lance.write_dataset(pa.Table.from_pylist([], schema=sch), path, schema=sch, mode="overwrite")
+    task = _ReaderLimitTask(readers, chunks, out, schema, step_schema)
+    results = [res for _, res in fan_out(task, len(chunks))]
+    for suffix in (".media", ".steps"):
+        frags = [lance.FragmentMetadata.from_json(json.dumps(f)) for r in results for f in r[suffix]]
+        base = lance.dataset(out + suffix).version
+        lance.LanceDataset.commit(out + suffix, lance.LanceOperation.Append(frags), read_version=base)
+    return sum(r["steps"] for r in results), sum(r["frames"] for r in results)
+
+
+class _ReaderLimitTask:
+    def __init__(self, readers: dict[str, SourceReader], chunks: list[list[Any]], out: str, schema: pa.Schema, step_schema: pa.Schema):
+        self.readers, self.chunks, self.out, self.schema, self.step_schema = readers, chunks, out, schema, step_schema
+
+    def __call__(self, index: int) -> dict[str, Any]:
+        media: list[dict[str, Any]] = []
+        steps: list[dict[str, Any]] = []
+        for ref in self.chunks[index]:
+            reader = self.readers[ref.source_uri]
+            ep = reader.read_tabular(ref)
+            name = f"{ref.source_uri}#{ref.episode_index}"
+            steps += [{"episode": name, "step": i, "t": float(ep.timestamps[i]), "state": ep.state[i].tolist(),
+                       "action": ep.action[i].tolist()} for i in range(ep.num_steps)]  # fmt: skip
+            for f in reader.read_frames(ep):
+                media += [{"episode": name, "camera": f.camera, "step": i, "data": img} for i, img in enumerate(f.images)]
+        out: dict[str, Any] = {"steps": len(steps), "frames": len(media)}
+        for suffix, rows, sch in ((".media", media, self.schema), (".steps", steps, self.step_schema)):
+            frags = lance.fragment.write_fragments(pa.Table.from_pylist(rows, schema=sch), self.out + suffix, schema=sch) if rows else []
+            out[suffix] = [f.to_json() for f in frags]
+        return out
+
+
+# --- fixtures of every format, written with each format's own writer ---------------------------
+
+
+def _fixture_modules() -> dict[str, Any] | None:
+    """The fixture builders of tests/unit/lake/sources (a repository checkout only)."""
+    if not (REPO / "tests" / "unit" / "lake" / "sources" / "rosfixtures.py").is_file():
+        return None
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    mods: dict[str, Any] = {}
+    for name in ("rosfixtures", "h5_layouts", "test_rlds"):
+        try:
+            mods[name] = importlib.import_module(f"tests.unit.lake.sources.{name}")
+        except ImportError as e:  # a format's writer (rosbags, mcap, h5py) is not installed
+            mods[name] = e
+    return mods
+
+
+def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path, dict[str, Any]], None]]]:
+    """Row name -> (registry format, what the fixture holds, builder(dir, modules))."""
+    k = 3 if quick else 6  # recordings per format
+    secs = 2.0 if quick else 4.0
+    steps = 40 if quick else 120
+
+    def lerobot(d: Path, m: dict[str, Any]) -> None:
+        generate_synthetic(d, SyntheticConfig(seed=1, episodes_per_embodiment=k, embodiments=("single_arm_7dof",), version="v3.0"))
+
+    def hdf5(d: Path, m: dict[str, Any]) -> None:
+        for i in range(k):
+            m["h5_layouts"].write_aloha(d / f"episode_{i}.hdf5", steps=steps, compress=True, seed=i)
+
+    def rlds(d: Path, m: dict[str, Any]) -> None:
+        t = m["test_rlds"]
+        t.write_tfds(d / "oxe_bench", splits={"train": [[t.episode_example(steps, i) for i in range(k)]]})
+
+    def ros(storage: str) -> Callable[[Path, dict[str, Any]], None]:
+        def build(d: Path, m: dict[str, Any]) -> None:
+            for i in range(k):
+                m["rosfixtures"].write_ros2(d / f"rec_{i}", m["rosfixtures"].Layout(seconds=secs, seed=i), storage=storage)
+        return build
+
+    def ros2_file(d: Path, m: dict[str, Any]) -> None:
+        for i in range(k):
+            bag = d / f"tmp_{i}"
+            m["rosfixtures"].write_ros2(bag, m["rosfixtures"].Layout(seconds=secs, seed=i), storage="sqlite3")
+            (db,) = bag.glob("*.db3")
+            db.rename(d / f"rec_{i}.db3")
+            shutil.rmtree(bag)
+
+    def ros1(d: Path, m: dict[str, Any]) -> None:
+        d.mkdir(parents=True, exist_ok=True)
+        for i in range(k):
+            m["rosfixtures"].write_ros1(d / f"rec_{i}.bag", m["rosfixtures"].Layout(seconds=secs, seed=i))
+
+    def mcap(d: Path, m: dict[str, Any]) -> None:
+        d.mkdir(parents=True, exist_ok=True)
+        for i in range(k):
+            m["rosfixtures"].write_mcap_json(d / f"rec_{i}.mcap", m["rosfixtures"].Layout(seconds=secs, seed=i))
+
+    rec = f"{k} recordings x {secs:g} s: joints 100 Hz, commands 50 Hz, 24x32 JPEG camera 15 fps"
+    return {
+        "lerobot": ("lerobot", f"{k} episodes, v3.0, 64x64 h264, 1 camera", lerobot),
+        "hdf5": ("hdf5", f"{k} ALOHA files x {steps} steps, 2 JPEG-compressed 48x64 cameras", hdf5),
+        "rlds": ("rlds", f"{k} episodes x {steps} steps, JPEG 32x40 + PNG 16x16", rlds),
+        "ros2 (sqlite3)": ("ros2", rec, ros("sqlite3")),
+        "ros2 (mcap)": ("ros2", rec, ros("mcap")),
+        "ros2-file": ("ros2-file", rec + ", lone .db3 files", ros2_file),
+        "ros1": ("ros1", rec, ros1),
+        "mcap": ("mcap", rec + ", JSON messages", mcap),
+    }
+
+
+def _paired(src: str, work: str, fmt: str, reps: int, limit: Callable[[str, str], tuple[int, int]]) -> dict[str, Any]:
+    """(limit, ingest) pairs on `src`: throughputs total over total, median ratio with spread."""
+    limit(src, os.path.join(work, "warm.lance"))  # first Ray Data job of a shape pays for workers
+    ratios, steps, frames = [], 0, 0
+    lim_s = ing_s = 0.0
+    lim_steps = lim_frames = 0
+    result = None
+    for rep in range(reps):
+        t0 = time.perf_counter()
+        ls, lf = limit(src, os.path.join(work, f"limit{rep}.lance"))
+        dl = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result = ingest(src, os.path.join(work, f"lake{rep}"), IngestConfig(format=fmt))
+        di = time.perf_counter() - t0
+        lim_s, ing_s, lim_steps, lim_frames = lim_s + dl, ing_s + di, lim_steps + ls, lim_frames + lf
+        steps, frames = steps + result.steps, frames + result.frames
+        unit = (result.frames, lf) if lf else (result.steps, ls)
+        ratios.append((unit[0] / di) / (unit[1] / dl))
+    assert result is not None
+    return {
+        "episodes": result.ingested, "quarantined": result.quarantined,
+        "steps": result.steps, "frames": result.frames,
+        "frames_per_s": frames / ing_s, "steps_per_s": steps / ing_s,
+        "limit_frames_per_s": lim_frames / lim_s, "limit_steps_per_s": lim_steps / lim_s,
+        "ratio_to_limit": ratio_summary(ratios),
+    }  # fmt: skip
+
+
+def run_formats(work: str, quick: bool) -> dict[str, Any]:
+    """One paired measurement per registered format; formats without a fixture are reported."""
+    mods = _fixture_modules()
+    out: dict[str, Any] = {}
+    fixtures = _fixtures(quick)
+    for name in format_names():
+        if not any(f == name for f, _, _ in fixtures.values()):
+            out[name] = {"skipped": "no fixture builder for this format in robolake.bench.ingest"}
+    for row, (fmt, what, build) in fixtures.items():
+        if fmt not in format_names():
+            continue
+        if mods is None:
+            out[row] = {"format": fmt, "skipped": "fixture builders live in tests/ (run from a repository checkout)"}
+            continue
+        missing = [str(e) for e in mods.values() if isinstance(e, ImportError)]
+        d = Path(work) / "formats" / row.replace(" ", "_").replace("(", "").replace(")", "")
+        d.mkdir(parents=True, exist_ok=True)
+        try:
+            build(d, mods)
+        except (KeyError, AttributeError, ImportError, TypeError) as e:
+            out[row] = {"format": fmt, "skipped": f"cannot build the fixture ({type(e).__name__}: {e}; {missing})"}
+            continue
+        def limit(s: str, o: str, f: str = fmt) -> tuple[int, int]:
+            return _reader_limit(s, o, f)
+
+        res = _paired(str(d), str(d) + "_work", fmt, 2 if quick else 3, limit)
+        out[row] = {"format": fmt, "data": what, **res}
+    return out
+
+
+def run(quick: bool, data: str | None = None, formats: bool = True) -> dict[str, Any]:
     ensure_ray(num_cpus=2)
     work = tempfile.mkdtemp(prefix="robolake-bench-ingest-")
-    cfg = SyntheticConfig(seed=0, episodes_per_embodiment=4 if quick else 12)
-    src = os.path.join(work, "synthetic")
-    generate_synthetic(src, cfg)
+    if data is None:
+        cfg = SyntheticConfig(seed=0, episodes_per_embodiment=4 if quick else 12)
+        src = os.path.join(work, "synthetic")
+        generate_synthetic(src, cfg)
+        what = f"synthetic: 3 embodiments x {cfg.episodes_per_embodiment} episodes, {cfg.image_size}px, {cfg.version} {cfg.codec}"
+    else:
+        src = os.path.abspath(data)
+        what = src
+    readers = list(discover_readers(src))
+    kinds = sorted({r.format_name for r in readers})
+    lerobot = all(isinstance(r, LeRobotReader) for r in readers)
+    # The LeRobot limit decodes the mp4s itself; other formats are held to their readers' limit.
+    def limit(s: str, o: str) -> tuple[int, int]:
+        return (0, _limit_ingest(s, o)) if lerobot else _reader_limit(s, o)
 
-    # Warm Ray's worker pool first, then alternate the two measurements and keep each one's best:
-    # the machine is shared and noisy, and the first Ray Data job pays for starting workers.
-    _limit_ingest(src, os.path.join(work, "warmup.lance"))
-    limit_s = ingest_s = float("inf")
-    for rep in range(2):
-        t0 = time.perf_counter()
-        limit_frames = _limit_ingest(src, os.path.join(work, "limit.lance"))
-        limit_s = min(limit_s, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        result = ingest(src, os.path.join(work, f"lake{rep}"), IngestConfig())
-        ingest_s = min(ingest_s, time.perf_counter() - t0)
-    lake = Lake.open(os.path.join(work, "lake0"))
+    paired = _paired(src, os.path.join(work, "main"), "auto", 2, limit)
+    lake = Lake.open(os.path.join(work, "main", "lake0"))
 
     out: dict[str, Any] = {
         "machine": machine(),
         "quick": quick,
-        "episodes": result.ingested,
-        "frames": result.frames,
-        "frames_per_s": result.frames / ingest_s,
-        "limit_frames_per_s": limit_frames / limit_s,
-        "ratio_to_limit": (result.frames / ingest_s) / (limit_frames / limit_s),
-        "random_frame_access": _random_access(src, lake, 1000),
+        "data": {"path": src, "what": what, "formats": kinds, "limit": "lerobot mp4 decode" if lerobot else "reader"},
+        "episodes": paired["episodes"],
+        "frames": paired["frames"],
+        "steps": paired["steps"],
+        "frames_per_s": paired["frames_per_s"],
+        "steps_per_s": paired["steps_per_s"],
+        "limit_frames_per_s": paired["limit_frames_per_s"],
+        "ratio_to_limit": paired["ratio_to_limit"]["median"],
+        "ratio_to_limit_spread": paired["ratio_to_limit"],
     }
-    if os.path.isdir(SHARED):
+    if lerobot:
+        out["random_frame_access"] = _random_access(src, lake, 1000)
+    if os.path.isdir(SHARED) and data is None:
         real_lake = os.path.join(work, "real_lake")
         ingest(SHARED, real_lake, IngestConfig())
         out["random_frame_access_real"] = _random_access(os.path.abspath(SHARED), Lake.open(real_lake), 300 if quick else 1000)
+    if formats:
+        out["formats"] = run_formats(work, quick)
+    shutil.rmtree(work, ignore_errors=True)
     return out
 
 
@@ -136,22 +335,40 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--json", required=True)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--data", default=None, metavar="PATH", help="measure ingest on this dataset instead of synthetic data")
+    p.add_argument("--no-formats", action="store_true", help="skip the one-row-per-format measurements")
     args = p.parse_args(argv)
-    res = run(args.quick)
-    rows = [
+    res = run(args.quick, args.data, formats=not args.no_formats)
+    rows: list[tuple[Any, ...]] = [
+        ("data", res["data"]["what"]),
         ("episodes", res["episodes"]),
         ("frames", res["frames"]),
         ("ingest frames/s", res["frames_per_s"]),
-        ("limit frames/s (read+decode+write only)", res["limit_frames_per_s"]),
-        ("ratio_to_limit", res["ratio_to_limit"]),
-        ("random frames/s, lake", res["random_frame_access"]["lake_per_s"]),
-        ("random frames/s, source mp4", res["random_frame_access"]["source_per_s"]),
-        ("random access speedup", res["random_frame_access"]["speedup"]),
+        ("ingest steps/s", res["steps_per_s"]),
+        (f"limit frames/s ({res['data']['limit']} + write only)", res["limit_frames_per_s"]),
+        ("ratio_to_limit", res["ratio_to_limit_spread"]),
     ]
+    if "random_frame_access" in res:
+        r = res["random_frame_access"]
+        rows += [("random frames/s, lake", r["lake_per_s"]), ("random frames/s, source mp4", r["source_per_s"]),
+                 ("random access speedup", r["speedup"])]  # fmt: skip
     if "random_frame_access_real" in res:
         r = res["random_frame_access_real"]
         rows += [("real data: lake frames/s", r["lake_per_s"]), ("real data: mp4 frames/s", r["source_per_s"]), ("real data: speedup", r["speedup"])]
     print_table("robolake bench ingest", rows)
+    if "formats" in res:
+        frows: list[tuple[Any, ...]] = []
+        for name, r in res["formats"].items():
+            if "skipped" in r:
+                frows.append((f"{name}", f"skipped: {r['skipped']}"))
+                continue
+            frows += [
+                (f"{name}: data", r["data"]),
+                (f"{name}: ingest frames/s | steps/s", f"{r['frames_per_s']:,.0f} | {r['steps_per_s']:,.0f}"),
+                (f"{name}: limit frames/s | steps/s", f"{r['limit_frames_per_s']:,.0f} | {r['limit_steps_per_s']:,.0f}"),
+                (f"{name}: ratio_to_limit", r["ratio_to_limit"]),
+            ]
+        print_table("ingest per source format (same data: ingest vs reader + write)", frows)
     write_json(args.json, res)
 
 
