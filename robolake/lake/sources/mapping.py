@@ -43,7 +43,7 @@ from robolake.lake.sources.base import SourceError
 __all__ = ["StreamMap", "CameraMap", "SplitMap", "Mapping", "load_mapping", "mapping_from_dict", "check_sources"]
 
 _TOP_KEYS = ("embodiment", "task", "task_from", "clock", "fps", "state", "action", "action_from_state",
-             "cameras", "split", "episodes")
+             "cameras", "split", "episodes", "msg_dirs")
 _STREAM_KEYS = ("source", "field", "names", "stamps")
 _SPLIT_KEYS = ("by", "source", "seconds")
 
@@ -128,6 +128,8 @@ class Mapping:
         action_from_state: Action = state one tick ahead.
         split: How a recording splits into episodes.
         episodes: Group whose children are episodes (HDF5).
+        msg_dirs: Directories of `.msg` definitions for custom ROS types a bag does not carry
+            (sqlite3 ROS 2 bags), relative to the mapping file.
         path: The file it was loaded from (for messages).
     """
 
@@ -142,6 +144,7 @@ class Mapping:
     action_from_state: bool = False
     split: SplitMap = SplitMap()
     episodes: str | None = None
+    msg_dirs: tuple[str, ...] = ()
     path: str = "<mapping>"
 
     def __post_init__(self) -> None:
@@ -250,6 +253,11 @@ def mapping_from_dict(d: dict[str, Any], path: str = "<mapping>") -> Mapping:
     for key in ("embodiment", "task", "task_from", "episodes"):
         if d.get(key) is not None and not isinstance(d[key], str):
             raise _fail(path, key, f"expected a string, got {d[key]!r}")
+    msg_dirs = d.get("msg_dirs") or []
+    if isinstance(msg_dirs, str):
+        msg_dirs = [msg_dirs]
+    if not isinstance(msg_dirs, list) or not all(isinstance(x, str) for x in msg_dirs):
+        raise _fail(path, "msg_dirs", f"expected a list of directories, got {msg_dirs!r}")
     if not isinstance(d.get("action_from_state", False), bool):
         raise _fail(path, "action_from_state", f"expected true or false, got {d['action_from_state']!r}")
     try:
@@ -267,6 +275,7 @@ def mapping_from_dict(d: dict[str, Any], path: str = "<mapping>") -> Mapping:
             action_from_state=bool(d.get("action_from_state", False)),
             split=split,
             episodes=d.get("episodes"),
+            msg_dirs=tuple(msg_dirs),
             path=path,
         )
     except (TypeError, ValueError) as e:

@@ -123,3 +123,18 @@ def test_inspect_prints_keys_rates_and_unknown_layouts(tmp_path: Path, capsys):
     clock = report["failed"][0]["contents"]["keys"]["robot/joint_t"]
     assert clock["clock"] is True and clock["rate_hz"] == pytest.approx(100, rel=0.05)
     assert report["units"][0]["keys"]["observations/qpos"]["count"] == 30
+
+
+def test_mapping_msg_dirs_resolve_beside_the_mapping_file(tmp_path):
+    from robolake.lake.sources.mapping import load_mapping
+    from robolake.lake.sources.rosbag import _mapping_msg_dirs
+
+    f = tmp_path / "cfg" / "arm.yaml"
+    f.parent.mkdir()
+    f.write_text("state: [/joint_states]\naction_from_state: true\nmsg_dirs: [msgs, /abs/defs]\n")
+    m = load_mapping(str(f))
+    assert m.msg_dirs == ("msgs", "/abs/defs")
+    assert _mapping_msg_dirs(m) == (str(tmp_path / "cfg" / "msgs"), "/abs/defs")
+    f.write_text("state: [/joint_states]\nmsg_dirs: 3\n")
+    with pytest.raises(ValueError, match="msg_dirs"):
+        load_mapping(str(f))
