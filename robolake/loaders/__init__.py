@@ -8,7 +8,13 @@ from robolake.loaders.ray_stream import RayPackedStream, RaySplit
 from robolake.loaders.shards import PackedShards, check_lineage, open_shards
 from robolake.loaders.stream import stream
 from robolake.loaders.torch_loader import PackedLoader, PackedShardDataset, epoch_batches
-from robolake.schemas.batch import BatchLayout, BatchSource, PackedBatch, PaddedBatch, make_packed_batch
+from robolake.schemas.batch import (
+    BatchLayout,
+    BatchSource,
+    PackedBatch,
+    PaddedBatch,
+    make_packed_batch,
+)
 
 __all__ = [
     "BatchLayout",
