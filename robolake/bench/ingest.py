@@ -46,8 +46,8 @@ from robolake.lake.sources.lerobot import LeRobotReader  # noqa: E402
 from robolake.lake.sources.video import iter_video_frames, seek_frame  # noqa: E402
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "gr00t_pick_n_place")
 REPO = Path(__file__).resolve().parents[2]
+SHARED = str(REPO.parent / "shared" / "data" / "gr00t_pick_n_place")  # the checkout's ../shared
 
 
 def _limit_ingest(src: str, out: str) -> int:
