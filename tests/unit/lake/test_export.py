@@ -295,3 +295,33 @@ def test_task_order_keeps_each_episodes_order():
     assert order.index("a") < order.index("c") and order.index("a") < order.index("b")
     assert sorted(order) == ["a", "b", "c"]
     assert _task_order([["a", "b"], ["b", "a"]]) == ["a", "b"]  # contradicting orders: first appearance
+
+
+def test_a_lake_built_from_ros_bags_exports_and_comes_back(tmp_path, ray_session):
+    pytest.importorskip("rosbags")
+    from tests.unit.lake.sources.rosfixtures import Layout, write_ros2
+
+    for i in range(2):
+        write_ros2(tmp_path / "bags" / f"rec_{i}", Layout(seconds=0.6, seed=i), storage="sqlite3")
+    ingest(str(tmp_path / "bags"), str(tmp_path / "lake"))
+    lake = Lake.open(str(tmp_path / "lake"))
+    (r,) = export_lerobot(lake, tmp_path / "out")
+    assert r.episodes == 2
+    info = check_layout(r.path, lake)
+    assert info["fps"] == lake.episodes()["fps"][0].as_py()
+    back = ingest(str(tmp_path / "out"), str(tmp_path / "lake2"))
+    assert (back.ingested, back.quarantined) == (2, 0)
+    assert assert_round_trip(lake, Lake.open(str(tmp_path / "lake2")), r.path) >= MIN_PSNR_DB
+    assert lake.episodes()["embodiment"][0].as_py() == Lake.open(str(tmp_path / "lake2")).episodes()["embodiment"][0].as_py()
+
+
+def test_cli_export(exported, tmp_path, capsys):
+    from robolake.cli import main
+
+    root, _, _, _, _ = exported
+    lake = str(root / "lake")
+    assert main(["export", lake, str(tmp_path / "cli"), "--embodiment", "humanoid_44dof", "--version", "3", "--no-progress"]) == 0
+    assert "exported 3 episodes" in capsys.readouterr().out
+    assert json.loads((tmp_path / "cli" / "meta" / "info.json").read_text())["total_episodes"] == 3
+    assert main(["export", lake, str(tmp_path / "cli"), "--no-progress"]) == 2  # not empty: one-line error
+    assert "not empty" in capsys.readouterr().err
