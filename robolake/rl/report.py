@@ -80,6 +80,7 @@ def plot_comparison(runs: Mapping[str, Mapping[str, Any]], path: str | os.PathLi
     ax1.set_title("sample efficiency")
     names = list(runs)
     ax2.bar(names, [runs[n]["env_steps_per_s"] for n in names])
+    ax2.tick_params(axis="x", labelrotation=20)
     ax2.set_ylabel("env steps / s")
     ax2.set_title("throughput")
     fig.tight_layout()
