@@ -411,7 +411,7 @@ def run(quick: bool, work: str) -> dict[str, Any]:
     ensure_ray(num_cpus=2)
     syn = os.path.join(work, "synthetic")
     generate_synthetic(syn, SyntheticConfig(seed=0, episodes_per_embodiment=2 if quick else 6))
-    reads = 300 if quick else 1000
+    reads = 150 if quick else 1000
     syn_eps, syn_bytes, _ = _source_episodes(syn)
     media: dict[str, Any] = {"layout": LAYOUT, "synthetic": _lake_media(syn, os.path.join(work, "syn-lake"), reads)}
     media["candidates"] = {"synthetic": _candidates(syn_eps, syn_bytes, reads)}
