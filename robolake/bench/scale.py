@@ -61,7 +61,7 @@ def _psnr(a: np.ndarray, b: np.ndarray) -> float:
 def _source_episodes(root: str) -> tuple[list[list[np.ndarray]], int, list[str]]:
     import av
 
-    vids = sorted(glob.glob(os.path.join(root, "videos", "**", "*.mp4"), recursive=True))
+    vids = sorted(glob.glob(os.path.join(root, "**", "videos", "**", "*.mp4"), recursive=True))
     eps = []
     for v in vids:
         with av.open(v) as c:
@@ -156,9 +156,36 @@ def _candidates(eps: list[list[np.ndarray]], src_bytes: int, reads: int) -> list
     return out
 
 
+def _random_access(src: str, lake: Any, n: int, seed: int) -> dict[str, float]:
+    """n random (episode, step, camera) frames decoded to RGB: lake (take + decode), then source mp4 seek."""
+    from robolake.lake.media import decode_frame
+    from robolake.lake.sources import discover_readers
+    from robolake.lake.sources.video import seek_frame
+
+    readers = {r.root: r for r in discover_readers(src).readers}
+    refs = {(r.root, ref.episode_index): ref for r in readers.values() for ref in r.discover()}
+    eps = lake.episodes(columns=["episode_id", "source_uri", "source_episode_index", "num_steps", "cameras"]).to_pylist()
+    rng = random.Random(seed)
+    picks = []
+    for _ in range(n):
+        e = rng.choice(eps)
+        picks.append((e, rng.randrange(e["num_steps"]), rng.choice(e["cameras"])))
+    frames = lake.frames()
+    t0 = time.perf_counter()
+    for e, step, cam in picks:
+        decode_frame(frames.read_encoded([(e["episode_id"], cam, step)])[0])
+    lake_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for e, step, cam in picks:
+        reader, ref = readers[e["source_uri"]], refs[(e["source_uri"], e["source_episode_index"])]
+        fps = float(getattr(reader, "fps", 20.0))
+        seek_frame(os.path.join(reader.root, ref.get(f"video:{cam}")), step + round((ref.get(f"from:{cam}") or 0.0) * fps), fps)
+    src_s = time.perf_counter() - t0
+    return {"lake_per_s": n / lake_s, "source_per_s": n / src_s, "speedup": src_s / lake_s}
+
+
 def _lake_media(src: str, lake_uri: str, reads: int) -> dict[str, Any]:
     """The chosen layout as ingested: sizes, PSNR against the source decode, random access."""
-    from robolake.bench.ingest import _random_access
     from robolake.lake import Lake
     from robolake.lake.ingest import ingest
     from robolake.lake.media import decode_frame
@@ -168,17 +195,24 @@ def _lake_media(src: str, lake_uri: str, reads: int) -> dict[str, Any]:
     eps, src_bytes, _ = _source_episodes(src)
     media = lake.dataset("media")
     lake_bytes = sum(len(b) for batch in media.to_batches(columns=["data"]) for b in batch.column("data").to_pylist())
-    # PSNR of lake frames against the source's decode, by (source episode, step).
-    eprows = lake.episodes(columns=["episode_id", "source_episode_index", "cameras"]).to_pylist()
+    # PSNR of lake frames against the source's decode of the same frame.
+    from robolake.lake.sources import discover_readers
+    from robolake.lake.sources.video import seek_frame
+
+    readers = {r.root: r for r in discover_readers(src).readers}
+    refs = {(r.root, ref.episode_index): ref for r in readers.values() for ref in r.discover()}
+    eprows = lake.episodes(columns=["episode_id", "source_uri", "source_episode_index", "num_steps", "cameras"]).to_pylist()
     rng = random.Random(1)
     ps = []
     frames = lake.frames()
-    by_index = sorted({r["source_episode_index"] for r in eprows})
-    if len(by_index) == len(eps):
-        for r in rng.sample(eprows, min(len(eprows), 10)):
-            src_ep = eps[by_index.index(r["source_episode_index"])]
-            for t in rng.sample(range(len(src_ep)), min(5, len(src_ep))):
-                ps.append(_psnr(decode_frame(frames.read_encoded([(r["episode_id"], r["cameras"][0], t)])[0]), src_ep[t]))
+    for _ in range(60):
+        e = rng.choice(eprows)
+        t, cam = rng.randrange(e["num_steps"]), rng.choice(e["cameras"])
+        reader, ref = readers[e["source_uri"]], refs[(e["source_uri"], e["source_episode_index"])]
+        rate = float(getattr(reader, "fps", 20.0))
+        first = round((ref.get(f"from:{cam}") or 0.0) * rate)
+        want = seek_frame(os.path.join(reader.root, ref.get(f"video:{cam}")), t + first, rate)
+        ps.append(_psnr(decode_frame(frames.read_encoded([(e["episode_id"], cam, t)])[0]), want))
     ratios, fps = [], []
     for rep in range(3):  # paired lake-then-mp4 runs on a noisy machine: median ratio, spread
         ra = _random_access(src, lake, reads, seed=rep)
