@@ -275,7 +275,8 @@ def _episode_row(episode_id: str, ep: TabularEpisode, cameras: list[str]) -> dic
         "success": ep.success,
         "content_hash": ep.content_hash,
         "ingested_at": _now_ns(),
-        "metadata": json.dumps(ep.metadata, sort_keys=True),
+        # Lake timestamps start at 0; the source's first timestamp is kept to map back.
+        "metadata": json.dumps({**ep.metadata, "source_time_offset_s": float(ep.timestamps[0])}, sort_keys=True),
     }
 
 

@@ -78,3 +78,16 @@ def test_info_cli(lake, capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["tables"]["episodes"]["rows"] == 6 and [v["operation"] for v in d["versions"]] == ["create", "ingest"]
     assert cli_main(["info", lake.uri + "-missing"]) == 2
+
+
+def test_timestamps_start_at_zero_and_the_source_offset_is_kept(pick_n_place, tmp_path, ray_session):
+    import json
+
+    from robolake.lake.ingest import ingest
+
+    ingest(str(pick_n_place), str(tmp_path / "lake"))
+    lake = Lake.open(str(tmp_path / "lake"))
+    ep = lake.episodes().to_pylist()[0]
+    steps = lake.to_arrow("steps", where=EpisodeFilter(episode_ids=[ep["episode_id"]])).sort_by("step_index")
+    assert steps["timestamp"][0].as_py() == 0.0
+    assert json.loads(ep["metadata"])["source_time_offset_s"] == pytest.approx(0.05)  # the real data starts at 0.05 s
