@@ -65,7 +65,8 @@ from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
 from robolake.training import ModelConfig  # noqa: E402
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
-REAL_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "gr00t_pick_n_place")
+# The checkout's ../shared (robolake/bench/load.py -> the repository root is three levels up).
+REAL_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "gr00t_pick_n_place")
 IMAGE_SIZE = 224
 BATCH_SAMPLES = 32
 MAX_TOKENS = 2048
