@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", default=None, help="comma-separated tasks (default: the suite; quick: reach)")
     p.add_argument("--episodes", type=int, default=None, help="episodes per task (default 4; quick 4)")
     p.add_argument("--max-steps", type=int, default=None, help="step limit per episode (default 100; quick 40)")
-    p.add_argument("--replan", type=int, default=8)
+    p.add_argument("--replan", type=int, default=4)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--envs-per-worker", type=int, default=4)
     p.add_argument("--repeats", type=int, default=None, help="paired repeats (default 3; quick 2)")

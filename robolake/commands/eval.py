@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--tasks", default=None, help="comma-separated task names (default: reach,push,pick-place,drawer-open,button-press)")
     s.add_argument("--checkpoint", required=True, help="a training run directory, its checkpoints/ directory, or a step_*.pt file")
     s.add_argument("--episodes", type=int, default=10, help="episodes per task (default 10)")
-    s.add_argument("--replan", type=int, default=8, help="actions of each chunk executed before asking the policy again")
+    s.add_argument("--replan", type=int, default=4, help="actions of each 16-step chunk executed before asking the policy again (default 4)")
     s.add_argument("--workers", type=int, default=2, help="environment worker actors (0: in this process)")
     s.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
     s.add_argument("--seed", type=int, default=0, help="evaluation seed (episodes come from the evaluation seed range)")

@@ -178,7 +178,7 @@ class RolloutConfig:
         max_steps: Cap on every task's episode step limit (short smoke runs), or None.
     """
 
-    replan: int = 8
+    replan: int = 4
     num_workers: int = 2
     envs_per_worker: int = 4
     env: SimEnvConfig = field(default_factory=SimEnvConfig)
