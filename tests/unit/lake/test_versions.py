@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from robolake.lake import CommitConflictError, Lake
-from robolake.lake.versions import DamagedManifestError
 from robolake.lake.transaction import write_table_fragments
+from robolake.lake.versions import DamagedManifestError
 from robolake.schemas import UnsupportedLakeVersionError, schema_for_table
 
 REPO = Path(__file__).resolve().parents[3]
