@@ -302,7 +302,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from robolake.demo import DemoConfig, run_demo
 
     _quiet_ray()
-    run_demo(DemoConfig(out=args.out, quick=args.quick), progress=_tqdm_progress())
+    run_demo(DemoConfig(out=args.out, quick=args.quick), progress=_tqdm_progress(), train_progress=train_progress_bar)
     return 0
 
 

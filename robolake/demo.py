@@ -38,7 +38,7 @@ from robolake.packers import (
 )
 from robolake.plots import plot_fill_rates, plot_length_histograms, plot_loss, plot_throughput
 from robolake.training.config import ModelConfig
-from robolake.training.evaluate import evaluate_actions
+from robolake.training.evaluate import evaluate_actions, heldout_loss
 from robolake.training.model import GrootModel
 from robolake.training.run import RunConfig, train_on
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
@@ -114,8 +114,19 @@ def _record_sim(config: DemoConfig, src: str, fig: dict[str, Any]) -> None:
           + ", ".join(f"{k} {v}" for k, v in r.per_task.items()))  # fmt: skip
 
 
-def run_demo(config: DemoConfig, progress: ProgressFn | None = None) -> dict[str, Any]:
-    """Run the demo; returns its figures (also written to out/report.json)."""
+def run_demo(
+    config: DemoConfig,
+    progress: ProgressFn | None = None,
+    train_progress: Callable[[int, str], Any] | None = None,
+) -> dict[str, Any]:
+    """Run the demo; returns its figures (also written to out/report.json).
+
+    Args:
+        config: What to run.
+        progress: Ingest/pack progress, called as progress(stage, done, total).
+        train_progress: Makes a trainer progress callback for a run of N steps with a label
+            (the CLI passes a progress-bar factory).
+    """
     out = os.path.abspath(config.out)
     os.makedirs(out, exist_ok=True)
     use_sim = config.use_sim
@@ -182,12 +193,14 @@ def run_demo(config: DemoConfig, progress: ProgressFn | None = None) -> dict[str
     t_train = time.perf_counter()
     run = RunConfig(out=os.path.join(out, "train_packed"), steps=steps, lr=1e-3, sequences_per_batch=1 if use_sim else 2, seed=config.seed,
                     warmup_steps=min(50, steps // 10 + 1), resume=False)  # fmt: skip
-    packed_result = train_on(os.path.join(out, "packed_train"), run)
+    packed_result = train_on(os.path.join(out, "packed_train"), run,
+                             progress=train_progress(steps, "train packed") if train_progress else None)  # fmt: skip
     fig["train_s"] = time.perf_counter() - t_train
     padded_steps = max(10, min(40, steps // 5))
     print(f"      ... and the padded baseline on the same batches, {padded_steps} steps (dense attention with a mask)")
     padded_run = dataclasses.replace(run, out=os.path.join(out, "train_padded"), layout="padded", steps=padded_steps)
-    train_on(os.path.join(out, "packed_train"), padded_run)
+    train_on(os.path.join(out, "packed_train"), padded_run,
+             progress=train_progress(padded_steps, "train padded") if train_progress else None)  # fmt: skip
     packed_m, padded_m = _metrics(os.path.join(run.out, "metrics.jsonl")), _metrics(os.path.join(padded_run.out, "metrics.jsonl"))
     fig["train"] = {
         "steps": steps,
@@ -209,6 +222,7 @@ def run_demo(config: DemoConfig, progress: ProgressFn | None = None) -> dict[str
                                                                               max_state_dim=fitted.max_state_dim,
                                                                               max_action_dim=fitted.max_action_dim))
     fig["eval"] = evaluate_actions(packed_result.model, test_loader, seed=config.seed)
+    fig["eval"]["heldout_loss"] = heldout_loss(packed_result.model, test_loader, seed=config.seed)
     train_eval_loader = PackedLoader(os.path.join(out, "packed_train"), dataclasses.replace(test_loader.config, shuffle=True))
     fig["eval_train"] = evaluate_actions(packed_result.model, train_eval_loader, seed=config.seed, max_batches=len(test_loader))
     print(f"      action MSE {fig['eval']['mse']:.4f} vs mean-action baseline {fig['eval']['baseline_mse']:.4f} "
@@ -224,7 +238,8 @@ def run_demo(config: DemoConfig, progress: ProgressFn | None = None) -> dict[str
         "lengths": plot_length_histograms(lengths, os.path.join(out, "lengths.png"),
                                           title=f"sample length (backbone tokens) per {group}"),  # fmt: skip
         "fill": plot_fill_rates(fills, m.padded_fill, os.path.join(out, "fill.png")),
-        "loss": plot_loss({"packed": [r["loss"] for r in packed_m], "padded": [r["loss"] for r in padded_m]}, os.path.join(out, "loss.png")),
+        "loss": plot_loss({"packed": [r["loss"] for r in packed_m], "padded": [r["loss"] for r in padded_m]}, os.path.join(out, "loss.png"),
+                          held_out={"packed": [(steps, fig["eval"]["heldout_loss"])]}),  # fmt: skip
         "throughput": plot_throughput({"packed": fig["train"]["packed_tokens_per_s"], "padded": fig["train"]["padded_tokens_per_s"]}, os.path.join(out, "throughput.png")),
     }
     if use_sim and fig["closed_loop"].get("plot"):
@@ -314,9 +329,9 @@ def _write_report(out: str, fig: dict[str, Any], pngs: dict[str, str]) -> None:
         "| --- | --- |",
         f"| pack | {pk['samples']} samples -> {pk['sequences']} sequences of <= {pk['max_tokens']} tokens |",
         f"| fill (real tokens / tokens computed) | bfd {pk['fill']['bfd']:.3f}, ffd {pk['fill']['ffd']:.3f}, window {pk['fill']['window']:.3f}; padded batches {pk['padded_fill']:.3f} |",
-        f"| training loss (tiny, {tr['steps']} steps) | {tr['loss_first']:.3f} -> {tr['loss_last_mean10']:.3f} (mean of the last 10) |",
-        f"| effective tokens/s | packed {tr['packed_tokens_per_s']:,.0f}, padded {tr['padded_tokens_per_s']:,.0f} ({tr['speedup_packed_vs_padded']:.2f}x; padding fraction {tr['padded_padding_fraction']:.2f}) |",
-        f"| held-out action MSE | {ev['mse']:.4f} vs mean-action baseline {ev['baseline_mse']:.4f} ({ev['ratio_to_baseline']:.2f}x) |",
+        f"| training loss, lower is better (tiny, {tr['steps']} steps) | {tr['loss_first']:.3f} -> {tr['loss_last_mean10']:.3f} (mean of the last 10); held-out {ev.get('heldout_loss', float('nan')):.3f} |",
+        f"| effective tokens/s, higher is better | packed {tr['packed_tokens_per_s']:,.0f}, padded {tr['padded_tokens_per_s']:,.0f} (packed is {tr['speedup_packed_vs_padded']:.2f}x padded; padding fraction {tr['padded_padding_fraction']:.2f}) |",
+        f"| held-out action MSE, lower is better | {ev['mse']:.4f} vs mean-action baseline {ev['baseline_mse']:.4f} (the policy's error is {ev['ratio_to_baseline']:.2f}x the baseline's; below 1 beats it) |",
         f"| training-episode action MSE | {fig['eval_train']['mse']:.4f} vs mean-action baseline {fig['eval_train']['baseline_mse']:.4f} |",
         f"| whole demo | {fig.get('total_s', 0.0):.0f} s |",
         "",

@@ -15,7 +15,7 @@ from torch import nn
 
 from robolake.schemas.batch import PackedBatch
 
-__all__ = ["evaluate_actions"]
+__all__ = ["evaluate_actions", "heldout_loss"]
 
 
 @torch.no_grad()
@@ -46,3 +46,25 @@ def evaluate_actions(
         raise ValueError("no valid actions to evaluate: the batches are empty")
     mse, baseline = err / weight, base / weight
     return {"mse": mse, "baseline_mse": baseline, "ratio_to_baseline": mse / baseline, "samples": float(samples)}
+
+
+def heldout_loss(model: nn.Module, batches: Iterable[PackedBatch], *, seed: int = 0, max_batches: int | None = None) -> float:
+    """The flow-matching training loss on `batches` (e.g. held-out episodes), sample-weighted, with seeded noise.
+
+    The same quantity the trainer minimises, so it sits on the training-loss curve: lower is better,
+    and a gap above the training loss is overfitting.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    generator = torch.Generator(device).manual_seed(seed)
+    total = weight = 0.0
+    with torch.no_grad():
+        for i, batch in enumerate(batches):
+            if max_batches is not None and i >= max_batches:
+                break
+            b = batch.to(device)
+            total += float(model(b, generator=generator).loss) * b.num_samples
+            weight += b.num_samples
+    if weight == 0:
+        raise ValueError("no samples to evaluate: the batches are empty")
+    return total / weight
