@@ -298,6 +298,14 @@ def discover_readers(
     return DiscoveryResult(readers=tuple(readers), unrecognised=tuple(unrecognised), failed=tuple(failed))
 
 
+def _declared_episodes(reader: SourceReader) -> tuple[int, ...]:
+    """The unit's episode indexes, so that each held-back episode gets its own quarantine row."""
+    try:
+        return tuple(ref.episode_index for ref in reader.discover())
+    except Exception:  # listing failed too: one row for the unit
+        return ()
+
+
 def _one_width_per_tag(readers: list[SourceReader]) -> tuple[list[SourceReader], list[FailedUnit]]:
     """Units whose spec cannot be built, or whose widths contradict an earlier unit of the same tag.
 
@@ -316,7 +324,7 @@ def _one_width_per_tag(readers: list[SourceReader]) -> tuple[list[SourceReader],
         have = first.setdefault(r.tag, (r.root, spec.state_dim, spec.action_dim))
         if have[1:] != (spec.state_dim, spec.action_dim):
             failed.append(FailedUnit(
-                path=r.root, format=r.format_name, reason_code="shape",
+                path=r.root, format=r.format_name, reason_code="shape", episodes=_declared_episodes(r),
                 message=f"embodiment {r.tag!r} has state/action widths {spec.state_dim}/{spec.action_dim} here but "
                 f"{have[1]}/{have[2]} in {have[0]}; give it its own tag (--embodiment, or `embodiment:` in the mapping)",
             ))
