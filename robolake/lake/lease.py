@@ -66,7 +66,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from robolake.lake import faults
-from robolake.lake.storage import filesystem, join_uri
+from robolake.lake.storage import filesystem, join_uri, list_names, read_bytes
 
 __all__ = [
     "LeaseConfig",
@@ -167,24 +167,24 @@ def _overwrite(uri: str, data: bytes, storage_options: dict[str, str] | None) ->
 
 
 def _read(uri: str, storage_options: dict[str, str] | None) -> dict[str, Any] | None:
+    """A record's JSON; None where it is absent or not a record (a foreign tool's half file).
+
+    A store that keeps failing raises: an unreadable newest epoch must not read as a free lease.
+    """
     try:
-        with filesystem(uri, storage_options).open(uri, "rb") as f:
-            out = json.loads(f.read())
-        return out if isinstance(out, dict) else None
+        raw = read_bytes(uri, storage_options)
     except FileNotFoundError:
         return None
-    except (ValueError, OSError):  # half a file from a foreign tool: treated as absent, logged
+    try:
+        out = json.loads(raw)
+    except ValueError:
         log.warning("unreadable lease/presence record %s; ignoring it", uri)
         return None
+    return out if isinstance(out, dict) else None
 
 
 def _list(uri: str, storage_options: dict[str, str] | None) -> list[str]:
-    fs = filesystem(uri, storage_options)
-    try:
-        names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(uri, detail=False)]
-    except FileNotFoundError:
-        return []
-    return sorted(n for n in names if n.endswith(".json"))
+    return [n for n in list_names(uri, storage_options) if n.endswith(".json")]
 
 
 def _delete(uri: str, storage_options: dict[str, str] | None) -> None:
@@ -311,7 +311,7 @@ def lease_records(lake_uri: str, storage_options: dict[str, str] | None = None) 
 
 
 def _newest(lake_uri: str, storage_options: dict[str, str] | None) -> tuple[int, LeaseRecord | None]:
-    """(newest epoch number, its record); the record is None if unreadable (treated as free)."""
+    """(newest epoch number, its record); the record is None if it is not valid JSON (treated as free)."""
     names = [n for n in _list(join_uri(lake_uri, LEASE_DIR), storage_options) if n[:-5].isdigit()]
     if not names:
         return 0, None

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from typing import Any
 
 import fsspec
 
-__all__ = ["join_uri", "normalize_uri", "filesystem", "fsspec_options", "read_json", "write_json_atomic", "exists"]
+__all__ = [
+    "join_uri", "normalize_uri", "filesystem", "fsspec_options", "read_bytes", "read_json", "list_names",
+    "write_json_atomic", "exists",
+]
 
 
 def normalize_uri(uri: str | os.PathLike[str]) -> str:
@@ -93,9 +97,50 @@ def exists(uri: str, storage_options: dict[str, str] | None = None) -> bool:
     return bool(filesystem(uri, storage_options).exists(uri))
 
 
+_READ_TRIES = 5
+
+
+def read_bytes(uri: str, storage_options: dict[str, str] | None = None) -> bytes:
+    """A small file's bytes in one plain GET, retrying transient store errors.
+
+    Not `fs.open()`: s3fs pins the object's ETag when it opens, so a writer replacing the file
+    between that and the read (a lease renewal, a new manifest) fails the read with a precondition
+    error instead of returning either version.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        OSError: the store kept failing.
+    """
+    fs = filesystem(uri, storage_options)
+    for attempt in range(_READ_TRIES):
+        try:
+            return bytes(fs.cat_file(uri))
+        except FileNotFoundError:
+            raise
+        except OSError:
+            if attempt == _READ_TRIES - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def read_json(uri: str, storage_options: dict[str, str] | None = None) -> Any:
-    with filesystem(uri, storage_options).open(uri, "r") as f:
-        return json.load(f)
+    return json.loads(read_bytes(uri, storage_options))
+
+
+def list_names(uri: str, storage_options: dict[str, str] | None = None) -> list[str]:
+    """The names (not paths) of the entries in directory `uri`, sorted; [] if it is absent.
+
+    Listed fresh every time: fsspec caches listings per filesystem instance, forever by default,
+    so a long-lived reader would never see another process's new version or lease epoch.
+    """
+    fs = filesystem(uri, storage_options)
+    fs.invalidate_cache(uri)
+    try:
+        paths = fs.ls(uri, detail=False)
+    except FileNotFoundError:
+        return []
+    return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in paths)
 
 
 def write_json_atomic(
@@ -128,7 +173,13 @@ def write_json_atomic(
         else:
             os.replace(tmp, uri)
         return
-    if exclusive and fs.exists(uri):
-        raise FileExistsError(f"{uri} already exists: another writer committed first")
-    with fs.open(uri, "w") as f:
-        f.write(text)
+    if exclusive:
+        try:
+            fs.pipe_file(uri, text.encode(), mode="create")  # s3fs: a PUT with If-None-Match: *
+            return
+        except FileExistsError:
+            raise FileExistsError(f"{uri} already exists: another writer committed first") from None
+        except TypeError:  # no conditional writes on this filesystem: the lease is the only fence
+            if fs.exists(uri):
+                raise FileExistsError(f"{uri} already exists: another writer committed first") from None
+    fs.pipe_file(uri, text.encode())

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from robolake.lake.lease import put_if_absent
-from robolake.lake.storage import filesystem, join_uri, read_json, write_json_atomic
+from robolake.lake.storage import filesystem, join_uri, list_names, read_json, write_json_atomic
 from robolake.schemas.version import (
     LAKE_FORMAT_VERSION,
     SUPPORTED_FORMAT_VERSIONS,
@@ -140,16 +140,8 @@ def read_format_marker(lake_uri: str, storage_options: dict[str, str] | None = N
 
 def list_versions(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[int]:
     """Committed lake version numbers, ascending."""
-    d = _versions_dir(lake_uri)
-    fs = filesystem(d, storage_options)
-    if not fs.exists(d):
-        return []
-    out = []
-    for path in fs.ls(d, detail=False):
-        name = str(path).rstrip("/").rsplit("/", 1)[-1]
-        if name.endswith(".json") and name[:-5].isdigit():
-            out.append(int(name[:-5]))
-    return sorted(out)
+    names = list_names(_versions_dir(lake_uri), storage_options)
+    return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
 
 
 def manifest_uri(lake_uri: str, version: int) -> str:

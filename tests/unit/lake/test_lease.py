@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import lance
 import pyarrow as pa
@@ -226,3 +227,55 @@ def s3_lake_options():
     yield {"aws_endpoint": endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
            "aws_region": "us-east-1", "allow_http": "true"}
     server.stop()
+
+
+def test_a_renewed_record_on_s3_never_reads_as_free(s3_lake_options, monkeypatch):
+    # Regression: s3fs's open() pinned the object's ETag; the holder renewing its record before
+    # the GET made the read fail a precondition, the record read as absent and the lease as free
+    # (CI: a second writer took a held lease). Here every read races a renewal, at its worst moment.
+    from robolake.lake import lease as lease_mod
+    from robolake.lake import storage
+
+    uri = "s3://robolake/renewed"
+    rec_uri = f"{uri}/_robolake/lease/0000000001.json"
+    held = LeaseRecord(epoch=1, state="held", holder="A", token="t1", base_version=1, expires_at=time.time() + 60)
+    put_if_absent(rec_uri, held.to_bytes(), s3_lake_options)
+    real_fs = storage.filesystem(uri, s3_lake_options)
+    renewals = []
+
+    def renew() -> None:
+        renewals.append(1)
+        real_fs.pipe_file(rec_uri, replace(held, expires_at=held.expires_at + len(renewals)).to_bytes())
+
+    class RenewingFs:
+        def __getattr__(self, name):
+            return getattr(real_fs, name)
+
+        def open(self, path, mode="rb", **kw):
+            f = real_fs.open(path, mode, **kw)
+            renew()
+            return f
+
+        def cat_file(self, path, **kw):
+            renew()
+            return real_fs.cat_file(path, **kw)
+
+    monkeypatch.setattr(storage, "filesystem", lambda *a, **k: RenewingFs())
+    monkeypatch.setattr(lease_mod, "filesystem", lambda *a, **k: RenewingFs())
+    epoch, rec = lease_mod._newest(uri, s3_lake_options)
+    assert renewals and epoch == 1 and rec is not None and rec.holder == "A" and rec.state == "held"
+
+
+def test_another_process_new_version_is_seen_on_s3(s3_lake_options):
+    # Regression: fsspec caches listings per filesystem instance (forever by default), so a
+    # long-lived reader listed the versions it first saw, and a writer the lease epochs it first saw.
+    s3fs = pytest.importorskip("s3fs")
+    from robolake.lake.versions import list_versions
+
+    uri = "s3://robolake/listed"
+    Lake.create(uri, storage_options=s3_lake_options)
+    assert list_versions(uri, s3_lake_options) == [1]
+    other = s3fs.S3FileSystem(key="test", secret="test", skip_instance_cache=True,
+                              client_kwargs={"endpoint_url": s3_lake_options["aws_endpoint"], "region_name": "us-east-1"})
+    other.pipe_file(f"{uri}/_robolake/versions/00000002.json", b"{}")  # another process's next version
+    assert list_versions(uri, s3_lake_options) == [1, 2]
