@@ -62,7 +62,7 @@ class DemoConfig:
         out: Directory for the dataset, lake, shards, checkpoints and report.
         quick: Fewer episodes and steps (for tests and a first look).
         seed: Seed of the data, the packing and the model.
-        steps: Training steps of the packed run (default: sim 1200 full / 40 quick; synthetic
+        steps: Training steps of the packed run (default: sim 3000 full / 40 quick; synthetic
             300 / 40).
         sim: "auto" closes the loop in simulation when the sim extra is installed, "on" requires
             it, "off" runs the synthetic flow.
@@ -105,7 +105,7 @@ def _record_sim(config: DemoConfig, src: str, fig: dict[str, Any]) -> None:
     from robolake.sim.recorder import RecordConfig, record_demos
 
     per_task = config.episodes_per_task or (3 if config.quick else 24)
-    if os.path.isdir(os.path.join(src, "meta")):
+    if os.path.isdir(src) and os.listdir(src):
         print("      (already recorded)")
         return
     r = record_demos(src, RecordConfig(episodes_per_task=per_task, seed=config.seed, num_workers=2))
@@ -132,7 +132,7 @@ def run_demo(
     use_sim = config.use_sim
     stages = 8 if use_sim else 7
     if use_sim:
-        steps = config.steps or (40 if config.quick else 800)
+        steps = config.steps or (40 if config.quick else 3000)
     else:
         steps = config.steps or (40 if config.quick else 300)
     fig: dict[str, Any] = {"sim": use_sim}
@@ -142,7 +142,7 @@ def run_demo(
     t0 = time.perf_counter()
     if use_sim:
         src = os.path.join(out, "sim_demos")
-        print(f"[1/{stages}] record noisy-expert demonstrations of 5 Meta-World tasks on Ray actors (LeRobot) -> {src}")
+        print(f"[1/{stages}] record noisy-expert demonstrations of 5 Meta-World tasks on Ray actors (HDF5 logs) -> {src}")
         _record_sim(config, src, fig)
     else:
         src = os.path.join(out, "synthetic")

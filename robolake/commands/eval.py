@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--checkpoint", required=True, help="a training run directory, its checkpoints/ directory, or a step_*.pt file")
     s.add_argument("--episodes", type=int, default=10, help="episodes per task (default 10)")
     s.add_argument("--replan", type=int, default=4, help="actions of each 16-step chunk executed before asking the policy again (default 4)")
+    s.add_argument("--noise-scale", type=float, default=0.0,
+                   help="scale of the flow's starting noise: 0 acts deterministically (default), 1 samples the learned distribution")
     s.add_argument("--workers", type=int, default=2, help="environment worker actors (0: in this process)")
     s.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
     s.add_argument("--seed", type=int, default=0, help="evaluation seed (episodes come from the evaluation seed range)")
@@ -47,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         videos=args.videos,
         baselines=not args.no_baselines,
+        noise_scale=args.noise_scale,
         rollout=RolloutConfig(replan=args.replan, num_workers=args.workers, envs_per_worker=args.envs_per_worker),
     )
     result = evaluate_checkpoint(args.checkpoint, config, out_dir=args.out, json_path=args.json, device=args.device)

@@ -18,8 +18,9 @@ The API, bottom up:
 - `learned`: `LearnedPolicy.from_checkpoint(run_dir)`, a trained checkpoint as a Policy, with the
   lake's normalisation applied on the way in and undone on the way out (`build_batch` exposes the
   exact model inputs, for RL).
-- `rollout`: `EnvWorker` (a Ray actor holding several environment slots) and
-  `rollout(policy, specs, RolloutConfig)`, the synchronous closed loop with a replanning horizon.
+- `rollout`: `EnvWorker` (a Ray actor holding several environment slots), `EnvPool` (workers
+  started once, shared by several rollouts) and `rollout(policy, specs, RolloutConfig, pool=)`,
+  the synchronous closed loop with a replanning horizon.
 - `recorder`: `record_demos(out, RecordConfig)`, noisy-expert demonstrations recorded on Ray
   actors, deterministic for a seed, written by one format function (LeRobot today).
 - `evaluate`: `evaluate_checkpoint(...)`, success per task with Wilson 95% intervals beside the
@@ -48,6 +49,7 @@ from robolake.sim.env import (
 )
 from robolake.sim.policy import ExpertPolicy, MeanActionPolicy, Policy, RandomPolicy
 from robolake.sim.rollout import (
+    EnvPool,
     EnvWorker,
     EpisodeResult,
     EpisodeSpec,
@@ -71,6 +73,7 @@ __all__ = [
     "DEFAULT_TASKS",
     "EMBODIMENT",
     "EVAL_SEEDS",
+    "EnvPool",
     "EnvWorker",
     "EpisodeResult",
     "EpisodeSpec",

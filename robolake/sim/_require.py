@@ -8,6 +8,7 @@ A user who set `MUJOCO_GL` themselves (osmesa, glfw) keeps their choice.
 from __future__ import annotations
 
 import os
+import warnings
 from types import ModuleType
 
 __all__ = ["require_sim", "SIM_EXTRA_HINT"]
@@ -25,6 +26,10 @@ def require_sim() -> tuple[ModuleType, ModuleType]:
     # Mesa renders with one thread per core by default; parallel env workers then fight over
     # the cores, and one thread each is faster in total.
     os.environ.setdefault("LP_NUM_THREADS", "1")
+    # Meta-World's scripted experts warn on every episode that their gains "may be too high"
+    # (the environment clips actions to [-1, 1] anyway); in every process that runs them, Ray
+    # workers included, that warning would reach the user's terminal.
+    warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high", category=UserWarning)
     try:
         import metaworld
         import mujoco

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from robolake.sim.policy import ExpertPolicy, MeanActionPolicy, Policy, RandomPolicy
-from robolake.sim.rollout import EpisodeResult, EpisodeSpec, RolloutConfig, RolloutResult, rollout
+from robolake.sim.rollout import EnvPool, EpisodeResult, EpisodeSpec, RolloutConfig, RolloutResult, rollout
 from robolake.sim.tasks import DEFAULT_TASKS, EVAL_SEEDS, episode_seed, resolve_tasks
 
 __all__ = [
@@ -58,6 +58,8 @@ class EvalConfig:
         videos: Rollout GIFs kept per task for the evaluated policy.
         baselines: Also run the expert and the floors.
         num_inference_steps: Euler steps of a learned policy (None: the model's default).
+        noise_scale: Starting-noise scale of a learned policy's flow (0: deterministic chunks,
+            the default; 1: samples of the learned distribution; see `LearnedPolicy`).
     """
 
     tasks: tuple[str, ...] = DEFAULT_TASKS
@@ -67,8 +69,11 @@ class EvalConfig:
     videos: int = 1
     baselines: bool = True
     num_inference_steps: int | None = None
+    noise_scale: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.noise_scale < 0:
+            raise ValueError(f"noise_scale must be >= 0, got {self.noise_scale}")
         if self.episodes < 1 or self.videos < 0:
             raise ValueError(f"need episodes >= 1 and videos >= 0, got {self.episodes}, {self.videos}")
         resolve_tasks(self.tasks)
@@ -123,6 +128,16 @@ def summarize(result: RolloutResult) -> dict[str, Any]:
     }
 
 
+def _baselines(
+    specs: list[EpisodeSpec], config: EvalConfig, floors: Mapping[str, Policy] | None, pool: EnvPool
+) -> dict[str, Any]:
+    plain = [dataclasses.replace(s, record_video=False) for s in specs]
+    base: dict[str, Any] = {"expert": summarize(rollout(ExpertPolicy(), plain, config.rollout, pool=pool))}
+    for name, floor in (floors or {"random": RandomPolicy(seed=config.seed)}).items():
+        base[name] = summarize(rollout(floor, plain, config.rollout, pool=pool))
+    return base
+
+
 def evaluate_policy(
     policy: Policy,
     config: EvalConfig,
@@ -137,7 +152,9 @@ def evaluate_policy(
         "baselines": {name: summary}, "config": ...}.
     """
     specs = eval_specs(config.tasks, config.episodes, config.seed, config.videos)
-    main = rollout(policy, specs, config.rollout)
+    with EnvPool(config.tasks, config.rollout) as pool:  # one start-up for the policy and every baseline
+        main = rollout(policy, specs, config.rollout, pool=pool)
+        base = _baselines(specs, config, floors, pool) if config.baselines else None
     out = summarize(main)
     out["policy"] = policy.name
     out["config"] = {
@@ -145,17 +162,14 @@ def evaluate_policy(
         "episodes": config.episodes,
         "seed": config.seed,
         "replan": config.rollout.replan,
+        "noise_scale": config.noise_scale,
         "num_workers": config.rollout.num_workers,
         "envs_per_worker": config.rollout.envs_per_worker,
         "image_size": config.rollout.env.image_size,
         "camera": config.rollout.env.camera,
         "eval_seeds": [s.seed for s in specs],
     }
-    if config.baselines:
-        plain = [dataclasses.replace(s, record_video=False) for s in specs]
-        base: dict[str, Any] = {"expert": summarize(rollout(ExpertPolicy(), plain, config.rollout))}
-        for name, floor in (floors or {"random": RandomPolicy(seed=config.seed)}).items():
-            base[name] = summarize(rollout(floor, plain, config.rollout))
+    if base is not None:
         out["baselines"] = base
         floor_names = [n for n in base if n != "expert"]
         out["floor"] = {
@@ -229,7 +243,9 @@ def evaluate_checkpoint(
     from robolake.sim.learned import LearnedPolicy, resolve_checkpoint
 
     config = config or EvalConfig()
-    policy = LearnedPolicy.from_checkpoint(checkpoint, num_steps=config.num_inference_steps, seed=config.seed, device=device)
+    policy = LearnedPolicy.from_checkpoint(
+        checkpoint, num_steps=config.num_inference_steps, noise_scale=config.noise_scale, seed=config.seed, device=device
+    )
     mean_action = policy.normalizer.stats[EMBODIMENT].action.mean
     floors = {"random": RandomPolicy(seed=config.seed), "mean-action": MeanActionPolicy(mean_action)}
     result, main = evaluate_policy(policy, config, floors=floors)

@@ -59,6 +59,12 @@ class LearnedPolicy(Policy):
         card: What the data looked like (statistics, embodiments, pack spec).
         embodiment: Embodiment tag of the environments it acts in.
         num_steps: Euler steps of `get_action` (the model's default when None).
+        noise_scale: Scale of the flow's starting noise. 1.0 samples the learned action
+            distribution (what RL explores with); 0.0 integrates from the noise mean, one
+            deterministic chunk per observation. A tiny policy trained on noisy demonstrations
+            acts more precisely near 0 (measured on push + pick-place, 20 episodes each: 0.65
+            mean success at 0.0 and at 0.5 against 0.50 at 1.0), which is why evaluation
+            defaults to 0 (`EvalConfig.noise_scale`).
         seed: Seed of the flow-matching noise.
         device: Where the model runs.
     """
@@ -73,9 +79,12 @@ class LearnedPolicy(Policy):
         *,
         embodiment: str = EMBODIMENT,
         num_steps: int | None = None,
+        noise_scale: float = 1.0,
         seed: int = 0,
         device: str = "cpu",
     ) -> None:
+        if noise_scale < 0:
+            raise ValueError(f"noise_scale must be >= 0, got {noise_scale}")
         from robolake.packers.spec import PackSpec
 
         self.device = torch.device(device)
@@ -89,6 +98,7 @@ class LearnedPolicy(Policy):
         self.action_dim = card.action_dims.get(embodiment) or int(self.normalizer.stats[embodiment].action.mean.shape[0])
         self.chunk_size = self.config.action_horizon
         self.num_steps = num_steps
+        self.noise_scale = noise_scale
         self.generator = torch.Generator(self.device).manual_seed(seed)
         self._text: dict[str, np.ndarray] = {}
 
@@ -162,5 +172,8 @@ class LearnedPolicy(Policy):
         if not observations:
             return np.zeros((0, self.chunk_size, self.action_dim), np.float32)
         batch = self.build_batch(observations)
-        chunks = self.model.get_action(batch, self.num_steps, generator=self.generator)
+        c = self.config
+        shape = (len(observations), c.action_horizon, c.max_action_dim)
+        noise = torch.randn(shape, generator=self.generator, device=self.device) * self.noise_scale
+        chunks = self.model.get_action(batch, self.num_steps, noise=noise)
         return self.unnormalize(chunks)

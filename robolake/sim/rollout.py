@@ -31,9 +31,9 @@ import numpy as np
 
 from robolake.sim.env import ACTION_DIM, Observation, SimEnv, SimEnvConfig
 from robolake.sim.policy import Policy
-from robolake.sim.tasks import SimTask, resolve_tasks
+from robolake.sim.tasks import SUITE, SimTask, resolve_tasks
 
-__all__ = ["EpisodeSpec", "EpisodeResult", "EnvWorker", "RolloutConfig", "RolloutResult", "rollout"]
+__all__ = ["EpisodeSpec", "EpisodeResult", "EnvPool", "EnvWorker", "RolloutConfig", "RolloutResult", "rollout"]
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +96,14 @@ class EnvWorker:
     def __init__(self, tasks: Sequence[SimTask], env_config: SimEnvConfig) -> None:
         self.tasks = {t.name: t for t in tasks}
         self.env_config = env_config
+        self.render = env_config.render_images
         self.slots: list[_Slot] = []
-        self._envs: dict[tuple[int, str], SimEnv] = {}
+        self._envs: dict[tuple[int, str, bool], SimEnv] = {}
 
     def _env(self, slot: int, task: str) -> SimEnv:
-        key = (slot, task)
+        key = (slot, task, self.render)
         if key not in self._envs:
-            self._envs[key] = SimEnv(self.tasks[task], self.env_config)
+            self._envs[key] = SimEnv(self.tasks[task], dataclasses.replace(self.env_config, render_images=self.render))
         return self._envs[key]
 
     def _start_next(self, i: int) -> None:
@@ -116,8 +117,14 @@ class EnvWorker:
         if s.spec.record_video:
             s.frames.append(s.obs.image if s.obs.image is not None else s.env.render())
 
-    def start(self, queues: Sequence[Sequence[EpisodeSpec]]) -> list[Observation | None]:
-        """Assign episode queues to slots (one queue per slot) and reset the first episodes."""
+    def start(self, queues: Sequence[Sequence[EpisodeSpec]], render: bool | None = None) -> list[Observation | None]:
+        """Assign episode queues to slots (one queue per slot) and reset the first episodes.
+
+        Args:
+            queues: One queue of episodes per slot.
+            render: Render frames with every observation (None: as the worker was configured).
+        """
+        self.render = self.env_config.render_images if render is None else render
         self.slots = [_Slot(list(q)) for q in queues]
         for i in range(len(self.slots)):
             self._start_next(i)
@@ -219,52 +226,105 @@ class RolloutResult:
         return self.env_steps / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _worker_handles(tasks: list[SimTask], config: RolloutConfig, env_config: SimEnvConfig) -> list[Any]:
-    if config.num_workers == 0:
-        return [EnvWorker(tasks, env_config)]
-    import ray
+class EnvPool:
+    """`EnvWorker`s started once and reused by several rollouts.
 
-    from robolake.ray_tasks import ensure_ray
+    Starting Ray actors and building MuJoCo environments costs seconds; an evaluation runs the
+    policy, the expert and the floors on the same episodes, so it starts one pool and passes it
+    to each `rollout`. With `num_workers=0` the single worker lives in this process.
 
-    ensure_ray(config.address)
-    remote = ray.remote(num_cpus=config.num_cpus_per_worker)(EnvWorker)
-    return [remote.remote(tasks, env_config) for _ in range(config.num_workers)]  # type: ignore[attr-defined]
+    Args:
+        tasks: Task short names the pool's episodes may use (default: the whole suite).
+        config: Workers, slots per worker, rendering, step cap (`replan` is the rollout's).
+    """
+
+    def __init__(self, tasks: Sequence[str] | None = None, config: RolloutConfig | None = None) -> None:
+        self.config = config or RolloutConfig()
+        resolved = resolve_tasks(tasks) if tasks is not None else resolve_tasks(sorted(SUITE))
+        if self.config.max_steps is not None:
+            resolved = [dataclasses.replace(t, max_steps=min(t.max_steps, self.config.max_steps)) for t in resolved]
+        self.tasks = {t.name for t in resolved}
+        self.local = self.config.num_workers == 0
+        env_config = dataclasses.replace(self.config.env, render_images=True)
+        if self.local:
+            self.workers: list[Any] = [EnvWorker(resolved, env_config)]
+        else:
+            import ray
+
+            from robolake.ray_tasks import ensure_ray
+
+            ensure_ray(self.config.address)
+            remote = ray.remote(num_cpus=self.config.num_cpus_per_worker)(EnvWorker)
+            self.workers = [remote.remote(resolved, env_config) for _ in range(self.config.num_workers)]  # type: ignore[attr-defined]
+        self.slots = len(self.workers) * self.config.envs_per_worker
+
+    def call(self, method: str, args: list[Any], **kwargs: Any) -> list[Any]:
+        """`method(arg, **kwargs)` on every worker (one arg each), in worker order."""
+        if self.local:
+            return [getattr(w, method)(a, **kwargs) for w, a in zip(self.workers, args, strict=True)]
+        import ray
+
+        return ray.get([getattr(w, method).remote(a, **kwargs) for w, a in zip(self.workers, args, strict=True)])
+
+    def warm_up(self) -> float:
+        """Wait until every worker is up; returns the seconds it took (the pool's start-up cost)."""
+        t0 = time.perf_counter()
+        self.call("start", [[] for _ in self.workers])
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        if self.local:
+            self.workers[0].close()
+        else:
+            import ray
+
+            for w in self.workers:
+                ray.kill(w)
+        self.workers = []
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def rollout(policy: Policy, specs: Sequence[EpisodeSpec], config: RolloutConfig | None = None) -> RolloutResult:
+def rollout(
+    policy: Policy, specs: Sequence[EpisodeSpec], config: RolloutConfig | None = None, *, pool: EnvPool | None = None
+) -> RolloutResult:
     """Run every episode of `specs` with `policy` in closed loop.
 
+    Args:
+        policy: Acts for every live environment, once per tick.
+        specs: The episodes.
+        config: Replanning horizon, and the pool to start when `pool` is None.
+        pool: Workers to run on (left running); None starts one for this call and stops it.
+
     Raises:
-        ValueError: a spec names a task outside the suite, or `specs` is empty.
+        ValueError: a spec names a task outside the suite (or the pool), or `specs` is empty.
     """
     config = config or RolloutConfig()
     if not specs:
         raise ValueError("no episodes to run")
-    tasks = resolve_tasks(sorted({s.task for s in specs}))
-    if config.max_steps is not None:
-        tasks = [dataclasses.replace(t, max_steps=min(t.max_steps, config.max_steps)) for t in tasks]
+    names = sorted({s.task for s in specs})
+    resolve_tasks(names)
+    own = pool is None
+    pool = pool or EnvPool(names, config)
+    missing = sorted(set(names) - pool.tasks)
+    if missing:
+        raise ValueError(f"tasks {missing} are not in this EnvPool's tasks {sorted(pool.tasks)}; start the pool with them")
     render = policy.needs_images or any(s.record_video for s in specs)
-    env_config = SimEnvConfig(image_size=config.env.image_size, camera=config.env.camera, render_images=render)
-    workers = _worker_handles(tasks, config, env_config)
-    local = config.num_workers == 0
-    slots = len(workers) * config.envs_per_worker
-    queues: list[list[EpisodeSpec]] = [[] for _ in range(slots)]
+    per_slot = pool.config.envs_per_worker
+    queues: list[list[EpisodeSpec]] = [[] for _ in range(pool.slots)]
     for i, spec in enumerate(specs):
-        queues[i % slots].append(spec)
-    per_worker = [queues[w * config.envs_per_worker : (w + 1) * config.envs_per_worker] for w in range(len(workers))]
-
-    def call(method: str, args: list[Any]) -> list[Any]:
-        if local:
-            return [getattr(w, method)(a) for w, a in zip(workers, args, strict=True)]
-        import ray
-
-        return ray.get([getattr(w, method).remote(a) for w, a in zip(workers, args, strict=True)])
+        queues[i % pool.slots].append(spec)
+    per_worker = [queues[w * per_slot : (w + 1) * per_slot] for w in range(len(pool.workers))]
 
     t0 = time.perf_counter()
-    obs: list[list[Observation | None]] = call("start", per_worker)
     results: list[EpisodeResult] = []
     calls = batch_total = 0
     try:
+        obs: list[list[Observation | None]] = pool.call("start", per_worker, render=render)
         while any(o is not None for wo in obs for o in wo):
             live = [(w, j, o) for w, wo in enumerate(obs) for j, o in enumerate(wo) if o is not None]
             chunks = policy.act([o for _, _, o in live])
@@ -273,18 +333,13 @@ def rollout(policy: Policy, specs: Sequence[EpisodeSpec], config: RolloutConfig 
             per: list[list[np.ndarray | None]] = [[None] * len(wo) for wo in obs]
             for (w, j, _), chunk in zip(live, chunks, strict=True):
                 per[w][j] = chunk[: config.replan]
-            replies = call("step", per)
+            replies = pool.call("step", per)
             obs = [r[0] for r in replies]
             for r in replies:
                 results.extend(r[1])
     finally:
-        if local:
-            workers[0].close()
-        else:
-            import ray
-
-            for w in workers:
-                ray.kill(w)
+        if own:
+            pool.close()
     wall = time.perf_counter() - t0
     order = {(s.task, s.seed): i for i, s in enumerate(specs)}
     results.sort(key=lambda e: order[(e.task, e.seed)])

@@ -244,7 +244,10 @@ class HDF5Reader:
             task=_attr_text(f.attrs.get("task", f.attrs.get("language_instruction", "")))
             or os.path.basename(os.path.dirname(self.root)).replace("_", " "),
             task_from=None,
-            tag="aloha" if (s_w, a_w) == (14, 14) else f"aloha_s{s_w}_a{a_w}", action_from_state=False,
+            # A file that names its robot (ALOHA-style logs from other rigs) keeps that tag.
+            tag=_attr_text(f.attrs.get("robot_type", f.attrs.get("embodiment", "")))
+            or ("aloha" if (s_w, a_w) == (14, 14) else f"aloha_s{s_w}_a{a_w}"),
+            action_from_state=False,
             attrs=attrs,
         )
 

@@ -18,6 +18,7 @@ from robolake.sim import (  # noqa: E402
     ACTION_DIM,
     EMBODIMENT,
     STATE_DIM,
+    EnvPool,
     EpisodeSpec,
     ExpertPolicy,
     RandomPolicy,
@@ -54,7 +55,7 @@ def test_reset_is_determined_by_the_seed() -> None:
 
 
 def test_recorder_writes_what_the_simulator_saw(tmp_path) -> None:
-    config = RecordConfig(tasks=("reach", "button-press"), episodes_per_task=1, num_workers=0, env=SMALL, seed=3)
+    config = RecordConfig(tasks=("reach", "button-press"), episodes_per_task=1, num_workers=0, env=SMALL, seed=3, format="lerobot")
     result = record_demos(tmp_path / "demos", config)
     assert result.episodes + result.failed == 2
     info = json.loads((tmp_path / "demos" / "meta" / "info.json").read_text())
@@ -68,10 +69,65 @@ def test_recorder_writes_what_the_simulator_saw(tmp_path) -> None:
         actions = np.stack(table["action"].to_numpy(zero_copy_only=False)).astype(np.float32)
         assert states.shape[1] == STATE_DIM and actions.shape[1] == ACTION_DIM
         seed = episode_seed(TRAIN_SEEDS, config.seed, i, 0)
-        replayed = replay_states(task, seed, actions)
+        replayed = replay_states(task, seed, actions, config.action_noise)
         np.testing.assert_allclose(replayed, states, rtol=0, atol=1e-6)
-        # ... and a different seed does not reproduce them
-        assert not np.allclose(replay_states(task, seed + 1, actions), states, atol=1e-3)
+        # ... a different seed does not reproduce them, nor do the commands without the noise
+        assert not np.allclose(replay_states(task, seed + 1, actions, config.action_noise), states, atol=1e-3)
+        assert not np.allclose(replay_states(task, seed, actions), states, atol=1e-3)
+
+
+def test_recorder_labels_steps_with_the_expert_command_or_the_executed_action(tmp_path) -> None:
+    # The default label is the clean command (the policy learns the expert, not its noise); the
+    # executed label is what the arm did, and replays without re-applying any noise.
+    task = resolve_tasks("reach")[0]
+    seed = episode_seed(TRAIN_SEEDS, 5, 0, 0)
+    tables = {}
+    for label in ("expert", "executed"):
+        config = RecordConfig(tasks=("reach",), episodes_per_task=1, num_workers=0, env=SMALL, seed=5, action_label=label,
+                              format="lerobot")
+        record_demos(tmp_path / label, config)
+        (path,) = sorted((tmp_path / label / "data").rglob("*.parquet"))
+        tables[label] = pq.read_table(path)
+    col = {k: np.stack(t["action"].to_numpy(zero_copy_only=False)).astype(np.float32) for k, t in tables.items()}
+    states = np.stack(tables["executed"]["observation.state"].to_numpy(zero_copy_only=False)).astype(np.float32)
+    np.testing.assert_allclose(replay_states(task, seed, col["executed"]), states, rtol=0, atol=1e-6)
+    n = min(len(col["expert"]), len(col["executed"]))
+    noise = col["executed"][:n] - col["expert"][:n]
+    assert 0.03 < float(np.std(noise[np.abs(col["executed"][:n]) < 1])) < 0.2  # the 0.1 actuation noise, unclipped steps
+    env = SimEnv(task, SimEnvConfig(image_size=32, render_images=False))
+    obs = env.reset(seed)
+    np.testing.assert_allclose(col["expert"][0], ExpertPolicy().act([obs])[0, 0], atol=1e-6)
+    env.close()
+    with pytest.raises(ValueError, match="action_label"):
+        RecordConfig(action_label="noisy")  # type: ignore[arg-type]
+
+
+def test_hdf5_demos_ingest_as_a_raw_log_with_what_the_simulator_saw(tmp_path, ray_session) -> None:
+    # The default output is a raw rig log (ALOHA-layout HDF5); ingest reads it through the front
+    # door, keeps the robot's tag and instruction, and the lake's state replays from the seed.
+    import h5py
+
+    from robolake.lake import Lake
+    from robolake.lake.ingest import ingest
+
+    config = RecordConfig(tasks=("reach", "button-press"), episodes_per_task=1, num_workers=0, env=SMALL, seed=3)
+    result = record_demos(tmp_path / "demos", config)
+    files = sorted((tmp_path / "demos").glob("episode_*.hdf5"))
+    assert result.episodes == len(files) == 2
+    with h5py.File(files[0]) as f:
+        assert f["observations/images/topview"].shape[1:] == (32, 32, 3) and f.attrs["robot_type"] == EMBODIMENT
+    ingest(str(tmp_path / "demos"), str(tmp_path / "lake"))
+    lake = Lake.open(str(tmp_path / "lake"))
+    eps = lake.episodes(columns=["episode_id", "embodiment", "task", "num_steps"]).to_pylist()
+    assert {e["embodiment"] for e in eps} == {EMBODIMENT}
+    assert sorted(e["task"] for e in eps) == sorted(t.instruction for t in resolve_tasks(config.tasks))
+    assert lake.count("steps") == result.steps and lake.count("media") == result.steps
+    reach = next(e for e in eps if e["task"] == resolve_tasks("reach")[0].instruction)
+    steps = lake.to_arrow("steps", where=f"episode_id = '{reach['episode_id']}'").sort_by("step_index")
+    states = np.stack(steps["state"].to_numpy(zero_copy_only=False)).astype(np.float32)
+    actions = np.stack(steps["action"].to_numpy(zero_copy_only=False)).astype(np.float32)
+    seed = episode_seed(TRAIN_SEEDS, config.seed, 0, 0)
+    np.testing.assert_allclose(replay_states(resolve_tasks("reach")[0], seed, actions, config.action_noise), states, atol=1e-6)
 
 
 def test_eval_success_matches_the_environment_flags() -> None:
@@ -134,6 +190,34 @@ def test_learned_policy_acts_in_environment_units() -> None:
     batch = policy.build_batch(obs)
     assert batch.num_samples == 2 and batch.pixels.shape[-1] == policy.config.image_size
     env.close()
+
+
+def test_learned_policy_noise_scale_zero_acts_deterministically() -> None:
+    sampled, mean_path = _untrained_policy(), _untrained_policy()
+    mean_path.noise_scale = 0.0
+    env = SimEnv(resolve_tasks("reach")[0], SMALL)
+    obs = [env.reset(1_000_000)]
+    np.testing.assert_array_equal(mean_path.act(obs), mean_path.act(obs))
+    assert not np.array_equal(sampled.act(obs), sampled.act(obs))  # fresh noise every call
+    env.close()
+    with pytest.raises(ValueError, match="noise_scale"):
+        EvalConfig(noise_scale=-1.0)
+
+
+def test_a_pool_serves_several_rollouts_like_fresh_workers() -> None:
+    specs = [EpisodeSpec("reach", 1_000_001), EpisodeSpec("button-press", 1_000_002), EpisodeSpec("reach", 1_000_003)]
+    cfg = RolloutConfig(num_workers=0, envs_per_worker=2, env=SMALL, max_steps=60)
+    fresh = [rollout(ExpertPolicy(), specs, cfg), rollout(RandomPolicy(seed=3), specs, cfg)]
+    with EnvPool(("reach", "button-press"), cfg) as pool:
+        # a rendering policy first, then non-rendering ones: the pool switches per rollout
+        assert rollout(_untrained_policy(), specs[:1], cfg, pool=pool).episodes[0].steps == 60
+        pooled = [rollout(ExpertPolicy(), specs, cfg, pool=pool), rollout(RandomPolicy(seed=3), specs, cfg, pool=pool)]
+        with pytest.raises(ValueError, match="not in this EnvPool"):
+            rollout(ExpertPolicy(), [EpisodeSpec("push", 1_000_004)], cfg, pool=pool)
+    for a, b in zip(fresh, pooled, strict=True):
+        assert [(e.task, e.seed, e.success, e.steps) for e in a.episodes] == [(e.task, e.seed, e.success, e.steps) for e in b.episodes]
+        for ea, eb in zip(a.episodes, b.episodes, strict=True):
+            np.testing.assert_array_equal(ea.actions, eb.actions)
 
 
 def test_short_eval_smoke(ray_session) -> None:
