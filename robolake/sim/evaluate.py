@@ -29,7 +29,14 @@ from typing import Any
 import numpy as np
 
 from robolake.sim.policy import ExpertPolicy, MeanActionPolicy, Policy, RandomPolicy
-from robolake.sim.rollout import EnvPool, EpisodeResult, EpisodeSpec, RolloutConfig, RolloutResult, rollout
+from robolake.sim.rollout import (
+    EnvPool,
+    EpisodeResult,
+    EpisodeSpec,
+    RolloutConfig,
+    RolloutResult,
+    rollout,
+)
 from robolake.sim.tasks import DEFAULT_TASKS, EVAL_SEEDS, episode_seed, resolve_tasks
 
 __all__ = [
