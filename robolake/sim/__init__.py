@@ -21,8 +21,9 @@ The API, bottom up:
 - `rollout`: `EnvWorker` (a Ray actor holding several environment slots), `EnvPool` (workers
   started once, shared by several rollouts) and `rollout(policy, specs, RolloutConfig, pool=)`,
   the synchronous closed loop with a replanning horizon.
-- `recorder`: `record_demos(out, RecordConfig)`, noisy-expert demonstrations recorded on Ray
-  actors, deterministic for a seed, written by one format function (LeRobot today).
+- `recorder`: `record_demos(out, RecordConfig)`, expert demonstrations under actuation noise
+  recorded on Ray actors, deterministic for a seed, written as raw ALOHA-layout HDF5 logs (or a
+  LeRobot dataset) that `robolake ingest` reads.
 - `evaluate`: `evaluate_checkpoint(...)`, success per task with Wilson 95% intervals beside the
   expert and a floor, JSON, plot and rollout videos (what `robolake eval` runs).
 """

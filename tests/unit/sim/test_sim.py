@@ -102,6 +102,31 @@ def test_recorder_labels_steps_with_the_expert_command_or_the_executed_action(tm
         RecordConfig(action_label="noisy")  # type: ignore[arg-type]
 
 
+def test_demonstrations_go_on_past_the_first_success(tmp_path) -> None:
+    # Regression: episodes cut at the first success flag taught the policy to stop at the edge of
+    # the goal's tolerance; the expert now keeps acting for steps_after_success more steps.
+    import h5py
+
+    lengths = {}
+    for extra in (0, 6):
+        config = RecordConfig(tasks=("reach",), episodes_per_task=1, num_workers=0, env=SMALL, seed=2, steps_after_success=extra)
+        record_demos(tmp_path / str(extra), config)
+        with h5py.File(tmp_path / str(extra) / "episode_0.hdf5") as f:
+            lengths[extra] = len(f["action"])
+    assert lengths[6] == lengths[0] + 6
+    env = SimEnv(resolve_tasks("reach")[0], dataclasses.replace(SMALL, render_images=False))
+    env.reset(episode_seed(TRAIN_SEEDS, 2, 0, 0))
+    with h5py.File(tmp_path / "6" / "episode_0.hdf5") as f:
+        flags = [env.step(a).success for a in _executed(f["action"][:], episode_seed(TRAIN_SEEDS, 2, 0, 0), config.action_noise)]
+    env.close()
+    assert flags.index(True) == lengths[0] - 1  # the short episode ended exactly at the first success
+
+
+def _executed(commands: np.ndarray, seed: int, noise: float) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [np.clip(c + rng.normal(0.0, noise, c.shape), -1.0, 1.0).astype(np.float32) for c in commands]
+
+
 def test_hdf5_demos_ingest_as_a_raw_log_with_what_the_simulator_saw(tmp_path, ray_session) -> None:
     # The default output is a raw rig log (ALOHA-layout HDF5); ingest reads it through the front
     # door, keeps the robot's tag and instruction, and the lake's state replays from the seed.
