@@ -55,6 +55,17 @@ def test_aloha_raw_and_compressed_cameras(tmp_path: Path):
     assert next(iter(packed.read_frames(ep))).images[3] == stored
 
 
+def test_aloha_layout_file_naming_its_robot_keeps_that_tag(tmp_path: Path):
+    path = write_aloha(tmp_path / "episode_0.hdf5")
+    with h5py.File(path, "a") as f:
+        f.attrs["robot_type"] = "sawyer"
+        f.attrs["task"] = "reach the goal"
+    r = _reader(path)
+    assert r.tag == "sawyer"
+    assert r.read_tabular(r.discover()[0]).tasks == ("reach the goal",)
+    assert _reader(path, embodiment="forced").tag == "forced"  # --embodiment still wins
+
+
 def test_robomimic_and_robosuite_defaults(tmp_path: Path):
     rm = _reader(write_robomimic(tmp_path / "lift.hdf5"))
     assert rm.tag == "robomimic_panda_lift" and rm.cameras == ("agentview", "robot0_eye_in_hand")
