@@ -16,6 +16,8 @@ Workers step their slots in parallel with each other and with nothing else: the 
 all of them (a synchronous evaluator, which keeps results independent of timing; robolake.rl
 builds the asynchronous variant on the same `EnvWorker`). With `num_workers=0` the same worker
 class runs in the driver process, which tests and the naive baseline of `robolake bench eval` use.
+Workers live in an `EnvPool`: started once (Ray actors and MuJoCo models take seconds) and
+reused by every rollout passed the pool, as an evaluation does for its policy and baselines.
 """
 
 from __future__ import annotations
