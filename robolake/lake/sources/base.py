@@ -10,6 +10,7 @@ video is decoded.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,6 +18,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from robolake.schemas.embodiment import EmbodimentSpec
+
+_VERSION_DIR = re.compile(r"v?\d+(\.\d+)+")
 
 __all__ = [
     "EpisodeRef",
@@ -82,7 +85,15 @@ class EpisodeRef:
 
     @property
     def source_name(self) -> str:
-        return self.source_uri.rstrip("/").rsplit("/", 1)[-1]
+        """The source's last path component, with its parent when it is a version (`bridge/1.0.0`).
+
+        TFDS/RLDS keep each version of a dataset in `<name>/<version>/`: a version alone would
+        name every such dataset alike in episode ids.
+        """
+        parts = self.source_uri.rstrip("/").rsplit("/", 2)
+        if len(parts) >= 2 and _VERSION_DIR.fullmatch(parts[-1]):
+            return f"{parts[-2]}/{parts[-1]}"
+        return parts[-1]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -149,7 +149,7 @@ def test_rlds_ingest_quarantines_bad_records(tmp_path: Path, ray_session):
     two = episode_example(10, 6, first_flags=[1, 0, 0, 0, 0, 1, 0, 0, 0, 0])
     resized = episode_example(10, 7)
     resized["steps/observation/image"][6] = jpeg(frames(1, 24, 40)[0])
-    root = write_tfds(tmp_path / "src" / "oxe_mini", name="oxe_mini", splits={
+    root = write_tfds(tmp_path / "src" / "oxe_mini" / "1.0.0", name="oxe_mini", splits={
         "train": [[episode_example(8, 0), bad, two], [resized, episode_example(9, 8), episode_example(7, 9)]],
     })
     shard = root / "oxe_mini-train.tfrecord-00001-of-00002"
@@ -164,6 +164,8 @@ def test_rlds_ingest_quarantines_bad_records(tmp_path: Path, ray_session):
     assert "frame 6" in reasons[3] and "truncated" in reasons[5]
     eps = Lake.open(str(tmp_path / "lake")).episodes().to_pylist()
     assert sorted(e["num_steps"] for e in eps) == [8, 9] and {e["task"] for e in eps} == {"put the carrot in the pot"}
+    # Regression: ids named the version directory alone ("1.0.0/..."), the same for every TFDS dataset.
+    assert all(e["episode_id"].startswith("oxe_mini/1.0.0/") for e in eps), [e["episode_id"] for e in eps]
     assert all(e["cameras"] == ["image", "wrist_image"] for e in eps)
 
 
