@@ -66,7 +66,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from robolake.lake import faults
-from robolake.lake.storage import filesystem, join_uri, list_names, read_bytes
+from robolake.lake.storage import filesystem, join_uri, list_names, put_if_absent, read_bytes
 
 __all__ = [
     "LeaseConfig",
@@ -125,34 +125,6 @@ class LeaseConfig:
 
 
 # --- storage primitives ------------------------------------------------------------------------
-
-
-def put_if_absent(uri: str, data: bytes, storage_options: dict[str, str] | None = None) -> None:
-    """Create `uri` holding `data` unless it exists, atomically.
-
-    Raises:
-        FileExistsError: `uri` already exists (another writer created it first).
-    """
-    if "://" not in uri:
-        os.makedirs(os.path.dirname(uri), exist_ok=True)
-        tmp = f"{uri}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, uri)  # fails if uri exists: the whole file appears at once, or nothing
-        finally:
-            os.unlink(tmp)
-        return
-    fs = filesystem(uri, storage_options)
-    try:
-        fs.pipe_file(uri, data, mode="create")  # s3fs: a PUT with If-None-Match: *
-    except TypeError:  # a filesystem without conditional writes: best effort, said once
-        log.warning("%s: this object store offers no conditional PUT; concurrent writers are not fenced", uri)
-        if fs.exists(uri):
-            raise FileExistsError(uri) from None
-        fs.pipe_file(uri, data)
 
 
 def _overwrite(uri: str, data: bytes, storage_options: dict[str, str] | None) -> None:

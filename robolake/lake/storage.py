@@ -9,6 +9,7 @@ credentials serves both.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -16,9 +17,11 @@ from typing import Any
 
 import fsspec
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "join_uri", "normalize_uri", "filesystem", "fsspec_options", "read_bytes", "read_json", "list_names",
-    "write_json_atomic", "exists",
+    "put_if_absent", "write_json_atomic", "exists",
 ]
 
 
@@ -112,16 +115,14 @@ def read_bytes(uri: str, storage_options: dict[str, str] | None = None) -> bytes
         OSError: the store kept failing.
     """
     fs = filesystem(uri, storage_options)
-    for attempt in range(_READ_TRIES):
+    for attempt in range(1, _READ_TRIES):
         try:
             return bytes(fs.cat_file(uri))
         except FileNotFoundError:
             raise
         except OSError:
-            if attempt == _READ_TRIES - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+            time.sleep(0.05 * attempt)
+    return bytes(fs.cat_file(uri))  # the last try raises what the store says
 
 
 def read_json(uri: str, storage_options: dict[str, str] | None = None) -> Any:
@@ -143,18 +144,44 @@ def list_names(uri: str, storage_options: dict[str, str] | None = None) -> list[
     return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in paths)
 
 
-def write_json_atomic(
-    uri: str, payload: Any, storage_options: dict[str, str] | None = None, *, exclusive: bool = False
-) -> None:
+def put_if_absent(uri: str, data: bytes, storage_options: dict[str, str] | None = None) -> None:
+    """Create `uri` holding `data` unless it exists, atomically.
+
+    Locally a finished temporary file is hard-linked into place (`os.link` fails when the name
+    exists, so the whole file appears at once or nothing does); on S3-compatible stores it is a
+    conditional PUT (`If-None-Match: *`), the primitive Lance's own commits rely on.
+
+    Raises:
+        FileExistsError: `uri` already exists (another writer created it first).
+    """
+    if "://" not in uri:
+        os.makedirs(os.path.dirname(uri), exist_ok=True)
+        tmp = f"{uri}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, uri)
+        finally:
+            os.unlink(tmp)
+        return
+    fs = filesystem(uri, storage_options)
+    try:
+        fs.pipe_file(uri, data, mode="create")
+    except TypeError:  # a filesystem without conditional writes: best effort, said once
+        log.warning("%s: this object store offers no conditional PUT; concurrent writers are not fenced", uri)
+        if fs.exists(uri):
+            raise FileExistsError(uri) from None
+        fs.pipe_file(uri, data)
+
+
+def write_json_atomic(uri: str, payload: Any, storage_options: dict[str, str] | None = None) -> None:
     """Write JSON so that a reader sees the old file or the whole new one, never half.
 
     Locally the bytes go to a temporary file that is then renamed (atomic on POSIX). Object
     stores make a single PUT visible atomically, so there the file is written directly.
-
-    Raises:
-        FileExistsError: `exclusive` and the file already exists (another writer got there first).
     """
-    fs = filesystem(uri, storage_options)
     text = json.dumps(payload, indent=2, sort_keys=True)
     if "://" not in uri:
         os.makedirs(os.path.dirname(uri), exist_ok=True)
@@ -163,23 +190,6 @@ def write_json_atomic(
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        if exclusive:
-            try:
-                os.link(tmp, uri)  # fails if uri exists: an atomic create-if-absent
-            except FileExistsError:
-                raise FileExistsError(f"{uri} already exists: another writer committed first") from None
-            finally:
-                os.unlink(tmp)
-        else:
-            os.replace(tmp, uri)
+        os.replace(tmp, uri)
         return
-    if exclusive:
-        try:
-            fs.pipe_file(uri, text.encode(), mode="create")  # s3fs: a PUT with If-None-Match: *
-            return
-        except FileExistsError:
-            raise FileExistsError(f"{uri} already exists: another writer committed first") from None
-        except TypeError:  # no conditional writes on this filesystem: the lease is the only fence
-            if fs.exists(uri):
-                raise FileExistsError(f"{uri} already exists: another writer committed first") from None
-    fs.pipe_file(uri, text.encode())
+    filesystem(uri, storage_options).pipe_file(uri, text.encode())

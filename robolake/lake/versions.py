@@ -24,8 +24,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from robolake.lake.lease import put_if_absent
-from robolake.lake.storage import filesystem, join_uri, list_names, read_json, write_json_atomic
+from robolake.lake.storage import (
+    filesystem,
+    join_uri,
+    list_names,
+    put_if_absent,
+    read_json,
+    write_json_atomic,
+)
 from robolake.schemas.version import (
     LAKE_FORMAT_VERSION,
     SUPPORTED_FORMAT_VERSIONS,

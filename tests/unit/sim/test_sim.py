@@ -35,7 +35,7 @@ from robolake.sim.evaluate import (  # noqa: E402
     summarize,
     wilson_interval,
 )
-from robolake.sim.recorder import RecordConfig, record_demos, replay_states  # noqa: E402
+from robolake.sim.recorder import RecordConfig, _disturb, record_demos, replay_states  # noqa: E402
 from robolake.sim.tasks import EVAL_SEEDS, TRAIN_SEEDS, episode_seed  # noqa: E402
 
 SMALL = SimEnvConfig(image_size=32)
@@ -117,14 +117,10 @@ def test_demonstrations_go_on_past_the_first_success(tmp_path) -> None:
     env = SimEnv(resolve_tasks("reach")[0], dataclasses.replace(SMALL, render_images=False))
     env.reset(episode_seed(TRAIN_SEEDS, 2, 0, 0))
     with h5py.File(tmp_path / "6" / "episode_0.hdf5") as f:
-        flags = [env.step(a).success for a in _executed(f["action"][:], episode_seed(TRAIN_SEEDS, 2, 0, 0), config.action_noise)]
+        rng = np.random.default_rng(episode_seed(TRAIN_SEEDS, 2, 0, 0))  # the recorder's actuation noise, re-applied
+        flags = [env.step(_disturb(c, rng, config.action_noise)).success for c in f["action"][:]]
     env.close()
     assert flags.index(True) == lengths[0] - 1  # the short episode ended exactly at the first success
-
-
-def _executed(commands: np.ndarray, seed: int, noise: float) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [np.clip(c + rng.normal(0.0, noise, c.shape), -1.0, 1.0).astype(np.float32) for c in commands]
 
 
 def test_hdf5_demos_ingest_as_a_raw_log_with_what_the_simulator_saw(tmp_path, ray_session) -> None:
