@@ -12,6 +12,13 @@ environment step also sleeps a delay drawn from a lognormal (median `--tail-scal
 `--tail-shape`), the long tail of resets, contacts and rendering in real simulators. The sync
 mode waits for the slowest environment at every tick; the async mode does not.
 
+Every run also reports the CPU seconds of each component's process (all threads), so the table
+shows how many cores each mode kept busy and its CPU cost per env step. Where the machine has
+fewer cores than the pipeline has busy components (here: 2 cores for 8 rendering environments, a
+sampler and a learner), overlap can only fill the cores the lockstep run leaves idle:
+`cpu_ceiling_speedup` is the async throughput that would use every core at async's own measured
+CPU cost per step, over the sync throughput, i.e. the most any scheduler could gain here.
+
 Without `--init` the Meta-World runs start from an untrained tiny model: throughput is measured
 honestly (the model and the pipeline are the same size), but success stays near zero, so the
 sample-efficiency comparison then only says that both modes fail alike. Pass the behaviour-cloned
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 from typing import Any
 
@@ -45,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tail-scale-ms", type=float, default=2.0, help="heavy-tail profile: lognormal median delay per step")
     p.add_argument("--tail-shape", type=float, default=1.5, help="heavy-tail profile: lognormal log-std")
     p.add_argument("--lr", type=float, default=1e-5, help="learner learning rate")
-    p.add_argument("--sigma", type=float, default=0.1, help="sampler noise per Euler step")
+    p.add_argument("--sigma", type=float, default=0.2, help="sampler noise per Euler step")
+    p.add_argument("--start-noise", type=float, default=0.0, help="scale of each chain's starting noise")
     p.add_argument("--plot", default=None, help="PNG of success vs env steps and throughput (default: beside --json)")
     return p
 
@@ -85,8 +94,12 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     samples = sum(r["learner_samples"] for r in runs)
     finished = sum(r["episodes_finished"] for r in runs)
     succ = sum((r["success_rate"] or 0.0) * r["episodes_finished"] for r in runs)
+    cpu = sum(r["cpu"]["env_s"] + r["cpu"]["generation_s"] + r["cpu"]["learner_s"] + r["cpu"]["driver_s"] for r in runs)
     return {
         "env_steps_per_s": steps / wall,
+        "cores_used": cpu / wall,
+        "cpu_ms_per_env_step": 1e3 * cpu / steps,
+        "cpu_s": {k: sum(r["cpu"][f"{k}_s"] for r in runs) for k in ("env", "generation", "learner", "driver")},
         "learner_samples_per_s": samples / wall,
         "learner_updates": sum(r["learner_updates"] for r in runs),
         "idle_fraction": {k: statistics.mean(r["idle_fraction"][k] for r in runs) for k in runs[0]["idle_fraction"]},
@@ -101,6 +114,15 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "tasks": runs[0]["tasks"],
         "runs": [{k: r[k] for k in ("env_steps", "wall_s", "env_steps_per_s", "learner_samples_per_s", "learner_updates")} for r in runs],
     }
+
+
+def _cores() -> float:
+    """CPUs this run may use: the Ray cluster's, else this process's affinity."""
+    import ray
+
+    if ray.is_initialized():
+        return float(ray.cluster_resources().get("CPU", 0)) or float(len(os.sched_getaffinity(0)))
+    return float(len(os.sched_getaffinity(0)))
 
 
 def _profile(pipe: Any, base: Any, pairs: int, label: str) -> dict[str, Any]:
@@ -121,6 +143,7 @@ def _profile(pipe: Any, base: Any, pairs: int, label: str) -> dict[str, Any]:
     out: dict[str, Any] = {"async": a, "sync": s}
     out["speedup"] = statistics.median(ratios)
     out["speedup_min"], out["speedup_max"] = min(ratios), max(ratios)
+    out["cpu_ceiling_speedup"] = (_cores() * 1e3 / a["cpu_ms_per_env_step"]) / s["env_steps_per_s"]
     out["learner_speedup"] = a["learner_samples_per_s"] / s["learner_samples_per_s"] if s["learner_samples_per_s"] else None
     if a["success_rate"] is not None and s["success_rate"] is not None:
         n_a, n_s = a["episodes_finished"], s["episodes_finished"]
@@ -145,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         envs_per_worker=args.envs_per_worker,
         env_steps=steps,
         execute_steps=args.execute_steps,
-        sampler=SamplerConfig(sigma=args.sigma),
+        sampler=SamplerConfig(sigma=args.sigma, start_noise=args.start_noise),
         learner=LearnerConfig(lr=args.lr),
         log_every_s=5.0,
     )
@@ -168,12 +191,15 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_min": suite["speedup_min"],
         "speedup_max": suite["speedup_max"],
         "learner_speedup": suite["learner_speedup"],
+        "cpu_ceiling_speedup": suite["cpu_ceiling_speedup"],
+        "cores": _cores(),
         "sample_efficiency": suite.get("sample_efficiency"),
         "heavy_tail": {
             "speedup": heavy["speedup"],
             "speedup_min": heavy["speedup_min"],
             "speedup_max": heavy["speedup_max"],
             "learner_speedup": heavy["learner_speedup"],
+            "cpu_ceiling_speedup": heavy["cpu_ceiling_speedup"],
             "latency": dataclasses.asdict(tail),
             "async": heavy["async"],
             "sync": heavy["sync"],
@@ -202,8 +228,10 @@ def main(argv: list[str] | None = None) -> int:
                 (f"{name} {mode} env steps/s", m["env_steps_per_s"]),
                 (f"{name} {mode} learner samples/s", m["learner_samples_per_s"]),
                 (f"{name} {mode} idle env/gen/learner", "/".join(f"{m['idle_fraction'][k]:.2f}" for k in ("env", "generation", "learner"))),
+                (f"{name} {mode} cores busy, CPU ms per env step", f"{m['cores_used']:.2f}, {m['cpu_ms_per_env_step']:.2f}"),
                 (f"{name} {mode} success", m["success_rate"] if m["success_rate"] is not None else "n/a"),
             ]
         rows.append((f"{name} speedup async/sync (median [min, max])", f"{prof['speedup']:.2f} [{prof['speedup_min']:.2f}, {prof['speedup_max']:.2f}]"))
+        rows.append((f"{name} CPU ceiling of any scheduler here", f"{prof['cpu_ceiling_speedup']:.2f}"))
     print_table(f"RL async vs sync ({label}, {steps} env steps per run, {pairs} pair(s) per profile)", rows)
     return 0

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--workers", type=int, default=2, help="environment worker actors")
     s.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
     s.add_argument("--execute-steps", type=int, default=8, help="actions executed per chunk (replanning horizon)")
-    s.add_argument("--sigma", type=float, default=0.1, help="noise std per Euler step (normalised action units)")
+    s.add_argument("--sigma", type=float, default=0.2, help="noise std per Euler step (normalised action units)")
+    s.add_argument("--start-noise", type=float, default=0.0, help="scale of each chain's starting noise (0: start where the evaluator does)")
     s.add_argument("--lr", type=float, default=1e-5, help="learner learning rate")
     s.add_argument("--micro-batch", type=int, default=16, help="action chunks per micro-batch")
     s.add_argument("--max-staleness", type=int, default=2, help="K: chunks more than K versions old are dropped/corrected")
@@ -70,7 +71,7 @@ def config_from_args(args: argparse.Namespace, tasks: tuple[str, ...]) -> object
         env_steps=args.steps,
         execute_steps=args.execute_steps,
         seed=args.seed,
-        sampler=SamplerConfig(sigma=args.sigma),
+        sampler=SamplerConfig(sigma=args.sigma, start_noise=args.start_noise),
         generation=GenerationConfig(
             max_batch=args.max_batch,
             deadline_s=args.deadline_ms / 1000,

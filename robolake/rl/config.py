@@ -59,17 +59,28 @@ class SamplerConfig:
     Attributes:
         num_steps: Euler steps per action chunk (None: the model's `num_inference_steps`).
         sigma: Standard deviation of the Gaussian noise added after every Euler step, in
-            normalised action units (the lake's mean/std normalisation).
+            normalised action units (the lake's mean/std normalisation). From a 600-step BC
+            policy, 30k env steps of async RL on reach took the evaluator's success on the same
+            40 episodes from 0.30 to 0.53 at sigma 0.1 and to 0.65 at 0.2 (the default).
+        start_noise: Scale of the chain's starting point x_0 ~ N(0, start_noise^2 I). 0 (the
+            default) starts every chain where the closed-loop evaluator does (its
+            `noise_scale` is 0), so all exploration is the per-step noise the policy gradient
+            scores. At 1, most of the variation in executed actions comes from x_0, whose
+            density does not depend on the weights: the lucky x_0 behind a success earns no
+            gradient. The same reach run at start_noise 1 (sigma 0.1) ended at 0.35.
     """
 
     num_steps: int | None = None
-    sigma: float = 0.1
+    sigma: float = 0.2
+    start_noise: float = 0.0
 
     def __post_init__(self) -> None:
         if self.num_steps is not None and self.num_steps < 1:
             raise ValueError(f"SamplerConfig.num_steps must be >= 1 or None, got {self.num_steps}")
         if not self.sigma > 0:
             raise ValueError(f"SamplerConfig.sigma must be > 0 (the log-probability needs noise), got {self.sigma}")
+        if self.start_noise < 0:
+            raise ValueError(f"SamplerConfig.start_noise must be >= 0, got {self.start_noise}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -55,7 +55,7 @@ def generate(policy: Policy, requests: Sequence[GenRequest], sampler: SamplerCon
     c = model.config
     steps = sampler.num_steps or c.num_inference_steps
     obs = [r.obs for r in requests]
-    x0, eps = draw_noise([r.noise_seed for r in requests], steps, c.action_horizon, c.max_action_dim)
+    x0, eps = draw_noise([r.noise_seed for r in requests], steps, c.action_horizon, c.max_action_dim, sampler.start_noise)
     chains = sample_chains(model, policy.batch(obs), x0, eps, policy.action_mask(obs), sampler.sigma)
     chain = chains.chain.numpy()
     actions = policy.to_env_actions(chain[:, -1], obs)
@@ -84,12 +84,14 @@ class GenerationServer:
         self.record = record
         self.busy_s = 0.0
         self._t0 = time.perf_counter()
+        self._cpu0 = time.process_time()
 
     def ready(self) -> int:
         return self.version
 
     def reset_clock(self) -> None:
         self._t0 = time.perf_counter()
+        self._cpu0 = time.process_time()
         self.busy_s = 0.0
         self.batch_sizes.clear()
 
@@ -177,6 +179,7 @@ class GenerationServer:
             "batch_sizes": {str(k): v for k, v in sorted(sizes.items())},
             "busy_s": self.busy_s,
             "wall_s": time.perf_counter() - self._t0,
+            "cpu_s": time.process_time() - self._cpu0,
         }
 
     def served_ids(self) -> list[str]:

@@ -272,6 +272,7 @@ class LearnerActor:
         self.core = Learner(policy, config, sampler, record=record)
         self._stop = threading.Event()
         self._t0 = time.perf_counter()
+        self._cpu0 = time.process_time()
         self.latest: tuple[int, Any] | None = None
 
     def ready(self) -> int:
@@ -279,6 +280,7 @@ class LearnerActor:
 
     def reset_clock(self) -> None:
         self._t0 = time.perf_counter()
+        self._cpu0 = time.process_time()
         self.core.busy_s = 0.0
 
     def restart(self, config: LearnerConfig, sampler: SamplerConfig) -> int:
@@ -328,7 +330,7 @@ class LearnerActor:
         return self.core.version, []
 
     def stats(self) -> dict[str, Any]:
-        return {**self.core.stats(), "wall_s": time.perf_counter() - self._t0}
+        return {**self.core.stats(), "wall_s": time.perf_counter() - self._t0, "cpu_s": time.process_time() - self._cpu0}
 
     def episodes(self) -> list[dict[str, Any]]:
         return self.core.episodes()

@@ -14,6 +14,9 @@ environment order, so a run is reproducible and equals the plain loop of `refere
 Both modes count the same things the same way, so the comparison isolates scheduling: env steps/s
 (total over wall time), learner samples/s, and each component's idle fraction, 1 - busy / wall
 (environments: stepping, including injected latency; server: sampling; learner: updating).
+Each actor also reports its process's CPU seconds (all threads, the offscreen renderer's too),
+so a run states how many cores it kept busy and its CPU cost per environment step: on a machine
+with fewer cores than components, overlap cannot buy more than the idle cores of the lockstep run.
 """
 
 from __future__ import annotations
@@ -158,6 +161,8 @@ class Pipeline:
         self._steps_before: list[int] = [0] * len(self.workers)  # steps of replaced workers' predecessors
         self._dead_busy = 0.0
         self._dead_slot_s = 0.0
+        self._dead_cpu = 0.0
+        self._cpu0 = time.process_time()
         self._last = (self._t0, 0, 0)
 
     def _poll(self, timeout: float = 10.0) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
@@ -167,15 +172,18 @@ class Pipeline:
             try:
                 workers.append(self.ray.get(ref, timeout=timeout))
             except Exception:  # a dead worker: the watchdog replaces it
-                workers.append({"worker": i, "env_steps": 0, "episodes": 0, "busy_s": 0.0, "wait_s": 0.0, "slots": 0, "wall_s": 0.0})
+                workers.append({"worker": i, "env_steps": 0, "episodes": 0, "busy_s": 0.0, "wait_s": 0.0, "slots": 0, "wall_s": 0.0, "cpu_s": 0.0})
         server, learner = self.ray.get([self.server.stats.remote(), self.learner.stats.remote()], timeout=timeout)
         return workers, server, learner
 
     def env_steps(self, workers: list[dict[str, Any]]) -> int:
         return sum(w["env_steps"] for w in workers) + sum(self._steps_before)
 
-    def _row(self, workers: list[dict[str, Any]], server: dict[str, Any], learner: dict[str, Any]) -> dict[str, Any]:
-        now = time.perf_counter()
+    def _row(
+        self, workers: list[dict[str, Any]], server: dict[str, Any], learner: dict[str, Any], at: tuple[float, float] | None = None
+    ) -> dict[str, Any]:
+        """One metrics row; `at` = (perf_counter, driver process_time) of the stats (default: now)."""
+        now, driver_cpu = at if at is not None else (time.perf_counter(), time.process_time())
         wall = now - self._t0
         steps = self.env_steps(workers)
         t_last, steps_last, trained_last = self._last
@@ -207,12 +215,30 @@ class Pipeline:
                 "generation": 1.0 - server["busy_s"] / wall if wall > 0 else 0.0,
                 "learner": 1.0 - learner["busy_s"] / wall if wall > 0 else 0.0,
             },
+            "cpu": self._cpu(workers, server, learner, wall, steps, driver_cpu),
             "workers_replaced": self.replaced,
         }
         for k in ("last_loss", "last_clip_fraction", "last_approx_kl", "last_grad_norm"):
             if k in learner:
                 row[k] = learner[k]
         return row
+
+    def _cpu(
+        self, workers: list[dict[str, Any]], server: dict[str, Any], learner: dict[str, Any], wall: float, steps: int, driver_cpu: float
+    ) -> dict[str, float]:
+        """CPU seconds per component since the clocks were reset, cores kept busy, ms per env step."""
+        parts = {
+            "env_s": sum(w["cpu_s"] for w in workers) + self._dead_cpu,
+            "generation_s": server["cpu_s"],
+            "learner_s": learner["cpu_s"],
+            "driver_s": driver_cpu - self._cpu0,
+        }
+        total = sum(parts.values())
+        return {
+            **parts,
+            "cores_used": total / wall if wall > 0 else 0.0,
+            "ms_per_env_step": 1e3 * total / steps if steps else 0.0,
+        }
 
     def _emit(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
@@ -233,6 +259,7 @@ class Pipeline:
             self._steps_before[index] += last["env_steps"]
             self._dead_busy += last["busy_s"]
             self._dead_slot_s += last["slots"] * last["wall_s"]
+            self._dead_cpu += last["cpu_s"]
         self.incarnations[index] += 1
         self.replaced += 1
         worker = self._new_worker(index)
@@ -270,6 +297,7 @@ class Pipeline:
             if self.env_steps(workers) >= c.env_steps:
                 self._wall = time.perf_counter() - self._t0
                 self._final = (workers, server, learner)
+                self._final_at = (self._t0 + self._wall, time.process_time())
                 break
             if time.perf_counter() >= next_log:
                 self._emit(self._row(workers, server, learner))
@@ -309,13 +337,14 @@ class Pipeline:
                 next_log += c.log_every_s
         self._wall = time.perf_counter() - self._t0
         self._final = self._poll()
+        self._final_at = (self._t0 + self._wall, time.process_time())
         ray.get(self.learner.add_many.remote([s for segs in ray.get([w.finish.remote() for w in self.workers]) for s in segs]))
 
     # -- results ---------------------------------------------------------------------------------
 
     def summary(self) -> dict[str, Any]:
         workers, server, learner = self._final
-        row = self._row(workers, server, learner)
+        row = self._row(workers, server, learner, at=self._final_at)
         wall = self._wall
         steps = self.env_steps(workers)
         episodes = self.ray.get(self.learner.episodes.remote())
@@ -341,6 +370,7 @@ class Pipeline:
             "learner_updates": learner["updates"],
             "learner_updates_per_s": learner["updates"] / wall if wall > 0 else 0.0,
             "idle_fraction": row["idle_fraction"],
+            "cpu": row["cpu"],
             "generation": {"batches": server["batches"], "batch_size_mean": server["batch_size_mean"], "batch_sizes": server["batch_sizes"]},
             "staleness": {
                 "max_allowed": self.config.learner.max_staleness,

@@ -21,8 +21,15 @@ Noise is fixed (`SamplerConfig.sigma`, in normalised action units) rather than l
 noise head (ReinFlow) adds parameters the behaviour-cloned checkpoint does not have and lets the
 optimiser buy probability by shrinking sigma instead of by moving actions; a fixed sigma keeps the
 BC model as it is and bounds exploration: the executed action departs from the deterministic
-Euler result by about sigma * sqrt(K), 0.2 standard deviations of the demonstrations for
-sigma = 0.1 and K = 4. Converting the ODE to the SDE with the same
+Euler result by about sigma * sqrt(K), 0.4 standard deviations of the demonstrations for
+sigma = 0.2 and K = 4.
+
+The chain starts at x_0 = start_noise * N(0, I), by default 0: where the closed-loop evaluator
+starts its deterministic `get_action`. The density of x_0 does not depend on the weights, so
+variation that comes from x_0 is exploration the gradient cannot credit; with x_0 ~ N(0, I) it
+dominates the executed actions, and RL from a BC policy did not improve it (see
+`SamplerConfig`). Starting at 0 leaves only the scored per-step noise, and RL improves exactly
+the policy the evaluator measures. Converting the ODE to the SDE with the same
 marginals (Flow-GRPO) needs a score correction that diverges near t = 0 at K = 4 steps; with so
 few steps the plain Gaussian chain is the stable choice. As sigma -> 0 the sampler becomes
 `get_action` exactly (the tests check that).
@@ -65,13 +72,16 @@ class Chains:
     logp: torch.Tensor
 
 
-def draw_noise(seeds: Sequence[int], steps: int, horizon: int, action_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Starting noise x_0 [n, H, A] and step noise [n, K, H, A], each chunk from its own seed."""
+def draw_noise(
+    seeds: Sequence[int], steps: int, horizon: int, action_dim: int, start_noise: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Starting noise x_0 [n, H, A] (scaled by `start_noise`) and step noise [n, K, H, A], each
+    chunk from its own seed (the same draws whatever the scale)."""
     x0 = torch.empty(len(seeds), horizon, action_dim)
     eps = torch.empty(len(seeds), steps, horizon, action_dim)
     for i, seed in enumerate(seeds):
         g = torch.Generator().manual_seed(int(seed) % (2**63 - 1))
-        x0[i] = torch.randn(horizon, action_dim, generator=g)
+        x0[i] = torch.randn(horizon, action_dim, generator=g) * start_noise
         eps[i] = torch.randn(steps, horizon, action_dim, generator=g)
     return x0, eps
 

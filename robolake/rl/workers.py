@@ -167,6 +167,7 @@ class EnvWorker:
         self.slots = [EnvSlot(first + j, worker, incarnation, config, env_factory) for j in range(config.envs_per_worker)]
         self._stop = threading.Event()
         self._t0 = time.perf_counter()
+        self._cpu0 = time.process_time()
         self._env_factory = env_factory
         # One long-lived thread per environment does everything with it, in both modes and
         # across restarts: an EGL rendering context is current in one thread only.
@@ -188,6 +189,7 @@ class EnvWorker:
 
     def reset_clock(self) -> None:
         self._t0 = time.perf_counter()
+        self._cpu0 = time.process_time()
         for s in self.slots:
             s.busy_s = s.wait_s = 0.0
 
@@ -240,6 +242,7 @@ class EnvWorker:
             "wait_s": sum(s.wait_s for s in self.slots),
             "slots": len(self.slots),
             "wall_s": time.perf_counter() - self._t0,
+            "cpu_s": time.process_time() - self._cpu0,  # every thread of this process, the renderer's too
         }
 
     # -- synchronous ---------------------------------------------------------------------------

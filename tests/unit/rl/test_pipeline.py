@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 
 from robolake.rl.config import LearnerConfig, RLConfig, SamplerConfig
 from robolake.rl.generation import generate
@@ -23,7 +24,9 @@ def _config(**kw) -> RLConfig:
         env_steps=600,
         execute_steps=4,
         segment_chunks=2,
-        sampler=SamplerConfig(sigma=0.3),
+        # Starting noise too: the tiny point-reach policy then both succeeds and fails within
+        # a group, so advantages are non-zero and these short runs exercise the learner.
+        sampler=SamplerConfig(sigma=0.3, start_noise=1.0),
         learner=LearnerConfig(micro_batch=8, group_window=8, min_group=2, lr=3e-4, max_staleness=1, staleness_mode="drop"),
         log_every_s=0.5,
         record_trajectories=True,
@@ -46,13 +49,17 @@ def test_async_delivers_every_observation_once_to_its_env(ray_session, bc_policy
                 continue
             env, inc, ep = (int(p.lstrip("envp")) for p in key_str.split("."))
             req = GenRequest(EpisodeKey(env, inc, ep), t.chunk, t.obs, chunk_seed(0, env, inc, ep, t.chunk))
-            (alone,) = generate(policy, [req], SamplerConfig(sigma=0.3), 0)
+            (alone,) = generate(policy, [req], _config().sampler, 0)
             np.testing.assert_allclose(alone.chain, t.chain, atol=1e-5)
     s = result.summary
     assert s["env_steps"] >= 600 and s["episodes_finished"] > 0
     assert s["staleness"]["max_consumed"] <= 1  # the bound held
     assert s["learner_updates"] >= 1
     assert set(s["idle_fraction"]) == {"env", "generation", "learner"}
+    cpu = s["cpu"]  # every component's process CPU, so a run says how many cores it kept busy
+    assert cpu["env_s"] > 0 and cpu["generation_s"] > 0 and cpu["cores_used"] > 0
+    total = cpu["env_s"] + cpu["generation_s"] + cpu["learner_s"] + cpu["driver_s"]
+    assert cpu["ms_per_env_step"] == pytest.approx(1e3 * total / s["env_steps"])
     assert result.metrics and all("env_steps_per_s" in r for r in result.metrics)
 
 

@@ -61,3 +61,27 @@ def test_a_chunk_does_not_depend_on_its_batch(bc_policy_factory):
     x0b, epsb = draw_noise([13], 4, h, a)
     alone = sample_chains(model, policy.batch(obs[2:3]), x0b, epsb, policy.action_mask(obs[2:3]), 0.1)
     torch.testing.assert_close(alone.chain[0], together.chain[2], atol=1e-5, rtol=1e-5)
+
+
+def test_start_noise_scales_only_the_starting_point(bc_policy_factory):
+    policy, obs = _inputs(bc_policy_factory)
+    model = policy.model
+    h, a = model.config.action_horizon, model.config.max_action_dim
+    x1, eps1 = draw_noise([1, 2, 3], 4, h, a, start_noise=1.0)
+    x0, eps0 = draw_noise([1, 2, 3], 4, h, a, start_noise=0.0)
+    assert float(x0.abs().max()) == 0.0 and float(x1.abs().max()) > 0.5
+    torch.testing.assert_close(eps0, eps1)  # the step noise is the same draw whatever the scale
+    # start 0, step noise -> 0: the evaluator's deterministic action (LearnedPolicy noise_scale=0)
+    chains = sample_chains(model, policy.batch(obs), x0, eps0, policy.action_mask(obs), sigma=1e-7)
+    expected = model.get_action(policy.batch(obs), 4, noise=torch.zeros(3, h, a))
+    torch.testing.assert_close(chains.chain[:, -1], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_start_noise_is_validated():
+    import pytest
+
+    from robolake.rl.config import SamplerConfig
+
+    assert SamplerConfig().start_noise == 0.0
+    with pytest.raises(ValueError, match="start_noise"):
+        SamplerConfig(start_noise=-0.1)
