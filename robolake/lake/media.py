@@ -24,6 +24,13 @@ PSNR against the source's own decode; "decode" is the image decode alone:
     h264 GOP 4 crf 23               3,151      1.44    38.7      2.56 (2.5 frames on average)
     h264 GOP 8 crf 23               2,161      0.99    40.1      4.63
 
+Under every layout kept in a Lance table lies a floor: one single-row `take`, even of a 4-byte
+column, costs about 0.5 ms here (the call into Rust, the fragment lookup, the I/O scheduling),
+whatever the frame bytes. `bench scale` measures it beside mp4 seek at the same positions: mp4
+seek is only 5.7x slower than that bare take on the synthetic data (small frames, 2.5 ms a seek)
+and 88x slower on the real data. So 50x is out of reach on the synthetic data for any frame
+layout in the table, and on the real data per-frame JPEG reaches 38x of the 88x ceiling.
+
 No candidate holds both goals on this source. Everything within 1.5x of the source bytes is
 video with inter frames (a short GOP), and a random frame from it costs 2.5-5 ms through PyAV
 (codec context plus several frame decodes): 10-20x mp4 seek, short of 50x. Per-frame images
