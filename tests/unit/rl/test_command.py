@@ -32,6 +32,29 @@ def test_rl_command_writes_metrics_plot_and_checkpoint(ray_session, tmp_path):
     assert episodes and all(e["status"] in ("finished", "truncated") for e in episodes)
 
 
+def test_bench_rl_writes_the_issue_json(ray_session, tmp_path):
+    from robolake.bench.rl import main
+
+    path = tmp_path / "rl.json"
+    rc = main([
+        "--json", str(path), "--sim", "point", "--quick", "--steps", "200", "--pairs", "1",
+        "--workers", "1", "--envs-per-worker", "2", "--execute-steps", "4",
+    ])  # fmt: skip
+    assert rc == 0
+    r = json.loads(path.read_text())
+    for mode in ("async", "sync"):
+        m = r[mode]
+        assert m["env_steps_per_s"] > 0 and set(m["idle_fraction"]) == {"env", "generation", "learner"}
+        assert "learner_samples_per_s" in m and isinstance(m["success_curve"], list)
+        assert m["cores_used"] > 0 and m["cpu_ms_per_env_step"] > 0
+    assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
+    assert r["heavy_tail"]["speedup"] > 0
+    # the ceiling is every core busy at async's own CPU cost per step, over sync's throughput
+    expected = (r["cores"] * 1e3 / r["async"]["cpu_ms_per_env_step"]) / r["sync"]["env_steps_per_s"]
+    assert r["cpu_ceiling_speedup"] == pytest.approx(expected)
+    assert path.with_suffix(".png").stat().st_size > 0
+
+
 def test_rl_command_names_the_missing_init(tmp_path):
     pytest.importorskip("metaworld")
     from robolake.rl.setup import make_factories
