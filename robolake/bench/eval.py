@@ -12,9 +12,9 @@ The policy is a trained checkpoint (`--checkpoint`) or, by default, the tiny pre
 an untrained policy never succeeds, so every episode runs to the step limit and both arms do a
 fixed number of steps. Each arm starts its workers once (`EnvPool`, the way an evaluation runs
 the policy and its baselines on one pool) and runs the episodes once untimed, which builds every
-MuJoCo model; the workers' start-up is reported on its own, not folded into actions/s. Arms alternate (A B A B ...); the table shows
-the median of the paired speedups and their min/max; actions/s per arm is total actions over
-total time.
+MuJoCo model; the workers' start-up is reported on its own, not folded into actions/s. Arms
+alternate (A B A B ...); the table shows the median of the paired speedups and their min/max;
+actions/s per arm is total actions over total time.
 """
 
 from __future__ import annotations

@@ -66,7 +66,14 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from robolake.lake import faults
-from robolake.lake.storage import filesystem, join_uri, list_names, put_if_absent, read_bytes
+from robolake.lake.storage import (
+    filesystem,
+    join_uri,
+    list_names,
+    put_if_absent,
+    read_bytes,
+    write_bytes_atomic,
+)
 
 __all__ = [
     "LeaseConfig",
@@ -125,17 +132,6 @@ class LeaseConfig:
 
 
 # --- storage primitives ------------------------------------------------------------------------
-
-
-def _overwrite(uri: str, data: bytes, storage_options: dict[str, str] | None) -> None:
-    if "://" not in uri:
-        os.makedirs(os.path.dirname(uri), exist_ok=True)
-        tmp = f"{uri}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, uri)
-        return
-    filesystem(uri, storage_options).pipe_file(uri, data)
 
 
 def _read(uri: str, storage_options: dict[str, str] | None) -> dict[str, Any] | None:
@@ -335,7 +331,7 @@ class Lease:
             self._write()
 
     def _write(self) -> None:
-        _overwrite(_epoch_uri(self._writer.lake_uri, self.epoch), self._record.to_bytes(), self._writer.storage_options)
+        write_bytes_atomic(_epoch_uri(self._writer.lake_uri, self.epoch), self._record.to_bytes(), self._writer.storage_options)
 
     def renew(self) -> None:
         """Extend the expiry if this is still the newest epoch; otherwise mark the lease lost."""
@@ -412,7 +408,7 @@ class Writer:
     def _write_presence(self) -> None:
         rec = {"writer": self.id, **_identity(), "started_at": self.started_at,
                "expires_at": time.time() + self.config.ttl_s}
-        _overwrite(self._presence_uri, json.dumps(rec, sort_keys=True).encode(), self.storage_options)
+        write_bytes_atomic(self._presence_uri, json.dumps(rec, sort_keys=True).encode(), self.storage_options)
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.config.ttl_s / 3):
@@ -486,7 +482,7 @@ class Writer:
             _delete(self._presence_uri, self.storage_options)
         else:
             rec = {"writer": self.id, **_identity(), "started_at": self.started_at, "expires_at": 0.0, "exited": True}
-            _overwrite(self._presence_uri, json.dumps(rec, sort_keys=True).encode(), self.storage_options)
+            write_bytes_atomic(self._presence_uri, json.dumps(rec, sort_keys=True).encode(), self.storage_options)
 
     def __enter__(self) -> Writer:
         return self

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "join_uri", "normalize_uri", "filesystem", "fsspec_options", "read_bytes", "read_json", "list_names",
-    "put_if_absent", "write_json_atomic", "exists",
+    "put_if_absent", "write_bytes_atomic", "write_json_atomic", "exists",
 ]
 
 
@@ -155,12 +155,7 @@ def put_if_absent(uri: str, data: bytes, storage_options: dict[str, str] | None 
         FileExistsError: `uri` already exists (another writer created it first).
     """
     if "://" not in uri:
-        os.makedirs(os.path.dirname(uri), exist_ok=True)
-        tmp = f"{uri}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        tmp = _durable_temp(uri, data)
         try:
             os.link(tmp, uri)
         finally:
@@ -169,27 +164,36 @@ def put_if_absent(uri: str, data: bytes, storage_options: dict[str, str] | None 
     fs = filesystem(uri, storage_options)
     try:
         fs.pipe_file(uri, data, mode="create")
-    except TypeError:  # a filesystem without conditional writes: best effort, said once
+    except TypeError:  # a filesystem without conditional writes: best effort, with a warning
         log.warning("%s: this object store offers no conditional PUT; concurrent writers are not fenced", uri)
         if fs.exists(uri):
             raise FileExistsError(uri) from None
         fs.pipe_file(uri, data)
 
 
-def write_json_atomic(uri: str, payload: Any, storage_options: dict[str, str] | None = None) -> None:
-    """Write JSON so that a reader sees the old file or the whole new one, never half.
+def write_bytes_atomic(uri: str, data: bytes, storage_options: dict[str, str] | None = None) -> None:
+    """Replace `uri` with `data` so that a reader sees the old file or the whole new one, never half.
 
     Locally the bytes go to a temporary file that is then renamed (atomic on POSIX). Object
     stores make a single PUT visible atomically, so there the file is written directly.
     """
-    text = json.dumps(payload, indent=2, sort_keys=True)
     if "://" not in uri:
-        os.makedirs(os.path.dirname(uri), exist_ok=True)
-        tmp = f"{uri}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, uri)
+        os.replace(_durable_temp(uri, data), uri)
         return
-    filesystem(uri, storage_options).pipe_file(uri, text.encode())
+    filesystem(uri, storage_options).pipe_file(uri, data)
+
+
+def write_json_atomic(uri: str, payload: Any, storage_options: dict[str, str] | None = None) -> None:
+    """`write_bytes_atomic` of `payload` as indented, key-sorted JSON."""
+    write_bytes_atomic(uri, json.dumps(payload, indent=2, sort_keys=True).encode(), storage_options)
+
+
+def _durable_temp(uri: str, data: bytes) -> str:
+    """A fsync'ed temporary file beside local path `uri` holding `data`; returns its path."""
+    os.makedirs(os.path.dirname(uri), exist_ok=True)
+    tmp = f"{uri}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
