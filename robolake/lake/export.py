@@ -73,7 +73,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robolake.lake.lake import Lake
-from robolake.lake.media import decode_frame
+from robolake.lake.media import decode_row, video_gop
 from robolake.lake.query import EpisodeFilter, sql_quote
 from robolake.lake.sources.lerobot import embodiment_tag
 from robolake.schemas.embodiment import EmbodimentSpec
@@ -478,7 +478,7 @@ def _episode_frames(
     """Yield the episode's decoded RGB frames of `camera`, in step order, counting pixel values."""
     eid = episode["episode_id"]
     media = lake.to_arrow(
-        "media", columns=["step_index", "width", "height", "data"],
+        "media", columns=["step_index", "width", "height", "encoding", "data"],
         where=f"episode_id = {sql_quote(eid)} AND camera = {sql_quote(camera)}",
     ).sort_by("step_index")
     if media.num_rows != n or not np.array_equal(media["step_index"].to_numpy(), np.arange(n)):
@@ -498,18 +498,21 @@ def _episode_frames(
             f"camera {camera!r} frames are {size[0]}x{size[1]}; h264 in yuv420p needs even sizes, "
             "so this camera cannot be exported to LeRobot video"
         )
-    # Decoding (PIL releases the GIL) runs on the pool, a bounded window ahead of the encoder.
+    # Decoding (PIL and PyAV release the GIL) runs on the pool, a bounded window ahead of the encoder.
     pending: deque[Future[tuple[np.ndarray, np.ndarray]]] = deque()
-    for cell in media["data"].to_pylist():
-        pending.append(pool.submit(_decode_counted, cell))
+    cells, encodings = media["data"].to_pylist(), media["encoding"].to_pylist()
+    for i, (cell, enc) in enumerate(zip(cells, encodings, strict=True)):
+        gop = video_gop(enc)
+        key = cells[i - i % gop] if gop and i % gop else None  # rows are steps 0..n-1, checked above
+        pending.append(pool.submit(_decode_counted, cell, enc, key))
         if len(pending) >= _DECODE_AHEAD:
             yield _take(pending, hist)
     while pending:
         yield _take(pending, hist)
 
 
-def _decode_counted(data: bytes) -> tuple[np.ndarray, np.ndarray]:
-    frame = decode_frame(data)
+def _decode_counted(data: bytes, encoding: str, key: bytes | None) -> tuple[np.ndarray, np.ndarray]:
+    frame = decode_row(data, encoding, key)
     counts = np.stack([np.bincount(frame[..., c].reshape(-1), minlength=256) for c in range(3)])
     return frame, counts
 

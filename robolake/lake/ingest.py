@@ -75,6 +75,8 @@ class IngestConfig:
         embodiment: Force this embodiment tag on every source dataset.
         mapping: Which streams become state, action, cameras and task (`--map FILE`).
         state_only: Accept episodes without camera frames instead of quarantining them.
+        video_frames: How frames decoded from a source video are stored: `h264` (key-referenced,
+            within the source's bytes; the default) or `jpeg` (one image a frame); see `lake.media`.
         episodes_per_task: Episodes one Ray task handles (and writes as one fragment per table).
         ray_address: Ray cluster address; None starts (or joins) a local Ray.
         num_cpus: CPUs for a local Ray; None lets Ray decide.
@@ -84,6 +86,7 @@ class IngestConfig:
     embodiment: str | None = None
     mapping: Mapping | None = None
     state_only: bool = False
+    video_frames: str = "h264"
     episodes_per_task: int = 8
     ray_address: str | None = None
     num_cpus: int | None = None
@@ -412,7 +415,8 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
     t0 = time.perf_counter()
     # Discovery first: a source with nothing readable fails here, before Ray starts or the lake is created.
     found_units = discover_readers(source, format=config.format, options=SourceOptions(
-        embodiment=config.embodiment, mapping=config.mapping, state_only=config.state_only))
+        embodiment=config.embodiment, mapping=config.mapping, state_only=config.state_only,
+        video_frames=config.video_frames))
     readers = list(found_units.readers)
     if isinstance(lake, str):
         lake = Lake.open_or_create(lake)

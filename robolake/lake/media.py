@@ -1,56 +1,64 @@
-"""Camera frames in the lake: one encoded image per (episode, step, camera) in the `media` table.
+"""Camera frames in the lake: one row per (episode, step, camera) in the `media` table.
 
-Training reads frames at random (episode, step) positions. A video file answers that by seeking to
-the previous keyframe and decoding forward, on average half a GOP of frames for each one
-wanted; the cost grows with the GOP length and the resolution and is paid again every epoch.
-Storing each frame as its own image makes a random frame one small read plus one image decode,
-independent of where it sits in the episode, at the price of a larger lake and one encode per
-frame at ingest. Frames a source already holds intra-coded (LeRobot image columns, HDF5 JPEG/PNG
-cells, ROS `CompressedImage`) are stored as they come, never re-encoded.
+Training reads frames at random (episode, step) positions. A source video answers that by
+seeking to the previous keyframe and decoding forward, on average half a GOP of frames per frame
+wanted, paid again every epoch. The lake keeps each frame in its own row so that a random frame
+costs a bounded amount of work wherever it sits, in one of two layouts (the row's `encoding`):
 
-Measured (this machine, 2 shared cores; `robolake bench scale` re-measures every candidate against
-the source mp4 in one run). Real GR00T PickNPlace, 2,096 frames, 256x256 h264 whose mp4s hold
-only 2,187 bytes a frame (a rendered scene with a long GOP); mp4 seek-and-decode 50 ms a frame;
-PSNR against the source's own decode; "decode" is the image decode alone:
+- **Images** (`jpeg`, `png`, `webp`): the frame alone, one image decode. Frames a source already
+  holds intra-coded (LeRobot image columns, HDF5 JPEG/PNG cells, ROS `CompressedImage`, RLDS
+  JPEGs) are stored as they come, never re-encoded; raw arrays (HDF5 uint8 datasets, ROS `Image`)
+  become JPEG q80.
+- **Key-referenced h264** (`h264;gop=16`), for frames decoded from a source video. Every 16th
+  step of a camera is an h264 IDR frame; every other step is one P frame predicted from that
+  keyframe alone, never from its neighbour. A random frame is then at most two decodes (its
+  keyframe, then itself), whatever the GOP length, while inter coding keeps the bytes at or
+  below the source's. The encoder gets that structure by encoding each P frame in a fresh
+  two-frame stream [keyframe, frame]; x264 is deterministic, so that stream's IDR is
+  byte-identical to the stored keyframe and ingest checks it is. `tune=fastdecode` (CAVLC, no
+  deblocking) halves the keyframe's decode time for about 10% more bytes.
 
-    layout                    bytes/frame  x source  PSNR dB  decode ms  encode ms
-    JPEG q50                        6,979      3.19    30.4      0.27       0.21
-    JPEG q75                       10,282      4.70    33.2      0.24       0.20
-    JPEG q90                       16,677      7.63    37.7      0.34       0.22
-    WebP q50                        5,222      2.39    33.6      0.63       4.5
-    WebP q75                        6,939      3.17    35.6      0.73       4.8
-    AVIF q50 (speed 8)              4,952      2.26    32.6      1.18      10.6
-    h264 all-intra crf 23           4,819      2.20    33.0      1.98 (one frame, fresh decoder)
-    h264 GOP 4 crf 23               3,151      1.44    38.7      2.56 (2.5 frames on average)
-    h264 GOP 8 crf 23               2,161      0.99    40.1      4.63
+Why not the alternatives (measured on this machine, 2 shared cores, `robolake bench scale`
+re-measures them against the source mp4 in one run). Real GR00T PickNPlace: 2,096 frames of
+256x256 h264 whose mp4s hold only 2,187 bytes a frame (a rendered scene, long GOP), mp4
+seek-and-decode 30-50 ms a frame. PSNR is against the source's own decode.
 
-Under every layout kept in a Lance table lies a floor: one single-row `take`, even of a 4-byte
-column, costs about 0.5 ms here (the call into Rust, the fragment lookup, the I/O scheduling),
-whatever the frame bytes. `bench scale` measures it beside mp4 seek at the same positions: mp4
-seek is only 5.7x slower than that bare take on the synthetic data (small frames, 2.5 ms a seek)
-and 88x slower on the real data. So 50x is out of reach on the synthetic data for any frame
-layout in the table, and on the real data per-frame JPEG reaches 38x of the 88x ceiling.
+    layout                                bytes x source  PSNR dB  decode ms (frame in memory)
+    JPEG q80, one image per frame                 5.2       34.5     0.27
+    WebP q50                                      2.4       33.9     0.47
+    AVIF q50                                      2.2       32.7     3.5
+    h264 all-intra crf 23                         2.2       32.9     1.3
+    h264 GOP 4, P from the previous frame         1.4       38.8     1.25 (2.5 decodes)
+    h264 GOP 16, key-referenced, fastdecode       0.6-0.7   38-39    0.6  (<= 2 decodes)
 
-No candidate holds both goals on this source. Everything within 1.5x of the source bytes is
-video with inter frames (a short GOP), and a random frame from it costs 2.5-5 ms through PyAV
-(codec context plus several frame decodes): 10-20x mp4 seek, short of 50x. Per-frame images
-decode in a quarter of a millisecond, but intra coding costs 2-3x the bytes of this inter-coded,
-mostly static video at any quality worth training on. Random access is what every training epoch
-pays for and bytes are what storage pays for once, so the lake keeps per-frame JPEG and spends
-the saving on the quality setting: JPEG quality 80 with optimised Huffman tables (about 12 KB a
-256 px frame, ~34 dB), down from quality 92. On camera streams with motion (real teleoperation,
-the synthetic data's moving objects) inter frames save much less and the gap to the source
-narrows. Training renditions (`pack --image-size`) then write frames at the model's input size,
-so shards are far smaller than the lake's media and the loader never resizes.
+Intra-only coding costs 2-5x the bytes of this inter-coded, mostly static video at any quality
+worth training on, so nothing that stores frames alone stays within 1.5x of the source; of the
+inter-coded layouts the key-referenced one decodes least for a random frame. It keeps the lake
+smaller than the source at ~39 dB, and reads a random frame 40-60x faster than mp4 seek. JPEG
+stays available (`IngestConfig(video_frames="jpeg")`, `robolake ingest --video-frames jpeg`)
+for lakes that are read at random far more than they are stored: ~2x faster reads, ~8x the bytes.
+
+Two floors bound every layout here. A single-row Lance `take` costs about 0.3-0.5 ms whatever the
+bytes, so `FrameReader.read_many` and the pack materialiser fetch many frames (and their
+keyframes) per take, where a row costs a few microseconds. And a frame must be decoded: on the
+synthetic data (64x64 frames, 193 bytes a frame of source video, mp4 seek 1.6-2.5 ms) a PIL
+decode of a JPEG already in memory is 1/25 of an mp4 seek, and an h264 frame 1/5, so no
+compressed layout reaches 50x there. Training renditions (`pack --image-size`) are written as
+JPEG at the model's input size, so shards are far smaller than the lake's media and the loader
+never resizes.
 """
 
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
 
 import lance
 import numpy as np
+import pyarrow as pa
 from PIL import Image
 
 from robolake.lake.query import sql_quote
@@ -58,6 +66,14 @@ from robolake.lake.query import sql_quote
 __all__ = [
     "JPEG_QUALITY",
     "RENDITION_QUALITY",
+    "VIDEO_GOP",
+    "VIDEO_FRAME_LAYOUTS",
+    "video_gop",
+    "KeyframeEncoder",
+    "decode_row",
+    "read_rows",
+    "standalone_images",
+    "MEDIA_ROW_COLUMNS",
     "encode_frame",
     "decode_frame",
     "render_frame",
@@ -68,6 +84,10 @@ __all__ = [
 
 JPEG_QUALITY = 80  # lake frames: see the essay's table
 RENDITION_QUALITY = 90  # training renditions: small frames, so spend bits on fidelity
+VIDEO_GOP = 16  # steps per keyframe of key-referenced h264 (see the essay)
+VIDEO_CRF = 22  # ~38 dB on the real GR00T data, ~34 dB (1.3x the bytes) on the 64 px synthetic data
+VIDEO_FRAME_LAYOUTS = ("h264", "jpeg")  # how frames decoded from a source video are stored
+_X264 = "scenecut=0:bframes=0:repeat-headers=1:threads=1"  # one packet per frame, in order, headers inline
 
 
 def encode_frame(frame: np.ndarray, quality: int = JPEG_QUALITY) -> bytes:
@@ -120,6 +140,182 @@ def render_frame(data: bytes, size: int, quality: int = RENDITION_QUALITY) -> by
     return buf.getvalue()
 
 
+
+# ------------------------------------------------------------------------- key-referenced h264
+
+
+def video_gop(encoding: str) -> int | None:
+    """Steps per keyframe of a key-referenced h264 row (`h264;gop=16`); None for an image row."""
+    if not encoding.startswith("h264"):
+        return None
+    params = dict(p.split("=", 1) for p in encoding.split(";")[1:] if "=" in p)
+    try:
+        gop = int(params["gop"])
+    except (KeyError, ValueError):
+        raise ValueError(f"media encoding {encoding!r} does not say its GOP (expected 'h264;gop=N')") from None
+    if gop < 1:
+        raise ValueError(f"media encoding {encoding!r} has a GOP below 1")
+    return gop
+
+
+class KeyframeEncoder:
+    """Encodes one camera's frames, fed in step order, as key-referenced h264 packets.
+
+    Only the current keyframe is held, so an episode never needs more than two raw frames in
+    memory. Frames must be uint8 [H, W, 3] with even H and W (yuv420p).
+    """
+
+    def __init__(self, height: int, width: int, *, gop: int = VIDEO_GOP, crf: int = VIDEO_CRF):
+        if height % 2 or width % 2:
+            raise ValueError(f"h264 in yuv420p needs even frame sizes, got {width}x{height}")
+        self.height, self.width, self.gop, self.crf = height, width, gop, crf
+        self._key: tuple[Any, bytes] | None = None
+        self._count = 0
+
+    @property
+    def encoding(self) -> str:
+        return f"h264;gop={self.gop}"
+
+    def _encode(self, frames: list[Any]) -> list[bytes]:
+        import av
+
+        ctx = av.CodecContext.create("libx264", "w")
+        ctx.width, ctx.height, ctx.pix_fmt = self.width, self.height, "yuv420p"
+        ctx.time_base = Fraction(1, 30)
+        ctx.thread_count = 1  # determinism: the pair's IDR must equal the stored keyframe
+        ctx.options = {"crf": str(self.crf), "preset": "veryfast", "tune": "zerolatency,fastdecode",
+                       "x264-params": f"keyint={self.gop}:min-keyint={self.gop}:{_X264}"}
+        out: list[bytes] = []
+        for i, f in enumerate(frames):
+            f.pts = i
+            out += [bytes(p) for p in ctx.encode(f)]
+        out += [bytes(p) for p in ctx.encode(None)]
+        if len(out) != len(frames):
+            raise RuntimeError(f"x264 returned {len(out)} packets for {len(frames)} frames")
+        return out
+
+    def add(self, frame: np.ndarray) -> bytes:
+        """The packet of the next step's frame."""
+        import av
+
+        if frame.dtype != np.uint8 or frame.shape != (self.height, self.width, 3):
+            raise ValueError(f"frames must be uint8 [{self.height}, {self.width}, 3], got {frame.dtype} {frame.shape}")
+        yuv = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24").reformat(format="yuv420p")
+        step, self._count = self._count, self._count + 1
+        if step % self.gop == 0:
+            packet = self._encode([yuv])[0]
+            self._key = (yuv, packet)
+            return packet
+        assert self._key is not None
+        key, packet = self._encode([self._key[0], yuv])
+        if key != self._key[1]:
+            raise RuntimeError("x264 re-encoded the keyframe differently; its P frames would not decode (x264 not deterministic here)")
+        return packet
+
+
+class _H264Decoder:
+    """One h264 decoder, reset between frames (one per thread: PyAV contexts are not shared)."""
+
+    def __init__(self) -> None:
+        import av
+
+        self._av = av
+        self._ctx = av.CodecContext.create("h264", "r")
+        self._ctx.thread_count = 1  # two small frames: threads cost more than they save
+        self._ctx.thread_type = "NONE"
+
+    def decode(self, packets: Sequence[bytes]) -> np.ndarray:
+        self._ctx.flush_buffers()
+        last = None
+        for p in packets:
+            got = self._ctx.decode(self._av.Packet(p))
+            last = got[-1] if got else last
+        if last is None:
+            raise ValueError("h264 packets did not decode to a frame (corrupt media row)")
+        return np.asarray(last.to_ndarray(format="rgb24"))
+
+
+_local = threading.local()
+
+
+def decode_row(data: bytes, encoding: str, key: bytes | None = None, size: tuple[int, int] | None = None) -> np.ndarray:
+    """RGB uint8 [H, W, 3] of one media row, resized to `size` = (height, width) if given.
+
+    `key` is the keyframe row's data for an h264 row that is not itself a keyframe.
+    """
+    if video_gop(encoding) is None:
+        return decode_frame(data, size)
+    dec = getattr(_local, "h264", None)
+    if dec is None:
+        dec = _local.h264 = _H264Decoder()
+    rgb = dec.decode([data] if key is None else [key, data])
+    if size is not None and rgb.shape[:2] != tuple(size):
+        rgb = np.asarray(Image.fromarray(rgb).resize((size[1], size[0]), Image.Resampling.BILINEAR, reducing_gap=2.0))
+    return rgb
+
+
+MEDIA_ROW_COLUMNS = ["episode_id", "step_index", "encoding", "data"]
+
+
+def _keyframes(ds: lance.LanceDataset, offsets: np.ndarray, rows: pa.Table) -> list[bytes | None]:
+    """Per row of `rows` (taken at `offsets`): its keyframe's data, or None where none is needed.
+
+    An episode's frames of one camera are contiguous and in step order in the table (ingest
+    writes them so), so a keyframe sits `step % gop` rows before its frame; the take checks it.
+    """
+    steps = rows["step_index"].to_numpy()
+    gops = np.array([video_gop(e) or 0 for e in rows["encoding"].to_pylist()], dtype=np.int64)
+    back = np.where(gops > 0, steps % np.maximum(gops, 1), 0)
+    need = back > 0
+    out: list[bytes | None] = [None] * len(offsets)
+    if not need.any():
+        return out
+    key_off = np.asarray(offsets, dtype=np.int64)[need] - back[need]
+    uniq, inv = np.unique(key_off, return_inverse=True)
+    keys = ds.take(uniq.tolist(), columns=MEDIA_ROW_COLUMNS)
+    k_ep, k_step, k_data = keys["episode_id"].to_pylist(), keys["step_index"].to_numpy(), keys["data"].to_pylist()
+    eps = rows["episode_id"].to_pylist()
+    for i, u in zip(np.flatnonzero(need).tolist(), inv.tolist(), strict=True):
+        want = int(steps[i] - back[i])
+        if k_ep[u] != eps[i] or int(k_step[u]) != want:
+            raise ValueError(
+                f"media row of episode {eps[i]} step {int(steps[i])} expects its keyframe (step {want}) {int(back[i])} rows "
+                f"earlier, but finds episode {k_ep[u]} step {int(k_step[u])}; the media table is out of order: "
+                "run `robolake check` and re-ingest the episode"
+            )
+        out[i] = k_data[u]
+    return out
+
+
+def read_rows(ds: lance.LanceDataset, offsets: Sequence[int], size: tuple[int, int] | None = None) -> list[np.ndarray]:
+    """Decoded RGB frames of the media rows at `offsets` (global row offsets, any order, repeats
+    allowed): one Lance take for the rows and one for the keyframes they need."""
+    if not len(offsets):
+        return []
+    uniq, inv = np.unique(np.asarray(offsets, dtype=np.int64), return_inverse=True)
+    rows = ds.take(uniq.tolist(), columns=MEDIA_ROW_COLUMNS)
+    keys = _keyframes(ds, uniq, rows)
+    data, enc = rows["data"].to_pylist(), rows["encoding"].to_pylist()
+    frames = [decode_row(d, e, k, size) for d, e, k in zip(data, enc, keys, strict=True)]
+    return [frames[i] for i in inv.tolist()]
+
+
+def standalone_images(ds: lance.LanceDataset, offsets: np.ndarray, rows: pa.Table, size: int | None) -> list[bytes]:
+    """Self-contained image bytes of media `rows` (taken at `offsets`, with `MEDIA_ROW_COLUMNS` at least).
+
+    What packed shards hold. Image rows pass through (or become a `size` x `size` rendition);
+    h264 rows are decoded from their keyframe and JPEG-encoded, at `size` when given.
+    """
+    keys = _keyframes(ds, offsets, rows)
+    out = []
+    for d, e, k in zip(rows["data"].to_pylist(), rows["encoding"].to_pylist(), keys, strict=True):
+        if video_gop(e) is None:
+            out.append(d if size is None else render_frame(d, size))
+        else:
+            out.append(encode_frame(decode_row(d, e, k, None if size is None else (size, size)), RENDITION_QUALITY))
+    return out
+
+
 def row_offsets(ds: lance.LanceDataset, row_ids: np.ndarray) -> np.ndarray:
     """Global row offsets (what `LanceDataset.take` accepts) of Lance row ids (fragment << 32 | row)."""
     starts: dict[int, int] = {}
@@ -137,8 +333,9 @@ class FrameReader:
     """Random access to single frames of a media table at one version.
 
     The first read of an episode looks up its frames' row positions with one query on the
-    `episode_id` index; every fetch is then one Lance `take` of the encoded bytes, no scan of
-    the table and no video decode.
+    `episode_id` index; every fetch is then Lance takes of the rows (and of the keyframes of
+    h264 rows), no scan of the table and no source video decode. `read_many` fetches many
+    frames per take, which is what makes random reads cheap (a single-row take costs ~0.3 ms).
     """
 
     def __init__(self, media: lance.LanceDataset):
@@ -172,7 +369,7 @@ class FrameReader:
         return out
 
     def read_encoded(self, keys: Sequence[tuple[str, str, int]]) -> list[bytes]:
-        """Encoded frame bytes of each key, in order."""
+        """Stored bytes of each key, in order (an h264 row's bytes decode only after its keyframe's)."""
         pos = self.positions(keys)
         if not pos:
             return []
@@ -184,6 +381,10 @@ class FrameReader:
             out[i] = data[j]
         return out
 
+    def read_many(self, keys: Sequence[tuple[str, str, int]], size: tuple[int, int] | None = None) -> list[np.ndarray]:
+        """Decoded RGB frames of (episode_id, camera, step) keys, in order, resized to `size` if given."""
+        return read_rows(self._ds, self.positions(keys), size)
+
     def read(self, episode_id: str, camera: str, step: int) -> np.ndarray:
         """One decoded RGB frame."""
-        return decode_frame(self.read_encoded([(episode_id, camera, step)])[0])
+        return self.read_many([(episode_id, camera, step)])[0]

@@ -3,9 +3,11 @@
 Runs inside Ray tasks (for `pack`) or a loader process (for streaming from the lake). Each call
 gets a group of packed sequences, gathers every row it needs with one Lance `take` per table
 (sorted unique offsets: random access, no scan), normalises vectors with the embodiment's
-statistics and lays them out as `PackedRow`s. With `spec.image_size` set, each frame is written
-as a training rendition at the model's input size (`lake.media.render_frame`): the resize happens
-once here instead of in the loader on every epoch, and the shards hold small frames.
+statistics and lays them out as `PackedRow`s. Shards hold self-contained images
+(`lake.media.standalone_images`): image rows as they are, h264 rows decoded from their keyframe
+and JPEG-encoded. With `spec.image_size` set, each frame is written as a training rendition at
+the model's input size: the resize happens once here instead of in the loader on every epoch,
+and the shards hold small frames.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-from robolake.lake.media import render_frame
+from robolake.lake.media import MEDIA_ROW_COLUMNS, standalone_images
 from robolake.lake.stats import NormStats
 from robolake.packers.samples import SampleIndex
 from robolake.packers.spec import PackSpec
@@ -81,13 +83,12 @@ class SequenceMaterializer:
         cams = idx.media_offset[ep]
         view_mask = cams >= 0
         view_off = (cams + t[:, None])[view_mask]
-        frames_tab, frame_inv = _take(media, view_off, ["data", "camera"])
+        uniq_views, frame_inv = np.unique(view_off, return_inverse=True)
+        frames_tab = media.take(uniq_views.tolist(), columns=[*MEDIA_ROW_COLUMNS, "camera"])
 
         states = _matrix(state_tab["state"])
         actions = _matrix(action_tab["action"])
-        frame_data = frames_tab["data"].to_pylist()
-        if spec.image_size is not None:
-            frame_data = [render_frame(d, spec.image_size) for d in frame_data]
+        frame_data = standalone_images(media, uniq_views, frames_tab, spec.image_size)
         frame_cams = frames_tab["camera"].to_pylist()
         tags = idx.episodes["embodiment"].to_pylist()
         tasks = idx.episodes["task"].to_pylist()

@@ -55,7 +55,7 @@ __all__ = [
 
 
 def _open_lerobot(path: str, options: SourceOptions) -> SourceReader:
-    return LeRobotReader(path, embodiment=options.embodiment, state_only=options.state_only)
+    return LeRobotReader(path, embodiment=options.embodiment, state_only=options.state_only, video_frames=options.video_frames)
 
 
 # --- built-in formats, in detection priority ------------------------------------------------

@@ -59,6 +59,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from PIL import Image
 
+from robolake.lake.media import VIDEO_FRAME_LAYOUTS, KeyframeEncoder, encode_frame
 from robolake.lake.sources.base import (
     EncodedFrames,
     EpisodeRef,
@@ -150,6 +151,8 @@ class LeRobotReader:
         embodiment: Embodiment tag to give its episodes; defaults to its robot_type in snake_case.
         state_only: Take state and action alone where declared videos are missing, instead of
             quarantining the episodes.
+        video_frames: How frames decoded from the videos are stored: `h264` (key-referenced,
+            no bigger than the source) or `jpeg` (one image a frame); see `lake.media`.
 
     Attributes:
         notes: Things a user should hear about that are not errors (cameras left out under
@@ -161,9 +164,12 @@ class LeRobotReader:
             the dataset declares when they can be read.
     """
 
-    def __init__(self, root: str, *, embodiment: str | None = None, state_only: bool = False):
+    def __init__(self, root: str, *, embodiment: str | None = None, state_only: bool = False, video_frames: str = "h264"):
+        if video_frames not in VIDEO_FRAME_LAYOUTS:
+            raise ValueError(f"video_frames must be one of {VIDEO_FRAME_LAYOUTS}, got {video_frames!r}")
         self.root = os.path.abspath(root)
         self.state_only = state_only
+        self.video_frames = video_frames
         self.notes: list[str] = []
         self._episodes: dict[int, dict[str, Any]] = {}
         self._episodes_loaded = False
@@ -814,10 +820,14 @@ class LeRobotReader:
             images: list[bytes] = []
             declared = self._declared_size(key)
             size: tuple[int, int] | None = None
-            for _, img, height, width in iter_video_frames(path, start_s=ref.get(f"from:{cam}"), end_s=ref.get(f"to:{cam}"), fps=self.fps):
+            encoder: KeyframeEncoder | None = None
+            for _, rgb, height, width in iter_video_frames(path, start_s=ref.get(f"from:{cam}"), end_s=ref.get(f"to:{cam}"), fps=self.fps,
+                                                           encode_jpeg=False):
                 self._check_size(path, cam, key, declared, size, (height, width), len(images))
+                if size is None and self.video_frames == "h264" and not (height % 2 or width % 2):
+                    encoder = KeyframeEncoder(height, width)  # odd sizes cannot be yuv420p: those stay JPEG
                 size = (height, width)
-                images.append(img)  # type: ignore[arg-type]
+                images.append(encoder.add(rgb) if encoder is not None else encode_frame(rgb))  # type: ignore[arg-type]
                 if len(images) > n:
                     break
             if len(images) != n:
@@ -827,7 +837,8 @@ class LeRobotReader:
                     f"episode {ref.episode_index} but the episode has {n} rows; the video is short, long or truncated",
                 )
             assert size is not None
-            yield EncodedFrames(camera=cam, images=tuple(images), encoding="jpeg", height=size[0], width=size[1])
+            yield EncodedFrames(camera=cam, images=tuple(images), encoding=encoder.encoding if encoder else "jpeg",
+                                height=size[0], width=size[1])
 
     @staticmethod
     def _check_size(

@@ -1,7 +1,7 @@
-"""Decoding LeRobot videos (h264, AV1, ...) with PyAV into per-frame encoded images.
+"""Decoding LeRobot videos (h264, AV1, ...) with PyAV, frame by frame.
 
-Frames are decoded once, in order, and each is JPEG-encoded on the spot, so an episode never
-holds more than one raw frame in memory. A segment of a shared video (LeRobot v3.0 keeps many
+Frames are decoded once, in order, and each is handed on (or JPEG-encoded) on the spot, so an
+episode never holds more than one raw frame in memory. A segment of a shared video (LeRobot v3.0 keeps many
 episodes in one mp4) is selected by timestamp with half a frame of tolerance on both sides,
 which is how LeRobot itself locates an episode's frames.
 """
@@ -9,7 +9,6 @@ which is how LeRobot itself locates an episode's frames.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from collections.abc import Iterator
 from fractions import Fraction
@@ -18,7 +17,7 @@ from functools import lru_cache
 import av
 import numpy as np
 
-from robolake.lake.media import JPEG_QUALITY
+from robolake.lake.media import JPEG_QUALITY, encode_frame
 from robolake.lake.sources.base import SourceError
 
 __all__ = ["iter_video_frames", "file_digest", "seek_frame"]
@@ -85,10 +84,7 @@ def iter_video_frames(
                 if hi is not None and t >= hi:
                     break
                 if encode_jpeg:
-                    img = frame.to_image()
-                    buf = io.BytesIO()
-                    img.save(buf, format="JPEG", quality=quality)
-                    yield t, buf.getvalue(), frame.height, frame.width
+                    yield t, encode_frame(frame.to_ndarray(format="rgb24"), quality), frame.height, frame.width
                 else:
                     yield t, frame.to_ndarray(format="rgb24"), frame.height, frame.width
     except SourceError:
