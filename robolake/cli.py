@@ -355,9 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--map", default=None, metavar="FILE",
                    help="YAML/JSON mapping: which topics/keys become state, action, cameras, task (see `robolake inspect`)")
     s.add_argument("--state-only", action="store_true", help="accept episodes without camera frames instead of quarantining them")
-    s.add_argument("--video-frames", default="h264", choices=["h264", "jpeg"],
-                   help="how frames decoded from source videos are stored: h264 (key-referenced, no bigger than the "
-                        "source; default) or jpeg (one image a frame: ~2x faster random reads, ~8x the bytes)")
+    s.add_argument("--video-frames", default="jpeg", choices=["jpeg", "h264"],
+                   help="how frames decoded from source videos are stored: jpeg (one image a frame; default) or h264 "
+                        "(key-referenced: a lake no bigger than the source, ~3x slower random reads and ingest)")
     s.add_argument("--embodiment", default=None, help="force this embodiment tag")
     s.add_argument("--ray-address", default=None, help="Ray cluster address (default: local Ray)")
     s.add_argument("--no-progress", action="store_true")

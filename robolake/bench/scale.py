@@ -3,8 +3,8 @@ lake/shard sizes, and a run on a three-node Ray cluster.
 
 - `media`: every candidate layout encoded from the source's own decode, in the same run: bytes per
   frame (and over the source mp4 bytes), PSNR against the source decode, and the codec's decode
-  time with the frame in memory; then the lake's layouts as ingested (key-referenced h264, the
-  default, and `--video-frames jpeg`): lake media bytes over source video bytes, PSNR of the
+  time with the frame in memory; then the lake's layouts as ingested (per-frame JPEG, the
+  default, and key-referenced h264, `--video-frames h264`): lake media bytes over source video bytes, PSNR of the
   lake's frames, and random frames read from the lake (`FrameReader.read_many`, 64 independent
   random frames a call, and one a call) against mp4 seek-and-decode from the source, 3 paired
   runs, median ratio and range. On the synthetic data and, where ../shared is present, the real
@@ -42,7 +42,7 @@ import numpy as np
 from robolake.bench._common import machine, print_table, write_json
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "gr00t_pick_n_place")
-LAYOUT = "key-referenced h264, GOP 16 (frames from source videos; see robolake.lake.media)"
+LAYOUT = "per-frame JPEG q80 (default); key-referenced h264 GOP 16 with --video-frames h264 (see robolake.lake.media)"
 
 
 def _shared() -> str | None:
@@ -489,16 +489,16 @@ def run(quick: bool, work: str) -> dict[str, Any]:
     generate_synthetic(syn, SyntheticConfig(seed=0, episodes_per_embodiment=2 if quick else 6))
     reads = 150 if quick else 1000
     syn_eps, syn_bytes, _ = _source_episodes(syn)
-    media: dict[str, Any] = {"layout": LAYOUT, "synthetic": _lake_media(syn, os.path.join(work, "syn-lake"), reads, "h264")}
-    media["jpeg_option"] = {"synthetic": _lake_media(syn, os.path.join(work, "syn-lake-jpeg"), reads, "jpeg")}
+    media: dict[str, Any] = {"layout": LAYOUT, "synthetic": _lake_media(syn, os.path.join(work, "syn-lake"), reads, "jpeg")}
+    media["h264_option"] = {"synthetic": _lake_media(syn, os.path.join(work, "syn-lake-h264"), reads, "h264")}
     media["candidates"] = {"synthetic": _candidates(syn_eps, syn_bytes, reads)}
     real = _shared()
     if real is not None:
         real_eps, real_bytes, _ = _source_episodes(real)
         media["candidates"]["real"] = _candidates(real_eps, real_bytes, reads)
         del real_eps
-        media["real"] = _lake_media(real, os.path.join(work, "real-lake"), reads, "h264")
-        media["jpeg_option"]["real"] = _lake_media(real, os.path.join(work, "real-lake-jpeg"), reads, "jpeg")
+        media["real"] = _lake_media(real, os.path.join(work, "real-lake"), reads, "jpeg")
+        media["h264_option"]["real"] = _lake_media(real, os.path.join(work, "real-lake-h264"), reads, "h264")
     main = media.get("real", media["synthetic"])
     media["lake_bytes_over_source"] = main["lake_bytes_over_source"]
     media["psnr_db"] = main["psnr_db"]
@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     m = res["media"]
     rows: list[tuple[str, Any]] = [("layout", m["layout"])]
     for where in ("synthetic", "real"):
-        for name, d in ((where, m.get(where)), (f"{where} --video-frames jpeg", m["jpeg_option"].get(where))):
+        for name, d in ((where, m.get(where)), (f"{where} --video-frames h264", m["h264_option"].get(where))):
             if d is None:
                 continue
             lo, hi = d["random_access_speedup_min_max"]

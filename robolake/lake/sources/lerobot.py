@@ -151,8 +151,8 @@ class LeRobotReader:
         embodiment: Embodiment tag to give its episodes; defaults to its robot_type in snake_case.
         state_only: Take state and action alone where declared videos are missing, instead of
             quarantining the episodes.
-        video_frames: How frames decoded from the videos are stored: `h264` (key-referenced,
-            no bigger than the source) or `jpeg` (one image a frame); see `lake.media`.
+        video_frames: How frames decoded from the videos are stored: `jpeg` (one image a frame)
+            or `h264` (key-referenced, no bigger than the source); see `lake.media`.
 
     Attributes:
         notes: Things a user should hear about that are not errors (cameras left out under
@@ -164,7 +164,7 @@ class LeRobotReader:
             the dataset declares when they can be read.
     """
 
-    def __init__(self, root: str, *, embodiment: str | None = None, state_only: bool = False, video_frames: str = "h264"):
+    def __init__(self, root: str, *, embodiment: str | None = None, state_only: bool = False, video_frames: str = "jpeg"):
         if video_frames not in VIDEO_FRAME_LAYOUTS:
             raise ValueError(f"video_frames must be one of {VIDEO_FRAME_LAYOUTS}, got {video_frames!r}")
         self.root = os.path.abspath(root)

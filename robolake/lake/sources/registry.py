@@ -65,15 +65,15 @@ class SourceOptions:
         mapping: Which keys/topics become state, action, cameras and task (from `--map FILE`).
         state_only: Accept episodes without camera frames (a LeRobot dataset whose videos are
             missing, a log without a camera topic) instead of quarantining them.
-        video_frames: How frames decoded from a source video are stored in the lake: `h264`
-            (key-referenced, within the source's bytes) or `jpeg` (one image a frame, ~2x faster
-            random reads, ~8x the bytes); see `robolake.lake.media`.
+        video_frames: How frames decoded from a source video are stored in the lake: `jpeg`
+            (one image a frame) or `h264` (key-referenced, within the source's bytes, ~3x slower
+            random reads); see `robolake.lake.media`.
     """
 
     embodiment: str | None = None
     mapping: Mapping | None = None
     state_only: bool = False
-    video_frames: str = "h264"
+    video_frames: str = "jpeg"
 
     def __post_init__(self) -> None:
         if self.embodiment is not None and not self.embodiment.strip():

@@ -51,9 +51,7 @@ def test_values_and_frames_match_what_was_written(layout, robot):
             for t in (0, len(want) // 2, len(want) - 1):  # first, middle and last frame of the segment
                 got = frames.read(ep["episode_id"], cam, t).astype(np.int16)
                 err = np.abs(got - want[t]).mean()
-                # 32 px discs through the source video, then the lake's h264 (measured over every
-                # frame: median 8.9, max 13.6; 8.8 and 11.4 with --video-frames jpeg)
-                assert err < 15, f"{cam} step {t}: mean abs error {err:.1f}"
+                assert err < 12, f"{cam} step {t}: mean abs error {err:.1f}"
                 if t:
                     assert np.abs(got - want[0]).mean() > err, "frames are not aligned with steps"
 

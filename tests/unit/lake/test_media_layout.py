@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 
 import lance
 import numpy as np
 import pytest
 from PIL import Image
 
-from robolake.lake import Lake
+from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.ingest import IngestConfig, ingest
 from robolake.lake.media import (
     JPEG_QUALITY,
@@ -97,7 +98,8 @@ def test_pack_image_size_writes_renditions(lake, tmp_path) -> None:
     assert len(f_full) == len(f_small) > 0
     assert {frame_size(f) for f in f_small} == {(32, 32)}
     assert {frame_size(f) for f in f_full} == {(64, 64)}
-    assert sum(map(len, f_small)) < 0.6 * sum(map(len, f_full))
+    # a quarter of the pixels at q90 against optimised q80 lake frames (measured 0.68x at 64 -> 32 px)
+    assert sum(map(len, f_small)) < 0.8 * sum(map(len, f_full))
     # the loader decodes renditions as they are: same pixels as a plain decode, no resize
     views = decode_views(f_small[:5], 32)
     for v, f in zip(views, f_small[:5], strict=True):
@@ -151,29 +153,60 @@ def test_keyframe_rows_are_far_smaller_than_jpeg_on_a_mostly_static_scene() -> N
     assert h264 < 0.5 * jpeg
 
 
-def test_lake_stores_source_video_frames_as_key_referenced_h264(lake, media_root, tmp_path) -> None:
-    media = lake.dataset("media").to_table(columns=["encoding", "data"])
+@pytest.fixture(scope="module")
+def h264_lake(media_root) -> Lake:
+    ingest(str(media_root / "syn"), str(media_root / "lake-h264"), IngestConfig(video_frames="h264"))
+    return Lake.open(str(media_root / "lake-h264"))
+
+
+def test_h264_lake_is_within_the_source_bytes_and_reads_the_same_pictures(lake, h264_lake, media_root) -> None:
+    jpeg = lake.dataset("media").to_table(columns=["encoding", "data"])
+    media = h264_lake.dataset("media").to_table(columns=["encoding", "data"])
+    assert set(jpeg["encoding"].to_pylist()) == {"jpeg"}  # the default
     assert set(media["encoding"].to_pylist()) == {"h264;gop=16"}
     source_bytes = sum(p.stat().st_size for p in (media_root / "syn").rglob("*.mp4"))
-    assert sum(map(len, media["data"].to_pylist())) <= 1.5 * source_bytes  # the bound; JPEG was ~5x
-    eps = lake.episodes(columns=["episode_id", "num_steps", "cameras"]).to_pylist()
-    frames = lake.frames()
+    h264_bytes = sum(map(len, media["data"].to_pylist()))
+    assert h264_bytes <= 1.5 * source_bytes  # the bound; one JPEG a frame is ~5x
+    assert h264_bytes < 0.5 * sum(map(len, jpeg["data"].to_pylist()))
+    eps = h264_lake.episodes(columns=["episode_id", "num_steps", "cameras"]).to_pylist()
     keys = [(e["episode_id"], cam, t) for e in eps for cam in e["cameras"] for t in range(e["num_steps"])]
-    rng = np.random.default_rng(0)
-    picks = [keys[i] for i in rng.choice(len(keys), 40)]
+    picks = [keys[i] for i in np.random.default_rng(0).choice(len(keys), 40)]
+    frames, jframes = h264_lake.frames(), lake.frames()
     many = frames.read_many(picks)  # one take for the rows, one for their keyframes
     for k, got in zip(picks, many, strict=True):
         np.testing.assert_array_equal(got, frames.read(*k))
-    # against the same source ingested one JPEG a frame: same pictures within coding noise,
-    # a fraction of the bytes
-    ingest(str(media_root / "syn"), str(tmp_path / "jpeg"), IngestConfig(video_frames="jpeg"))
-    jl = Lake.open(str(tmp_path / "jpeg"))
-    jmedia = jl.dataset("media").to_table(columns=["encoding", "data"])
-    assert set(jmedia["encoding"].to_pylist()) == {"jpeg"}
-    assert sum(map(len, media["data"].to_pylist())) < 0.5 * sum(map(len, jmedia["data"].to_pylist()))
-    jframes = jl.frames()
-    for k, got in zip(picks[:10], many[:10], strict=True):
-        assert _psnr(got, jframes.read(*k)) > 28
+        assert _psnr(got, jframes.read(*k)) > 28  # the same picture within coding noise
+    assert frames.read_many(picks[:3], size=(32, 32))[0].shape == (32, 32, 3)
+
+
+def test_pack_of_an_h264_lake_writes_self_contained_jpegs(h264_lake, tmp_path) -> None:
+    tokens = TokenLengthConfig(tokens_per_view=16, state_tokens=0)
+    for size in (None, 32):
+        pack(h264_lake, PackSpec(max_tokens=512, horizon=4, tokens=tokens, image_size=size), str(tmp_path / str(size)))
+        rows = lance.dataset(str(tmp_path / str(size) / "shards.lance")).to_table(columns=["frames"])["frames"].to_pylist()
+        flat = [f for r in rows for f in r]
+        assert flat and all(Image.open(io.BytesIO(f)).format == "JPEG" for f in flat)
+        assert {frame_size(f) for f in flat} == {(64, 64) if size is None else (32, 32)}
+
+
+def test_export_of_an_h264_lake_decodes_every_frame_from_its_keyframe(h264_lake, tmp_path) -> None:
+    from robolake.lake.export import export_lerobot
+
+    results = export_lerobot(h264_lake, tmp_path / "out")
+    ingest(str(tmp_path / "out"), str(tmp_path / "back"))
+    back = Lake.open(str(tmp_path / "back"))
+    frames, bframes = h264_lake.frames(), back.frames()
+    ids = {(e["embodiment"], e["source_episode_index"]): e["episode_id"] for e in back.episodes().to_pylist()}
+    checked = 0
+    for r in results:
+        order = json.loads((r.path / "meta" / "robolake_export.json").read_text())["episode_ids"]
+        for i, eid in enumerate(order):
+            ep = h264_lake.episodes(EpisodeFilter(episode_ids=[eid])).to_pylist()[0]
+            for t in range(ep["num_steps"]):  # every step: P frames far from and next to their keyframe
+                cam = ep["cameras"][0]
+                assert _psnr(frames.read(eid, cam, t), bframes.read(ids[(r.embodiment, i)], cam, t)) > 24
+                checked += 1
+    assert checked == h264_lake.count("steps")
 
 
 def test_an_out_of_order_media_table_is_refused_by_name(tmp_path) -> None:
