@@ -152,7 +152,7 @@ def _candidates(eps: list[list[np.ndarray]], src_bytes: int, reads: int) -> list
         decode_row(data[i], enc.encoding, data[keys[i]] if keys[i] != i else None)
     dec_s = time.perf_counter() - t0
     ps = [_psnr(decode_row(data[i], enc.encoding, data[keys[i]] if keys[i] != i else None), frames[i]) for i in picks[:60]]
-    out.append({"layout": f"h264 key-referenced GOP {enc.gop} (the lake's)", "bytes_per_frame": sum(map(len, data)) / n,
+    out.append({"layout": f"h264 key-referenced GOP {enc.gop} (--video-frames h264)", "bytes_per_frame": sum(map(len, data)) / n,
                 "over_source": sum(map(len, data)) / src_bytes, "psnr_db": float(np.mean(ps)), "decode_ms": dec_s / reads * 1e3})
     for gop in (1, 4):
         packets: list[bytes] = []

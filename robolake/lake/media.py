@@ -24,10 +24,11 @@ range). PSNR is against the source's own decode. Random reads are FrameReader.re
 independent random frames a call, against mp4 seek-and-decode of the same frames.
 
     data        layout              bytes x source  PSNR dB  random reads vs mp4 seek  ingest s
-    real GR00T  JPEG q80 (default)       5.2          34.4     112x (95-122)             3.4
-    real GR00T  h264 key-referenced      0.58         37.7      32x (30-46)              9.1
-    synthetic   JPEG q80 (default)       5.6          32.3      20x (16-22)              2.0
-    synthetic   h264 key-referenced      1.29         33.7     3.8x (2.7-4.1)             9.8
+                                                            64 a call      1 a call
+    real GR00T  JPEG q80 (default)       5.2          34.4   103x (64-125)     34x        2.8
+    real GR00T  h264 key-referenced      0.58         37.7    41x (36-50)      15x        7.5
+    synthetic   JPEG q80 (default)       5.6          32.3    17x (14-22)     2.8x        3.5
+    synthetic   h264 key-referenced      1.29         33.8   4.6x (4.4-5.3)   1.0x        5.0
 
 (Real GR00T PickNPlace: 2,096 frames of 256x256 h264 whose mp4s hold only 2,187 bytes a frame, a
 rendered scene with a long GOP; synthetic: 64x64 frames, 193 bytes a frame, mp4 seek 2-3 ms.)
@@ -35,16 +36,16 @@ Other candidates, encoded from the same decode: WebP q50 2.3x / 33.7 dB, AVIF q5
 (4x JPEG's decode), h264 all-intra 2.2x / 33 dB, h264 GOP 4 predicting from the previous frame
 1.4x / 38.8 dB (2.5 decodes a random frame on average).
 
-No layout holds both of the issue's goals (within 1.5x of the source's bytes, random reads
->= 50x mp4 seek) on this stack. Intra-only coding costs 2-5x the bytes of inter-coded video at
-any quality worth training on, so nothing that stores frames alone stays within 1.5x; inter
-coding needs a reference decode per frame, and decoding an h264 IDR frame costs 2-3x a JPEG of
-the same size. On the synthetic data even a JPEG already in memory decodes in 1/25 of an mp4
-seek, so no compressed layout reaches 50x there. JPEG stays the default: random reads, pack and
-ingest are what every user pays for on every run, and training renditions (`pack --image-size`)
-are JPEG at the model's input size, far smaller than the lake's JPEG media (0.24x at 96 px on
-the real data) but larger than an h264 lake's. `h264` is for lakes where storage dominates:
-a lake smaller than its sources, at higher PSNR than JPEG q80.
+No layout holds both media goals (within 1.5x of the source's bytes, random reads >= 50x mp4
+seek) on this stack. Intra-only coding costs 2-5x the bytes of inter-coded video at any quality
+worth training on, so nothing that stores frames alone stays within 1.5x; inter coding needs a
+reference decode per frame, and decoding an h264 IDR frame costs 2-3x a JPEG of the same size.
+On the synthetic data decoding a JPEG already in memory costs a tenth of an mp4 seek (0.23
+against 2.4 ms), so no compressed layout reaches 50x there. JPEG stays the default: random
+reads, pack and ingest are what every user pays for on every run, and training renditions
+(`pack --image-size`) are JPEG at the model's input size, far smaller than the lake's JPEG media
+(0.25x at 96 px on the real data) but larger than an h264 lake's. `h264` is for lakes where
+storage dominates: a lake smaller than its sources, at a higher PSNR than JPEG q80.
 
 Every layout also stands on a floor: a single-row Lance `take` costs 0.3-0.5 ms whatever the
 bytes, so `FrameReader.read_many` and the pack materialiser fetch many frames (and their
