@@ -4,11 +4,11 @@ lake/shard sizes, and a run on a three-node Ray cluster.
 - `media`: every candidate layout encoded from the source's own decode, in the same run: bytes per
   frame (and over the source mp4 bytes), PSNR against the source decode, and the codec's decode
   time with the frame in memory; then the lake's layouts as ingested (per-frame JPEG, the
-  default, and key-referenced h264, `--video-frames h264`): lake media bytes over source video bytes, PSNR of the
-  lake's frames, and random frames read from the lake (`FrameReader.read_many`, 64 independent
-  random frames a call, and one a call) against mp4 seek-and-decode from the source, 3 paired
-  runs, median ratio and range. On the synthetic data and, where ../shared is present, the real
-  GR00T dataset.
+  default, and key-referenced h264, `--video-frames h264`): lake media bytes over source video
+  bytes, PSNR of the lake's frames, and random frames read from the lake
+  (`FrameReader.read_many`, 64 independent random frames a call, and one a call) against mp4
+  seek-and-decode from the source, 3 paired runs, median ratio and range. On the synthetic data
+  and, where ../shared is present, the real GR00T dataset.
 - `ingest_seconds`: 20 successive ingests of equally sized datasets into one lake.
 - `plan_peak_rss_mb`: peak RSS of a fresh driver process planning a simulated sample index of
   1M, 10M and 100M samples (per-range plans on Ray tasks), next to planning it all on the
@@ -139,7 +139,7 @@ def _candidates(eps: list[list[np.ndarray]], src_bytes: int, reads: int) -> list
                     "decode_ms": (time.perf_counter() - t0) / reads * 1e3})
     from robolake.lake.media import KeyframeEncoder, decode_row
 
-    # The lake's h264 layout: every frame predicted from its GOP's keyframe alone.
+    # The --video-frames h264 layout: every frame predicted from its GOP's keyframe alone.
     data, keys = [], []
     for e in eps:
         enc = KeyframeEncoder(e[0].shape[0], e[0].shape[1])

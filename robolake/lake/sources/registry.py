@@ -78,8 +78,8 @@ class SourceOptions:
     def __post_init__(self) -> None:
         if self.embodiment is not None and not self.embodiment.strip():
             raise ValueError("embodiment tag must be a non-empty string (or leave --embodiment out)")
-        if self.video_frames not in ("h264", "jpeg"):
-            raise ValueError(f"video_frames must be 'h264' or 'jpeg', got {self.video_frames!r}")
+        if self.video_frames not in ("jpeg", "h264"):  # lake.media.VIDEO_FRAME_LAYOUTS, without importing Lance here
+            raise ValueError(f"video_frames must be 'jpeg' or 'h264', got {self.video_frames!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,9 +1,9 @@
 """Decoding LeRobot videos (h264, AV1, ...) with PyAV, frame by frame.
 
 Frames are decoded once, in order, and each is handed on (or JPEG-encoded) on the spot, so an
-episode never holds more than one raw frame in memory. A segment of a shared video (LeRobot v3.0 keeps many
-episodes in one mp4) is selected by timestamp with half a frame of tolerance on both sides,
-which is how LeRobot itself locates an episode's frames.
+episode never holds more than one raw frame in memory. A segment of a shared video (LeRobot
+v3.0 keeps many episodes in one mp4) is selected by timestamp with half a frame of tolerance on
+both sides, which is how LeRobot itself locates an episode's frames.
 """
 
 from __future__ import annotations
