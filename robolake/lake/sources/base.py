@@ -41,7 +41,8 @@ class SourceError(Exception):
     Args:
         reason_code: Class of problem (`corrupt_file`, `missing_column`, `missing_video`,
             `corrupt_video`, `frame_count`, `frame_size`, `non_finite`, `timestamps`, `shape`,
-            `empty`, `bad_metadata`, `unknown_task`, `duplicate_index`, `unlisted`, `duplicate`).
+            `empty`, `bad_metadata`, `unknown_task`, `duplicate_index`, `unlisted`, `duplicate`,
+            `encode_failed`).
         path: The file at fault.
         message: What is wrong and what to do about it; it names the file and the field.
         episodes: Episode indices a unit-level error applies to (empty: unknown or per episode).

@@ -827,7 +827,13 @@ class LeRobotReader:
                 if size is None and self.video_frames == "h264" and not (height % 2 or width % 2):
                     encoder = KeyframeEncoder(height, width)  # odd sizes cannot be yuv420p: those stay JPEG
                 size = (height, width)
-                images.append(encoder.add(rgb) if encoder is not None else encode_frame(rgb))  # type: ignore[arg-type]
+                try:
+                    images.append(encoder.add(rgb) if encoder is not None else encode_frame(rgb))  # type: ignore[arg-type]
+                except (RuntimeError, ValueError) as e:
+                    raise SourceError(
+                        "encode_failed", path,
+                        f"camera {cam!r} frame {len(images)} could not be stored ({e}); ingest with --video-frames jpeg",
+                    ) from e
                 if len(images) > n:
                     break
             if len(images) != n:

@@ -209,6 +209,23 @@ def test_export_of_an_h264_lake_decodes_every_frame_from_its_keyframe(h264_lake,
     assert checked == h264_lake.count("steps")
 
 
+def test_a_keyframe_that_does_not_re_encode_identically_fails_the_episode_by_name(media_root, monkeypatch) -> None:
+    from robolake.lake.sources import LeRobotReader, SourceError
+
+    real = KeyframeEncoder._encode
+
+    def drifting(self, frames):  # what a non-deterministic x264 would give: another IDR in the pair
+        out = real(self, frames)
+        return [out[0] + b"\x00", *out[1:]] if len(frames) == 2 else out
+
+    monkeypatch.setattr(KeyframeEncoder, "_encode", drifting)
+    reader = LeRobotReader(str(media_root / "syn" / "single_arm_7dof"), video_frames="h264")
+    episode = reader.read_tabular(reader.discover()[0])
+    with pytest.raises(SourceError, match="frame 1 could not be stored .*re-encoded the keyframe differently") as err:
+        list(reader.read_frames(episode))
+    assert err.value.reason_code == "encode_failed" and err.value.path.endswith(".mp4")
+
+
 def test_an_out_of_order_media_table_is_refused_by_name(tmp_path) -> None:
     import pyarrow as pa
 
