@@ -54,6 +54,7 @@ keyframes) per take, where a row costs a few microseconds.
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 from collections.abc import Sequence
@@ -111,6 +112,10 @@ def _open_rgb(data: bytes, size: tuple[int, int] | None) -> Image.Image:
         img.draft("RGB", (size[1], size[0]))
     if img.mode != "RGB":
         img = img.convert("RGB")
+    return _resize(img, size)
+
+
+def _resize(img: Image.Image, size: tuple[int, int] | None) -> Image.Image:
     if size is not None and (img.height, img.width) != tuple(size):
         img = img.resize((size[1], size[0]), Image.Resampling.BILINEAR, reducing_gap=2.0)
     return img
@@ -148,6 +153,7 @@ def render_frame(data: bytes, size: int, quality: int = RENDITION_QUALITY) -> by
 # ------------------------------------------------------------------------- key-referenced h264
 
 
+@functools.lru_cache(maxsize=64)  # a lake holds a handful of encodings; reads parse one per row
 def video_gop(encoding: str) -> int | None:
     """Steps per keyframe of a key-referenced h264 row (`h264;gop=16`); None for an image row."""
     if not encoding.startswith("h264"):
@@ -253,9 +259,7 @@ def decode_row(data: bytes, encoding: str, key: bytes | None = None, size: tuple
     if dec is None:
         dec = _local.h264 = _H264Decoder()
     rgb = dec.decode([data] if key is None else [key, data])
-    if size is not None and rgb.shape[:2] != tuple(size):
-        rgb = np.asarray(Image.fromarray(rgb).resize((size[1], size[0]), Image.Resampling.BILINEAR, reducing_gap=2.0))
-    return rgb
+    return rgb if size is None or rgb.shape[:2] == tuple(size) else np.asarray(_resize(Image.fromarray(rgb), size))
 
 
 MEDIA_ROW_COLUMNS = ["episode_id", "step_index", "encoding", "data"]

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from robolake.lake.media import VIDEO_FRAME_LAYOUTS
 from robolake.lake.sources.base import SourceError, SourceReader
 
 if TYPE_CHECKING:
@@ -78,8 +79,8 @@ class SourceOptions:
     def __post_init__(self) -> None:
         if self.embodiment is not None and not self.embodiment.strip():
             raise ValueError("embodiment tag must be a non-empty string (or leave --embodiment out)")
-        if self.video_frames not in ("jpeg", "h264"):  # lake.media.VIDEO_FRAME_LAYOUTS, without importing Lance here
-            raise ValueError(f"video_frames must be 'jpeg' or 'h264', got {self.video_frames!r}")
+        if self.video_frames not in VIDEO_FRAME_LAYOUTS:
+            raise ValueError(f"video_frames must be one of {VIDEO_FRAME_LAYOUTS}, got {self.video_frames!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
