@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/install_browser.sh  # chromium + chromedriver for tests/integration/test_view_browser.py
 exec .venv/bin/python -m pytest -q "$@"

@@ -9,6 +9,7 @@ rates. A figure below its stated target is flagged "below target" in the printed
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -62,6 +63,16 @@ def print_table(title: str, rows: Sequence[tuple[Any, ...]]) -> None:
         if target is not None and isinstance(number, (int, float)):
             note = f"  target >= {target:.2f}" + ("  below target" if number < target else "")
         print(f"{k:<{width}}  {text:>16}{note}")
+
+
+def bench_arguments(
+    doc: str | None, argv: list[str] | None, *, quick_help: str = "a shorter run", json_required: bool = True
+) -> argparse.Namespace:
+    """The options every benchmark takes: `--json PATH` and `--quick`."""
+    p = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    p.add_argument("--json", required=json_required, default=None, help="write the figures to this JSON file")
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    return p.parse_args(argv)
 
 
 def write_json(path: str, payload: dict[str, Any]) -> None:

@@ -17,20 +17,18 @@ Without CUDA it prints why and exits 0 without measuring anything.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
-import json
 import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from robolake.bench._common import bench_arguments, write_json
 from robolake.bench.train import equal_length_twin, make_batch  # noqa: E402
 from robolake.schemas.varlen import cu_seqlens_from_lengths  # noqa: E402
 from robolake.training import (  # noqa: E402
@@ -268,17 +266,11 @@ def print_table(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer batches and repeats")
-    parser.add_argument(
-        "--json", type=Path, default=None, help="write the figures to this JSON file"
-    )
-    args = parser.parse_args(argv)
+    args = bench_arguments(__doc__, argv, quick_help="fewer batches and repeats", json_required=False)
     result = run(args.quick)
     print_table(result)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json, result)
     return 0
 
 

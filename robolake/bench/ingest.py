@@ -10,23 +10,20 @@
 - `--data PATH`: measure ingest on PATH (any dataset a registered reader reads) instead of the
   synthetic data; `data` in the JSON and the first table row say which data was used.
 - `formats`: one row per registered source format (lerobot, hdf5, rlds, ros2 in both storages,
-  ros2-file, ros1, mcap): a small fixture written with the format's own writer (the builders in
-  tests/unit/lake/sources/, so this part needs a repository checkout), ingested, against the
-  *reader limit* of the same data: the format's reader alone (`read_tabular` + `read_frames`)
-  and a Lance write of its steps and frames, with the same Ray Data parallelism and none of
-  ingest's hashing against the lake, quarantine, statistics, index or commit. Paired runs
-  (limit, ingest, limit, ingest, ...); throughput is total over total; the ratio is the median
-  of the pairs with its min/max.
+  ros2-file, ros1, mcap): a small fixture written with the format's own writer (the writers of
+  `robolake.testing`), ingested, against the *reader limit* of the same data: the format's
+  reader alone (`read_tabular` + `read_frames`) and a Lance write of its steps and frames, with
+  the same Ray Data parallelism and none of ingest's hashing against the lake, quarantine,
+  statistics, index or commit. Paired runs (limit, ingest, limit, ingest, ...); throughput is
+  total over total; the ratio is the median of the pairs with its min/max.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,17 +34,16 @@ import lance
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from robolake.bench._common import machine, print_table, ratio_summary, write_json  # noqa: E402
-from robolake.bench.scale import random_frame_access  # noqa: E402
-from robolake.lake import Lake  # noqa: E402
-from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
-from robolake.lake.sources import SourceReader, discover_readers, format_names
-from robolake.lake.sources.lerobot import LeRobotReader  # noqa: E402
-from robolake.lake.sources.video import iter_video_frames  # noqa: E402
-from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-SHARED = str(REPO.parent / "shared" / "data" / "gr00t_pick_n_place")  # the checkout's ../shared
+from robolake.bench._common import machine, print_table, ratio_summary, write_json
+from robolake.bench.scale import SHARED, random_frame_access
+from robolake.lake import Lake
+from robolake.lake.ingest import IngestConfig, ensure_ray, ingest
+from robolake.lake.sources import LeRobotReader, SourceReader, discover_readers, format_names
+from robolake.lake.sources.video import iter_video_frames
+from robolake.testing import hdf5 as hdf5_fixture
+from robolake.testing import rlds as rlds_fixture
+from robolake.testing import ros as ros_fixture
+from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
 def _limit_ingest(src: str, out: str) -> int:
@@ -134,61 +130,45 @@ class _ReaderLimitTask:
 # --- fixtures of every format, written with each format's own writer ---------------------------
 
 
-def _fixture_modules() -> dict[str, Any] | None:
-    """The fixture builders of tests/unit/lake/sources (a repository checkout only)."""
-    if not (REPO / "tests" / "unit" / "lake" / "sources" / "rosfixtures.py").is_file():
-        return None
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    mods: dict[str, Any] = {}
-    for name in ("rosfixtures", "h5_layouts", "test_rlds"):
-        try:
-            mods[name] = importlib.import_module(f"tests.unit.lake.sources.{name}")
-        except ImportError as e:  # a format's writer (rosbags, mcap, h5py) is not installed
-            mods[name] = e
-    return mods
-
-
-def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path, dict[str, Any]], None]]]:
-    """Row name -> (registry format, what the fixture holds, builder(dir, modules))."""
+def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]:
+    """Row name -> (registry format, what the fixture holds, builder(dir))."""
     k = 3 if quick else 6  # recordings per format
     secs = 2.0 if quick else 4.0
     steps = 40 if quick else 120
 
-    def lerobot(d: Path, m: dict[str, Any]) -> None:
+    def lerobot(d: Path) -> None:
         generate_synthetic(d, SyntheticConfig(seed=1, episodes_per_embodiment=k, embodiments=("single_arm_7dof",), version="v3.0"))
 
-    def hdf5(d: Path, m: dict[str, Any]) -> None:
+    def hdf5(d: Path) -> None:
         for i in range(k):
-            m["h5_layouts"].write_aloha(d / f"episode_{i}.hdf5", steps=steps, compress=True, seed=i)
+            hdf5_fixture.write_aloha(d / f"episode_{i}.hdf5", steps=steps, compress=True, seed=i)
 
-    def rlds(d: Path, m: dict[str, Any]) -> None:
-        t = m["test_rlds"]
-        t.write_tfds(d / "oxe_bench", splits={"train": [[t.episode_example(steps, i) for i in range(k)]]})
+    def rlds(d: Path) -> None:
+        rlds_fixture.write_tfds(d / "oxe_bench", splits={"train": [[rlds_fixture.episode_example(steps, i) for i in range(k)]]})
 
-    def ros(storage: str) -> Callable[[Path, dict[str, Any]], None]:
-        def build(d: Path, m: dict[str, Any]) -> None:
+    def ros(storage: str) -> Callable[[Path], None]:
+        def build(d: Path) -> None:
             for i in range(k):
-                m["rosfixtures"].write_ros2(d / f"rec_{i}", m["rosfixtures"].Layout(seconds=secs, seed=i), storage=storage)
+                ros_fixture.write_ros2(d / f"rec_{i}", ros_fixture.Layout(seconds=secs, seed=i), storage=storage)
         return build
 
-    def ros2_file(d: Path, m: dict[str, Any]) -> None:
+    def ros2_file(d: Path) -> None:
         for i in range(k):
             bag = d / f"tmp_{i}"
-            m["rosfixtures"].write_ros2(bag, m["rosfixtures"].Layout(seconds=secs, seed=i), storage="sqlite3")
+            ros_fixture.write_ros2(bag, ros_fixture.Layout(seconds=secs, seed=i), storage="sqlite3")
             (db,) = bag.glob("*.db3")
             db.rename(d / f"rec_{i}.db3")
             shutil.rmtree(bag)
 
-    def ros1(d: Path, m: dict[str, Any]) -> None:
+    def ros1(d: Path) -> None:
         d.mkdir(parents=True, exist_ok=True)
         for i in range(k):
-            m["rosfixtures"].write_ros1(d / f"rec_{i}.bag", m["rosfixtures"].Layout(seconds=secs, seed=i))
+            ros_fixture.write_ros1(d / f"rec_{i}.bag", ros_fixture.Layout(seconds=secs, seed=i))
 
-    def mcap(d: Path, m: dict[str, Any]) -> None:
+    def mcap(d: Path) -> None:
         d.mkdir(parents=True, exist_ok=True)
         for i in range(k):
-            m["rosfixtures"].write_mcap_json(d / f"rec_{i}.mcap", m["rosfixtures"].Layout(seconds=secs, seed=i))
+            ros_fixture.write_mcap_json(d / f"rec_{i}.mcap", ros_fixture.Layout(seconds=secs, seed=i))
 
     rec = f"{k} recordings x {secs:g} s: joints 100 Hz, commands 50 Hz, 24x32 JPEG camera 15 fps"
     return {
@@ -233,7 +213,6 @@ def _paired(src: str, work: str, fmt: str, reps: int, limit: Callable[[str, str]
 
 def run_formats(work: str, quick: bool) -> dict[str, Any]:
     """One paired measurement per registered format; formats without a fixture are reported."""
-    mods = _fixture_modules()
     out: dict[str, Any] = {}
     fixtures = _fixtures(quick)
     for name in format_names():
@@ -242,16 +221,12 @@ def run_formats(work: str, quick: bool) -> dict[str, Any]:
     for row, (fmt, what, build) in fixtures.items():
         if fmt not in format_names():
             continue
-        if mods is None:
-            out[row] = {"format": fmt, "skipped": "fixture builders live in tests/ (run from a repository checkout)"}
-            continue
-        missing = [str(e) for e in mods.values() if isinstance(e, ImportError)]
         d = Path(work) / "formats" / row.replace(" ", "_").replace("(", "").replace(")", "")
         d.mkdir(parents=True, exist_ok=True)
         try:
-            build(d, mods)
-        except (KeyError, AttributeError, ImportError, TypeError) as e:
-            out[row] = {"format": fmt, "skipped": f"cannot build the fixture ({type(e).__name__}: {e}; {missing})"}
+            build(d)
+        except ImportError as e:  # the format's own writer (rosbags, mcap, h5py) is not installed
+            out[row] = {"format": fmt, "skipped": f"cannot build the fixture ({type(e).__name__}: {e})"}
             continue
         def limit(s: str, o: str, f: str = fmt) -> tuple[int, int]:
             return _reader_limit(s, o, f)
@@ -297,10 +272,11 @@ def run(quick: bool, data: str | None = None, formats: bool = True) -> dict[str,
     }
     if lerobot:
         out["random_frame_access"] = random_frame_access(src, lake, 1000)
-    if os.path.isdir(SHARED) and data is None:
+    shared = os.path.abspath(SHARED)  # the checkout's ../shared
+    if os.path.isdir(shared) and data is None:
         real_lake = os.path.join(work, "real_lake")
-        ingest(SHARED, real_lake, IngestConfig())
-        out["random_frame_access_real"] = random_frame_access(os.path.abspath(SHARED), Lake.open(real_lake), 300 if quick else 1000)
+        ingest(shared, real_lake, IngestConfig())
+        out["random_frame_access_real"] = random_frame_access(shared, Lake.open(real_lake), 300 if quick else 1000)
     if formats:
         out["formats"] = run_formats(work, quick)
     shutil.rmtree(work, ignore_errors=True)

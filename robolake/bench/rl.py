@@ -34,6 +34,7 @@ import statistics
 from typing import Any
 
 from robolake.bench._common import machine, print_table, write_json
+from robolake.commands.rl import add_pipeline_arguments, pipeline_config
 
 __all__ = ["main"]
 
@@ -47,14 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", default=None, help="comma-separated tasks (default: reach,drawer-open,button-press)")
     p.add_argument("--steps", type=int, default=None, help="env-step budget per run")
     p.add_argument("--pairs", type=int, default=None, help="paired runs per profile")
-    p.add_argument("--workers", type=int, default=2, help="environment worker actors")
-    p.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
-    p.add_argument("--execute-steps", type=int, default=8, help="actions executed per chunk")
+    add_pipeline_arguments(p)
     p.add_argument("--tail-scale-ms", type=float, default=2.0, help="heavy-tail profile: lognormal median delay per step")
     p.add_argument("--tail-shape", type=float, default=1.5, help="heavy-tail profile: lognormal log-std")
-    p.add_argument("--lr", type=float, default=1e-5, help="learner learning rate")
-    p.add_argument("--sigma", type=float, default=0.2, help="sampler noise per Euler step")
-    p.add_argument("--start-noise", type=float, default=0.0, help="scale of each chain's starting noise")
     p.add_argument("--plot", default=None, help="PNG of success vs env steps and throughput (default: beside --json)")
     return p
 
@@ -72,7 +68,7 @@ def _factories(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], str
         except ImportError:
             sim = "point"
     if sim == "metaworld" and args.init is None:
-        from robolake.rl.policy import ModelPolicyFactory, Normalizer
+        from robolake.rl.policy import ModelPolicyFactory
         from robolake.rl.sim_env import MetaWorldFactory
         from robolake.sim import ACTION_DIM, STATE_DIM, require_sim, resolve_tasks
         from robolake.training.config import ModelConfig
@@ -81,7 +77,7 @@ def _factories(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], str
         require_sim()
         tasks = tuple(t.name for t in resolve_tasks(args.tasks or "reach,drawer-open,button-press"))
         model = GrootModel(ModelConfig.preset("tiny", max_state_dim=STATE_DIM, max_action_dim=ACTION_DIM, num_embodiments=1))
-        return ModelPolicyFactory.from_model(model, Normalizer.identity(STATE_DIM, ACTION_DIM)), MetaWorldFactory(), tasks, "metaworld (untrained init)"
+        return ModelPolicyFactory.from_model(model, action_dim=ACTION_DIM), MetaWorldFactory(), tasks, "metaworld (untrained init)"
     tasks_arg = args.tasks or ("reach,drawer-open,button-press" if sim == "metaworld" else None)
     policy_factory, env_factory, tasks = make_factories(sim, tasks_arg, args.init)
     return policy_factory, env_factory, tasks, f"{sim} ({args.init or 'untrained init'})"
@@ -155,23 +151,14 @@ def _profile(pipe: Any, base: Any, pairs: int, label: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from robolake.rl.config import LatencyProfile, LearnerConfig, RLConfig, SamplerConfig
+    from robolake.rl.config import LatencyProfile
     from robolake.rl.pipeline import Pipeline
     from robolake.rl.report import plot_comparison
 
     steps = args.steps or (1500 if args.quick else 8000)
     pairs = args.pairs or (1 if args.quick else 2)
     policy_factory, env_factory, tasks, label = _factories(args)
-    base = RLConfig(
-        tasks=tasks,
-        num_workers=args.workers,
-        envs_per_worker=args.envs_per_worker,
-        env_steps=steps,
-        execute_steps=args.execute_steps,
-        sampler=SamplerConfig(sigma=args.sigma, start_noise=args.start_noise),
-        learner=LearnerConfig(lr=args.lr),
-        log_every_s=5.0,
-    )
+    base = pipeline_config(args, tasks, env_steps=steps, log_every_s=5.0)
     tail = LatencyProfile(kind="lognormal", scale_s=args.tail_scale_ms / 1000, shape=args.tail_shape)
     print(f"building the pipeline ({args.workers} workers x {args.envs_per_worker} envs, {label}) ...", flush=True)
     pipe = Pipeline(base, policy_factory, env_factory)

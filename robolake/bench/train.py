@@ -21,19 +21,16 @@ Usage: robolake bench train [--quick] [--json out.json]
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import torch
 
-from robolake.bench._common import ratio_summary, spread
+from robolake.bench._common import bench_arguments, ratio_summary, spread, write_json
 from robolake.schemas.batch import PackedBatch, PaddedBatch, make_packed_batch
 from robolake.training import (
     GrootModel,
@@ -273,19 +270,11 @@ def print_table(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="fewer batches and repeats (< 2 minutes)"
-    )
-    parser.add_argument(
-        "--json", type=Path, default=None, help="write the figures to this JSON file"
-    )
-    args = parser.parse_args(argv)
+    args = bench_arguments(__doc__, argv, quick_help="fewer batches and repeats (< 2 minutes)", json_required=False)
     result = run(args.quick)
     print_table(result)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json, result)
     return 0
 
 

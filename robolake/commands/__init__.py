@@ -1,6 +1,18 @@
-"""Subcommands of `robolake`, one module each, found by `robolake.cli` at start-up.
+"""Subcommands of `robolake`, one module each; `COMMANDS` lists them in the order `robolake --help` shows.
 
-A module here defines `register(subparsers)`, which adds its parser and sets `fn` to a function
-taking the parsed arguments and returning the exit code. Keep imports at module level light
-(argparse, stdlib): heavy imports go inside the command function, so `robolake --help` is fast.
+A module here defines `register(subparsers)`, which adds its parser and sets `fn` to its `run`
+function: it takes the parsed arguments and returns the exit code. What several commands share
+(progress bars, quiet logs, the lake summary, error lines) is in `robolake.commands.common`. Keep
+imports at module level light (argparse, stdlib, `common`): heavy imports go inside `run`, so
+`robolake --help` is fast. A new command is a new module and one more name in `COMMANDS`.
 """
+
+__all__ = ["COMMANDS"]
+
+# The flow first (ingest -> info -> pack -> train, the demo of all of it, benchmarks), then the tools,
+# then the curation verbs.
+COMMANDS: tuple[str, ...] = (
+    "ingest", "info", "pack", "train", "demo", "bench",
+    "check", "eval", "export", "gc", "inspect", "restore", "rl",
+    "select", "delete", "split", "merge", "tag", "diff", "optimize", "view",
+)  # fmt: skip

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from robolake.commands.common import add_tag_arguments, open_lake_at, tqdm_progress
+
 __all__ = ["register", "run"]
 
 
@@ -28,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--task-contains", default=None, metavar="TEXT", help="only episodes whose task contains TEXT")
     s.add_argument("--success", choices=["true", "false"], default=None, help="only (un)successful episodes")
     s.add_argument("--version", type=int, default=None, help="lake version to export (default: the newest)")
+    add_tag_arguments(s)
     s.add_argument("--crf", type=int, default=None, help="h264 constant rate factor (default 23; lower is better quality)")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(fn=run)
@@ -44,14 +47,10 @@ def run(args: argparse.Namespace) -> int:
         task_contains=args.task_contains,
         success=None if args.success is None else args.success == "true",
     )
-    progress = None
-    if not args.no_progress:
-        from robolake.cli import _tqdm_progress
-
-        progress = _tqdm_progress()
+    progress = None if args.no_progress else tqdm_progress()
     config = ExportConfig(video=VideoOptions(codec="h264", crf=args.crf))
     results = export_lerobot(
-        args.lake, args.out, filter=None if where.is_empty else where, version=args.version,
+        open_lake_at(args.lake, args, args.version), args.out, filter=None if where.is_empty else where,
         config=config, progress=progress,
     )  # fmt: skip
     for r in results:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["register", "run"]
+if TYPE_CHECKING:
+    from robolake.rl.config import LearnerConfig, RLConfig
+
+__all__ = ["add_pipeline_arguments", "config_from_args", "pipeline_config", "register", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,12 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--mode", default="async", choices=["async", "sync"], help="asynchronous pipeline or lockstep")
     s.add_argument("--steps", type=int, default=20_000, help="environment-step budget")
     s.add_argument("--out", required=True, help="output directory")
-    s.add_argument("--workers", type=int, default=2, help="environment worker actors")
-    s.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
-    s.add_argument("--execute-steps", type=int, default=8, help="actions executed per chunk (replanning horizon)")
-    s.add_argument("--sigma", type=float, default=0.2, help="noise std per Euler step (normalised action units)")
-    s.add_argument("--start-noise", type=float, default=0.0, help="scale of each chain's starting noise (0: start where the evaluator does)")
-    s.add_argument("--lr", type=float, default=1e-5, help="learner learning rate")
+    add_pipeline_arguments(s)
     s.add_argument("--micro-batch", type=int, default=16, help="action chunks per micro-batch")
     s.add_argument("--max-staleness", type=int, default=2, help="K: chunks more than K versions old are dropped/corrected")
     s.add_argument("--staleness-mode", default="drop", choices=["drop", "correct"], help="what to do with stale chunks")
@@ -53,32 +52,50 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(fn=run)
 
 
-def config_from_args(args: argparse.Namespace, tasks: tuple[str, ...]) -> object:
-    from robolake.rl.config import (
-        GenerationConfig,
-        LatencyProfile,
-        LearnerConfig,
-        Resources,
-        RLConfig,
-        SamplerConfig,
-    )
+def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
+    """The options `robolake rl` and `robolake bench rl` share: actors, chunks, sampler noise, learning rate."""
+    p.add_argument("--workers", type=int, default=2, help="environment worker actors")
+    p.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
+    p.add_argument("--execute-steps", type=int, default=8, help="actions executed per chunk (replanning horizon)")
+    p.add_argument("--sigma", type=float, default=0.2, help="noise std per Euler step (normalised action units)")
+    p.add_argument("--start-noise", type=float, default=0.0, help="scale of each chain's starting noise (0: start where the evaluator does)")
+    p.add_argument("--lr", type=float, default=1e-5, help="learner learning rate")
+
+
+def pipeline_config(args: argparse.Namespace, tasks: tuple[str, ...], *, learner: LearnerConfig | None = None,
+                    **fields: Any) -> RLConfig:
+    """An RLConfig from the options `add_pipeline_arguments` added, `learner` (its lr from `--lr`) and
+    the other RLConfig `fields` (mode, env_steps, seed, ...)."""
+    import dataclasses
+
+    from robolake.rl.config import LearnerConfig, RLConfig, SamplerConfig
 
     return RLConfig(
-        mode=args.mode,
         tasks=tasks,
         num_workers=args.workers,
         envs_per_worker=args.envs_per_worker,
-        env_steps=args.steps,
         execute_steps=args.execute_steps,
-        seed=args.seed,
         sampler=SamplerConfig(sigma=args.sigma, start_noise=args.start_noise),
+        learner=dataclasses.replace(learner or LearnerConfig(), lr=args.lr),
+        **fields,
+    )
+
+
+def config_from_args(args: argparse.Namespace, tasks: tuple[str, ...]) -> RLConfig:
+    """The RLConfig of a `robolake rl` command line."""
+    from robolake.rl.config import GenerationConfig, LatencyProfile, LearnerConfig, Resources
+
+    return pipeline_config(
+        args, tasks,
+        mode=args.mode,
+        env_steps=args.steps,
+        seed=args.seed,
         generation=GenerationConfig(
             max_batch=args.max_batch,
             deadline_s=args.deadline_ms / 1000,
             resources=Resources(num_cpus=args.generation_cpus, num_gpus=args.generation_gpus),
         ),
         learner=LearnerConfig(
-            lr=args.lr,
             micro_batch=args.micro_batch,
             max_staleness=args.max_staleness,
             staleness_mode=args.staleness_mode,
@@ -116,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    result = run_rl(config, policy_factory, env_factory, metrics_path=metrics, progress=progress)  # type: ignore[arg-type]
+    result = run_rl(config, policy_factory, env_factory, metrics_path=metrics, progress=progress)
     s = result.summary
     (out / "summary.json").write_text(json.dumps(s, indent=2))
     with (out / "episodes.jsonl").open("w") as f:

@@ -4,9 +4,11 @@ A lake keeps every table version ever committed (Lance's own history, and the un
 commits that killed or losing writers left and that were rolled back) until something removes
 them. `gc` keeps:
 
-- the newest lake version, and every lake version published within the retention window;
+- the newest lake version, every lake version published within the retention window, and every
+  version a tag names (`tags.py`);
 - every Lance version of every table that one of those names (an old version of a table that
   no ingest touched since is still named by the newest lake version: it stays);
+- the Lance versions that a lake cloned from this one references (`curate/clone.py`);
 - the newest Lance version of every table, and any file a live writer may still commit.
 
 and removes, as a writer holding the lease (so nothing commits meanwhile):
@@ -29,8 +31,10 @@ from dataclasses import dataclass, field
 
 import lance
 
+from robolake.lake.dependents import dependents
 from robolake.lake.lease import is_dead, presence_records
 from robolake.lake.storage import filesystem, normalize_uri
+from robolake.lake.tags import list_tags
 from robolake.lake.transaction import remove_orphan_files, table_uri
 from robolake.lake.versions import (
     DamagedManifestError,
@@ -106,13 +110,14 @@ def gc(
     cutoff = time.time() - older_than.total_seconds()
     report = GcReport(dry_run=dry_run)
     known = list_versions(uri, storage_options)
+    pinned = {t.version for t in list_tags(uri, storage_options)}  # a tag keeps its version, at any age
     retained = []
     for v in known:
         try:
             lv = read_version(uri, v, storage_options)
         except DamagedManifestError:
             continue  # an old damaged manifest names nothing usable; removed with the old ones
-        if v == known[-1] or lv.created_at >= cutoff:
+        if v == known[-1] or lv.created_at >= cutoff or v in pinned:
             retained.append(lv)
     report.retained = [lv.version for lv in retained]
     report.removed_versions = [v for v in known if v not in report.retained and v < known[-1]]
@@ -141,9 +146,11 @@ def _collect(
     own_writer: str,
     delete: bool,
 ) -> None:
+    clones = dependents(uri, storage_options)
     for table in TABLES:
         ds = lance.dataset(table_uri(uri, table), storage_options=storage_options)
         needed = {lv.tables[table] for lv in retained if table in lv.tables} | {ds.version}
+        needed |= {int(d["tables"][table]) for d in clones if table in d.get("tables", {})}  # lakes cloned from this one
         old = [int(v["version"]) for v in ds.versions()
                if int(v["version"]) not in needed and _ts(v["timestamp"]) < cutoff]
         if not old:

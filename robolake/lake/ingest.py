@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.lake import faults
+from robolake.lake.compact import compact_in, needs_compaction
 from robolake.lake.lake import Lake
 from robolake.lake.lease import Writer
 from robolake.lake.query import sql_quote
@@ -565,6 +566,8 @@ def _commit(
             _update_embodiments(tx, by_root, episode_rows, [res["stats"] for res in loaded])
             for table in ("episodes", "steps", "media"):
                 tx.create_index(table, "episode_id")
+            if needs_compaction(tx):  # many small ingests: keep reads from opening thousands of files
+                summary = {**summary, "compacted": compact_in(tx)}
         return tx.commit("ingest", summary)
 
 

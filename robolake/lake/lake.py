@@ -19,6 +19,7 @@ from robolake.lake.media import FrameReader
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
 from robolake.lake.stats import NormStats
 from robolake.lake.storage import filesystem, normalize_uri
+from robolake.lake.tags import Tag, read_tag
 from robolake.lake.transaction import LakeTransaction, table_uri
 from robolake.lake.versions import (
     CommitConflictError,
@@ -43,11 +44,19 @@ FilterLike = EpisodeFilter | str | None
 class Lake:
     """A robolake lake at one version. Use `Lake.create` or `Lake.open`, not the constructor."""
 
-    def __init__(self, uri: str, info: LakeVersion, storage_options: dict[str, str] | None = None):
+    def __init__(
+        self,
+        uri: str,
+        info: LakeVersion,
+        storage_options: dict[str, str] | None = None,
+        *,
+        tag: Tag | None = None,
+    ):
         self._uri = uri
         self._info = info
         self._opts = dict(storage_options) if storage_options else None
         self._datasets: dict[str, lance.LanceDataset] = {}
+        self._tag = tag
 
     # --- open / create ---------------------------------------------------------------------
 
@@ -85,21 +94,38 @@ class Lake:
         return cls(uri, info, storage_options)
 
     @classmethod
-    def open(cls, uri: str, *, version: int | None = None, storage_options: dict[str, str] | None = None) -> Lake:
-        """Open the lake at `uri`, at its latest version or at `version`.
+    def open(
+        cls,
+        uri: str,
+        *,
+        version: int | None = None,
+        tag: str | None = None,
+        storage_options: dict[str, str] | None = None,
+    ) -> Lake:
+        """Open the lake at `uri`, at its latest version, at `version`, or at tag `tag`.
+
+        A tag that keeps some episodes (a split, a selection) scopes every read of episodes,
+        steps and media through this handle to them.
 
         Raises:
             FileNotFoundError: there is no lake at `uri`.
             UnsupportedLakeVersionError: the lake was written in a format this robolake cannot read.
-            ValueError: `version` does not exist.
+            ValueError: `version` does not exist, or both `version` and `tag` were given.
+            KeyError: `tag` does not exist.
         """
         uri = normalize_uri(uri)
         read_format_marker(uri, storage_options)
         known = list_versions(uri, storage_options)
         if not known:
             raise FileNotFoundError(f"lake {uri} has no committed version; it was never fully created")
+        resolved: Tag | None = None
+        if tag is not None:
+            if version is not None:
+                raise ValueError(f"give a version or a tag, not both (version {version}, tag {tag!r})")
+            resolved = read_tag(uri, tag, storage_options)
+            version = resolved.version
         info = read_version(uri, known[-1] if version is None else version, storage_options)
-        return cls(uri, info, storage_options)
+        return cls(uri, info, storage_options, tag=resolved)
 
     @classmethod
     def open_or_create(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Lake:
@@ -123,13 +149,23 @@ class Lake:
     def storage_options(self) -> dict[str, str] | None:
         return self._opts
 
+    @property
+    def tag(self) -> Tag | None:
+        """The tag this handle was opened at, if any."""
+        return self._tag
+
+    @property
+    def scope(self) -> tuple[str, ...] | None:
+        """The episode ids this handle reads (a tag's subset), or None for every episode of the version."""
+        return None if self._tag is None else self._tag.episodes
+
     def versions(self) -> list[LakeVersion]:
         """Every committed lake version, oldest first."""
         return [read_version(self._uri, v, self._opts) for v in list_versions(self._uri, self._opts)]
 
-    def checkout(self, version: int) -> Lake:
-        """The same lake at another version."""
-        return Lake.open(self._uri, version=version, storage_options=self._opts)
+    def checkout(self, version: int | None = None, *, tag: str | None = None) -> Lake:
+        """The same lake at another version or tag."""
+        return Lake.open(self._uri, version=version, tag=tag, storage_options=self._opts)
 
     def refresh(self) -> Lake:
         """The same lake at its newest version."""
@@ -146,7 +182,8 @@ class Lake:
     # --- reading ---------------------------------------------------------------------------
 
     def dataset(self, table: str) -> lance.LanceDataset:
-        """The Lance dataset of `table` at this lake version."""
+        """The Lance dataset of `table` at this lake version (unscoped: read through `to_arrow`,
+        or filter with `predicate(table, ...)`, to respect a tag's episode subset)."""
         if table not in TABLES:
             raise KeyError(f"unknown lake table {table!r}; the tables are {sorted(TABLES)}")
         if table not in self._datasets:
@@ -159,10 +196,24 @@ class Lake:
         return table_uri(self._uri, table)
 
     def count(self, table: str) -> int:
+        if self.scope is not None and table in ("episodes", "steps", "media"):
+            return self.dataset(table).count_rows(filter=self.predicate(table, None))
         return self.dataset(table).count_rows()
 
     def predicate(self, table: str, where: FilterLike) -> str | None:
-        """The Lance filter for `where` on `table` (an EpisodeFilter on steps/media resolves episode ids)."""
+        """The Lance filter for `where` on `table` (an EpisodeFilter on steps/media resolves episode ids).
+
+        A scoped handle (opened at a tag with an episode subset) adds its scope on episodes,
+        steps and media.
+        """
+        own = self._unscoped_predicate(table, where)
+        scope = self.scope
+        if scope is None or table not in ("episodes", "steps", "media"):
+            return own
+        inside = sql_in("episode_id", scope)
+        return inside if own is None else f"({inside}) AND ({own})"
+
+    def _unscoped_predicate(self, table: str, where: FilterLike) -> str | None:
         if where is None or isinstance(where, str):
             return where
         if table == "episodes" or where.is_empty:
@@ -181,11 +232,13 @@ class Lake:
         """`table` at this version as a Ray Dataset (read lazily, in parallel)."""
         import ray.data
 
+        predicate = self.predicate(table, where)
         return ray.data.read_lance(
             self.table_uri(table),
             version=self._info.tables[table],
             columns=columns,
-            filter=self.predicate(table, where),
+            # Lance's own SQL push-down (Ray's `filter=` argument is deprecated for this path)
+            scanner_options=None if predicate is None else {"filter": predicate},
             storage_options=self._opts,
         )
 
@@ -243,4 +296,5 @@ class Lake:
         }
 
     def __repr__(self) -> str:
-        return f"Lake({self._uri!r}, version={self.version})"
+        at = f", tag={self._tag.name!r}" if self._tag is not None else ""
+        return f"Lake({self._uri!r}, version={self.version}{at})"

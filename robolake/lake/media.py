@@ -59,14 +59,16 @@ import io
 import threading
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import lance
 import numpy as np
 import pyarrow as pa
 from PIL import Image
 
+from robolake.lake.offsets import row_offsets
 from robolake.lake.query import sql_quote
+from robolake.writers.video import CODECS, PIX_FMT
 
 __all__ = [
     "JPEG_QUALITY",
@@ -84,7 +86,6 @@ __all__ = [
     "render_frame",
     "frame_size",
     "FrameReader",
-    "row_offsets",
 ]
 
 JPEG_QUALITY = 80  # lake frames: see the essay's table
@@ -189,11 +190,12 @@ class KeyframeEncoder:
     def _encode(self, frames: list[Any]) -> list[bytes]:
         import av
 
-        ctx = av.CodecContext.create("libx264", "w")
-        ctx.width, ctx.height, ctx.pix_fmt = self.width, self.height, "yuv420p"
+        h264 = CODECS["h264"]  # the one encoder table; this stream's own tuning is below
+        ctx = cast("av.VideoCodecContext", av.CodecContext.create(h264.encoder, "w"))
+        ctx.width, ctx.height, ctx.pix_fmt = self.width, self.height, PIX_FMT
         ctx.time_base = Fraction(1, 30)
         ctx.thread_count = 1  # determinism: the pair's IDR must equal the stored keyframe
-        ctx.options = {"crf": str(self.crf), "preset": "veryfast", "tune": "zerolatency,fastdecode",
+        ctx.options = {"crf": str(self.crf), "preset": h264.preset, "tune": "zerolatency,fastdecode",
                        "x264-params": f"keyint={self.gop}:min-keyint={self.gop}:{_X264}"}
         out: list[bytes] = []
         for i, f in enumerate(frames):
@@ -322,19 +324,6 @@ def standalone_images(ds: lance.LanceDataset, offsets: np.ndarray, rows: pa.Tabl
         else:
             out.append(encode_frame(decode_row(d, e, k, None if size is None else (size, size)), RENDITION_QUALITY))
     return out
-
-
-def row_offsets(ds: lance.LanceDataset, row_ids: np.ndarray) -> np.ndarray:
-    """Global row offsets (what `LanceDataset.take` accepts) of Lance row ids (fragment << 32 | row)."""
-    starts: dict[int, int] = {}
-    total = 0
-    for f in ds.get_fragments():
-        starts[f.fragment_id] = total
-        total += f.count_rows()
-    lookup = np.zeros(max(starts, default=0) + 1, dtype=np.int64)
-    for fid, s in starts.items():
-        lookup[fid] = s
-    return lookup[(row_ids >> 32).astype(np.int64)] + (row_ids & 0xFFFFFFFF).astype(np.int64)
 
 
 class FrameReader:

@@ -41,6 +41,7 @@ __all__ = [
     "fragments_from_json",
     "fragments_to_json",
     "table_uri",
+    "write_fragments",
     "write_table_fragments",
 ]
 
@@ -64,19 +65,31 @@ def write_table_fragments(
     Raises:
         ValueError: `data` does not match the table's schema.
     """
-    schema = schema_for_table(table)
+    return write_fragments(table_uri(lake_uri, table), data, schema_for_table(table), storage_options)
+
+
+def write_fragments(
+    uri: str,
+    data: pa.Table,
+    schema: pa.Schema,
+    storage_options: dict[str, str] | None = None,
+) -> list[lance.FragmentMetadata]:
+    """Write `data` as new, uncommitted fragments of the Lance dataset at `uri` with `schema`
+    (safe from any worker; `commit_fragments` makes them a version).
+
+    Raises:
+        ValueError: `data` does not match `schema`.
+    """
     if data.schema.remove_metadata() != schema.remove_metadata():
         try:
             data = data.select(schema.names).cast(schema)
         except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
             raise ValueError(
-                f"rows for table {table!r} do not match its schema: {e}. Expected {schema.names}"
+                f"rows for {uri} do not match its schema: {e}. Expected {schema.names}"
             ) from e
     if data.num_rows == 0:
         return []
-    return lance.fragment.write_fragments(
-        data, table_uri(lake_uri, table), schema=schema, storage_options=storage_options
-    )
+    return lance.fragment.write_fragments(data, uri, schema=schema, storage_options=storage_options)
 
 
 def fragments_to_json(fragments: list[lance.FragmentMetadata]) -> list[str]:
@@ -147,6 +160,14 @@ class LakeTransaction:
     @property
     def base(self) -> LakeVersion:
         return self._base
+
+    @property
+    def lake_uri(self) -> str:
+        return self._uri
+
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        return self._opts
 
     @property
     def writer_id(self) -> str:
@@ -311,6 +332,39 @@ class LakeTransaction:
         self._advanced(table, read_version)
         faults.hook(f"after_commit:{table}")
 
+    def delete(self, table: str, predicate: str) -> int:
+        """Mark the rows of `table` matching `predicate` deleted (Lance deletion files: no data
+        file is rewritten, so earlier versions keep every row); returns how many were deleted."""
+        read_version = self._head_for_write(table)
+        ds = lance.dataset(table_uri(self._uri, table), version=read_version, storage_options=self._opts)
+        n = ds.count_rows(filter=predicate)
+        if n == 0:
+            return 0
+        faults.hook(f"before_commit:{table}")
+        ds.delete(predicate, conflict_retries=0)
+        self._advanced(table, read_version)
+        faults.hook(f"after_commit:{table}")
+        return n
+
+    def compact(self, table: str, *, target_rows_per_fragment: int, max_bytes_per_file: int | None = None) -> dict[str, int]:
+        """Merge small fragments of `table` and drop deleted rows (Lance `compact_files`, with
+        indexes remapped in the same step); returns Lance's counts of fragments and files."""
+        read_version = self._head_for_write(table)
+        ds = lance.dataset(table_uri(self._uri, table), version=read_version, storage_options=self._opts)
+        faults.hook(f"before_commit:{table}")
+        metrics = ds.optimize.compact_files(
+            target_rows_per_fragment=target_rows_per_fragment, max_bytes_per_file=max_bytes_per_file,
+            materialize_deletions=True, materialize_deletions_threshold=0.0,
+        )
+        now = self._latest(table)
+        if now != read_version:
+            self._advanced(table, read_version, steps=now - read_version)
+        faults.hook(f"after_commit:{table}")
+        return {
+            "fragments_removed": int(metrics.fragments_removed), "fragments_added": int(metrics.fragments_added),
+            "files_removed": int(metrics.files_removed), "files_added": int(metrics.files_added),
+        }
+
     def restore_table(self, table: str, version: int) -> None:
         """Make `table`'s content that of its Lance `version` (a new commit)."""
         read_version = self._head_for_write(table)
@@ -319,14 +373,17 @@ class LakeTransaction:
         self._advanced(table, read_version)
         faults.hook(f"after_commit:{table}")
 
-    def create_index(self, table: str, column: str, index_type: Literal["BTREE", "BITMAP"] = "BTREE") -> None:
+    def create_index(
+        self, table: str, column: str, index_type: Literal["BTREE", "BITMAP"] = "BTREE", *, merge_all: bool = False
+    ) -> None:
         """Keep a scalar index on `table.column` covering every fragment, as part of this transaction.
 
         The first call builds the index. Later calls index only the fragments appended since, as
         a new index segment (Lance's `optimize_indices` with `num_indices_to_merge=0`), so an
         ingest's cost grows with its own rows, not the table's. Every `INDEX_MAX_SEGMENTS` segments
         they are merged into one (a merge of sorted index pages, no data scan), so lookups stay
-        a bounded number of segment probes.
+        a bounded number of segment probes; `merge_all` merges them now (Lance compacts only
+        fragments that the same index segment covers).
         """
         if self.dataset(table).count_rows() == 0:
             return
@@ -336,9 +393,9 @@ class LakeTransaction:
         existing = [d for d in ds.describe_indices() if list(d.field_names) == [column]]
         if not existing:
             ds.create_scalar_index(column, index_type)
-        elif existing[0].num_rows_indexed < ds.count_rows():
+        elif existing[0].num_rows_indexed < ds.count_rows() or (merge_all and len(existing[0].segments) > 1):
             segments = len(existing[0].segments)
-            merge = segments if segments >= INDEX_MAX_SEGMENTS else 0
+            merge = segments if segments >= INDEX_MAX_SEGMENTS or merge_all else 0
             ds.optimize.optimize_indices(index_names=[existing[0].name], num_indices_to_merge=merge)
         else:
             return

@@ -1,17 +1,40 @@
 """LoaderConfig: how any batch source turns packed sequences into batches.
 
 One config for every source (`open_batches`): a source that cannot honour a field raises when
-it is opened instead of ignoring it (see each source's `check_config`).
+it is opened instead of ignoring it (see each source's `check_config`). `batch_layout` is the one
+builder of the `BatchLayout` every source reports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from robolake.loaders.collate import CollateConfig
 from robolake.loaders.shards import PackedShards
+from robolake.packers.spec import PackSpec
+from robolake.schemas.batch import BatchLayout
 
-__all__ = ["LoaderConfig"]
+__all__ = ["LoaderConfig", "batch_layout"]
+
+
+def batch_layout(spec: PackSpec, embodiments: Sequence[str], collate: CollateConfig) -> BatchLayout:
+    """The layout of batches collated with `collate` from sequences packed with `spec`.
+
+    Args:
+        spec: The packing (a pack output's `manifest.pack_spec`, or a lake stream's spec).
+        embodiments: Embodiment tags in id order.
+        collate: The padded widths and token model the batches are collated with.
+    """
+    return BatchLayout(
+        tokens_per_view=collate.tokens_per_view,
+        horizon=spec.horizon,
+        max_state_dim=collate.max_state_dim,
+        max_action_dim=collate.max_action_dim,
+        num_embodiments=len(embodiments),
+        max_seqlen=spec.max_tokens,
+        embodiments=tuple(embodiments),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +56,8 @@ class LoaderConfig:
         worker_start_method: How workers start: "forkserver" (default: Lance is not fork-safe,
             and a fork server that preloads torch/pyarrow starts workers in well under a
             second), "spawn", or "fork" (only safe if nothing in this process used Lance yet).
+        allow_stale: Read packed shards even when a later lake version deleted episodes they
+            hold (default: refuse, naming the version and its reason).
     """
 
     sequences_per_batch: int = 1
@@ -46,6 +71,7 @@ class LoaderConfig:
     prefetch_factor: int = 2
     pin_memory: bool = False
     worker_start_method: str = "forkserver"
+    allow_stale: bool = False
 
     def __post_init__(self) -> None:
         if self.sequences_per_batch < 1:

@@ -7,6 +7,8 @@ the same steps as `robolake pack`, lazily:
     (spec.seed, epoch) -> this rank's share of the sequences -> SequenceMaterializer.rows
     (Lance take of frames, states, actions) -> collate_rows
 
+The first three steps are `window_sequences`, the window chain `pack` runs too.
+
 The sample index and the packing plan are cheap (lengths only), so every rank computes the whole
 epoch's plan and takes its share of the packed sequences with the same rule as the shard loader
 (`epoch_batches`): ranks never share a sample, cover the epoch together, and take the same number
@@ -17,6 +19,11 @@ the shard loader.
 
 Only the window packer runs here (`spec.algorithm` must be "window"); its batches differ from
 those of packed shards of the same lake (reshuffled and repacked every epoch).
+
+Resuming works as for the shard loader: `state_dict()` records (epoch, batches taken) in a
+`LoaderState` with the lake URI, version and spec digest, and a stream that loads it replans the
+epoch and starts at that batch. Another world size resumes only at an epoch boundary
+(`LoaderState.resume_from`).
 """
 
 from __future__ import annotations
@@ -25,21 +32,20 @@ import dataclasses
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
 from robolake.distributed import resolve_rank
 from robolake.lake.lake import Lake
 from robolake.loaders.collate import CollateConfig, collate_rows
-from robolake.loaders.config import LoaderConfig
+from robolake.loaders.config import LoaderConfig, batch_layout
+from robolake.loaders.resume import ResumableSource
 from robolake.loaders.torch_loader import epoch_batches
 from robolake.packers.materialize import SequenceMaterializer
-from robolake.packers.pipeline import materializer_for
+from robolake.packers.pipeline import materializer_for, window_sequences
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
-from robolake.packers.window import WindowPacker
-from robolake.schemas.batch import BatchLayout, BatchSource, PackedBatch
+from robolake.schemas.batch import BatchLayout, LoaderState, PackedBatch
 
 __all__ = ["LakeStream"]
 
@@ -59,7 +65,7 @@ def check_lake_stream_config(spec: PackSpec, config: LoaderConfig) -> None:
         )
 
 
-class LakeStream(BatchSource):
+class LakeStream(ResumableSource):
     """PackedBatches packed on the fly from a lake, for one data-parallel rank.
 
     Example:
@@ -115,7 +121,7 @@ class LakeStream(BatchSource):
         self.epoch = 0
         self.batches_done = 0
         self.rejected: list[int] = []
-        self._plans: dict[int, tuple[list[list[int]], list[np.ndarray]]] = {}
+        self._plans: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
 
     @property
     def num_samples(self) -> int:
@@ -127,44 +133,32 @@ class LakeStream(BatchSource):
 
     @property
     def layout(self) -> BatchLayout:
-        return BatchLayout(
-            tokens_per_view=self.collate.tokens_per_view,
-            horizon=self.spec.horizon,
-            max_state_dim=self.collate.max_state_dim,
-            max_action_dim=self.collate.max_action_dim,
-            num_embodiments=len(self.index.embodiments),
-            max_seqlen=self.spec.max_tokens,
-            embodiments=tuple(self.index.embodiments),
-        )
+        return batch_layout(self.spec, self.index.embodiments, self.collate)
 
     def set_epoch(self, epoch: int) -> None:
         if epoch < 0:
             raise ValueError(f"epoch must be >= 0, got {epoch}")
         self.epoch, self.batches_done = int(epoch), 0
 
-    def bins(self, epoch: int | None = None) -> list[list[int]]:
+    def bins(self, epoch: int | None = None) -> list[np.ndarray]:
         """Sample ids of every packed sequence of `epoch` (all ranks'), in plan order."""
         return self._plan(self.epoch if epoch is None else epoch)[0]
 
-    def _plan(self, epoch: int) -> tuple[list[list[int]], list[np.ndarray]]:
+    def _plan(self, epoch: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(all packed sequences of `epoch`, this rank's batches as indices into them)."""
         if epoch not in self._plans:
-            n = self.index.num_samples
-            order = np.random.default_rng([self.config.seed, epoch]).permutation(n) if self.config.shuffle else np.arange(n)
             seed = int(np.random.SeedSequence([self.spec.seed, epoch]).generate_state(1)[0])
-            packer = WindowPacker(max_tokens=self.spec.max_tokens, window=self.spec.window, seed=seed, on_oversize=self.spec.on_oversize)
-            rejected: list[int] = []
-            lengths = self.index.length
-            bins = list(packer.pack(((int(i), int(lengths[i])) for i in order), rejected=rejected))
-            self.rejected = rejected
+            shuffle_seed = [self.config.seed, epoch] if self.config.shuffle else None
+            bins, rejected = window_sequences(self.index, self.spec, shuffle_seed=shuffle_seed, packer_seed=seed)
+            self.rejected = rejected.tolist()
             # The sequences are already in a shuffled order; the rank split must not reshuffle them.
             split = dataclasses.replace(self.config, shuffle=False)
             batches = epoch_batches(len(bins), epoch=epoch, rank=self.rank, world_size=self.world_size, config=split)
             self._plans = {epoch: (bins, batches)}  # one epoch's plan at a time
         return self._plans[epoch]
 
-    def _batch(self, bins: list[list[int]], seq_ids: np.ndarray) -> PackedBatch:
-        table = self.materializer.rows([np.asarray(bins[i], dtype=np.int64) for i in seq_ids], [int(i) for i in seq_ids])
+    def _batch(self, bins: list[np.ndarray], seq_ids: np.ndarray) -> PackedBatch:
+        table = self.materializer.rows([bins[i] for i in seq_ids], [int(i) for i in seq_ids])
         batch = collate_rows(table, self.collate)
         return batch.pin_memory() if self.config.pin_memory else batch
 
@@ -188,28 +182,5 @@ class LakeStream(BatchSource):
                 self.batches_done += 1
                 yield batch
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "source": "lake",
-            "epoch": self.epoch,
-            "batches_done": self.batches_done,
-            "world_size": self.world_size,
-            "lake_uri": self.lake.uri,
-            "lake_version": self.lake.version,
-            "spec": self.spec.to_json(),
-            "seed": self.config.seed,
-            "shuffle": self.config.shuffle,
-            "drop_last": self.config.drop_last,
-            "sequences_per_batch": self.config.sequences_per_batch,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        mine = self.state_dict()
-        for key in ("source", "world_size", "lake_version", "spec", "seed", "shuffle", "drop_last", "sequences_per_batch"):
-            if key in state and state[key] != mine[key]:
-                raise ValueError(
-                    f"loader state has {key}={state[key]!r} but this lake stream has {mine[key]!r}; resume with the same "
-                    "lake version, spec, world size and loader config, or start the epoch over with set_epoch()"
-                )
-        self.epoch = int(state["epoch"])
-        self.batches_done = int(state["batches_done"])
+    def _identity(self) -> tuple[str, str, int, str]:
+        return "lake", self.lake.uri, self.lake.version, LoaderState.digest(self.spec.to_json())

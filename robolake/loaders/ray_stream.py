@@ -29,9 +29,10 @@ import pyarrow as pa
 from robolake.distributed import resolve_rank
 from robolake.lake.lake import Lake
 from robolake.loaders.collate import CollateConfig, collate_rows, decode_views
-from robolake.loaders.config import LoaderConfig
-from robolake.loaders.shards import PackedShards, open_shards
-from robolake.schemas.batch import BatchLayout, BatchSource, PackedBatch
+from robolake.loaders.config import LoaderConfig, batch_layout
+from robolake.loaders.resume import ResumableSource
+from robolake.loaders.shards import PackedShards, check_not_stale, open_shards
+from robolake.schemas.batch import BatchLayout, LoaderState, PackedBatch
 
 if TYPE_CHECKING:
     import ray.data
@@ -129,7 +130,7 @@ def check_ray_config(config: LoaderConfig, world_size: int) -> None:
             )
 
 
-class RayPackedStream(BatchSource):
+class RayPackedStream(ResumableSource):
     """Batches of packed shards via Ray Data (`read_lance` -> decode map -> `iter_torch_batches`).
 
     Example:
@@ -169,6 +170,7 @@ class RayPackedStream(BatchSource):
         self.rank, self.world_size = where.rank, where.world_size
         check_ray_config(self.config, self.world_size)
         self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
+        check_not_stale(self.shards, self.config.allow_stale)
         self.collate = self.config.collate_config(self.shards)
         self.decode_concurrency = decode_concurrency
         self.epoch = 0
@@ -187,37 +189,27 @@ class RayPackedStream(BatchSource):
 
     @property
     def layout(self) -> BatchLayout:
-        return BatchLayout(
-            tokens_per_view=self.collate.tokens_per_view,
-            horizon=self.shards.horizon,
-            max_state_dim=self.collate.max_state_dim,
-            max_action_dim=self.collate.max_action_dim,
-            num_embodiments=len(self.shards.manifest.embodiments),
-            max_seqlen=self.shards.manifest.pack_spec.max_tokens,
-            embodiments=tuple(self.shards.manifest.embodiments),
-        )
+        return batch_layout(self.shards.manifest.pack_spec, self.shards.manifest.embodiments, self.collate)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"source": "ray", "epoch": self.epoch, "batches_done": self.batches_done, "shards_version": self.shards.version}
+    def _identity(self) -> tuple[str, str, int, str]:
+        return "ray", self.shards.root, self.shards.version, LoaderState.digest(self.shards.manifest.spec)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at an epoch boundary.
 
         Raises:
             ValueError: the state is mid-epoch (Ray Data's streaming order is not reproducible
-                batch for batch, so skipping would repeat or lose samples), or from other shards.
+                batch for batch, so skipping would repeat or lose samples), malformed, or from
+                other shards or another plan (see `LoaderState.resume_from`).
         """
-        if state.get("source") != "ray" or state.get("shards_version") != self.shards.version:
-            raise ValueError("this loader state does not come from a Ray Data stream over these shards; start the epoch over")
-        done = int(state["batches_done"])
-        epoch = int(state["epoch"])
-        if 0 < done < self.num_batches:
+        epoch, done = self._state().resume_from(state)
+        if done:
             raise ValueError(
                 f"the Ray Data stream cannot resume mid-epoch (epoch {epoch}, {done} of {self.num_batches} batches done): "
                 "its streaming order is not reproducible batch for batch; resume with the torch shard loader "
                 "(backend='torch'), or checkpoint at epoch boundaries"
             )
-        self.epoch, self.batches_done = (epoch + 1, 0) if done else (epoch, 0)
+        self.epoch, self.batches_done = epoch, 0
 
     def dataset(self, epoch: int | None = None) -> ray.data.Dataset:
         """The Ray Dataset of shard rows with decoded `pixels` (lazy; executes when iterated)."""

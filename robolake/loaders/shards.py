@@ -13,6 +13,7 @@ shard and says to re-run `robolake pack`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +25,13 @@ import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
 from robolake.lake.storage import exists, join_uri, normalize_uri
-from robolake.lake.versions import list_versions
+from robolake.lake.versions import list_versions, read_version
 from robolake.packers.manifest import SHARDS_NAME, LineageError, PackManifest, read_manifest
 from robolake.schemas.packed import packed_schema
 
-__all__ = ["PackedShards", "open_shards", "check_lineage"]
+__all__ = ["PackedShards", "open_shards", "check_lineage", "check_not_stale", "stale_deletions"]
+
+log = logging.getLogger(__name__)
 
 _REPACK = "re-run `robolake pack` to rebuild them"
 
@@ -171,6 +174,56 @@ def check_lineage(manifest: PackManifest, lake: Lake | str, root: str = "", stor
         )
 
 
+def stale_deletions(shards: PackedShards) -> list[tuple[int, str, int]]:
+    """Later lake versions that removed episodes these shards hold: [(version, reason, count)].
+
+    Empty when nothing was deleted since (or when the lake cannot be reached: then nothing can
+    be said, and a warning is logged).
+    """
+    m = shards.manifest
+    opts = shards.storage_options
+    try:
+        versions = [v for v in list_versions(m.lake_uri, opts) if v > m.lake_version]
+    except (OSError, ValueError) as e:
+        log.warning("packed shards %s: cannot reach lake %s to check for deleted episodes (%s)", shards.root, m.lake_uri, e)
+        return []
+    if not versions:
+        return []
+    held: set[str] | None = None
+    out = []
+    for v in versions:
+        info = read_version(m.lake_uri, v, opts)
+        removed = info.summary.get("removed") or []
+        if not removed:
+            continue
+        if held is None:
+            ids = _open_lance(join_uri(shards.root, SHARDS_NAME), m.shards_version, opts).to_table(columns=["episode_id"])
+            held = set(pc.list_flatten(ids["episode_id"]).unique().to_pylist())
+        hit = held.intersection(removed)
+        if hit:
+            out.append((v, str(info.summary.get("reason") or info.operation), len(hit)))
+    return out
+
+
+def check_not_stale(shards: PackedShards, allow_stale: bool) -> None:
+    """Refuse shards holding episodes a later lake version deleted, unless `allow_stale`.
+
+    Raises:
+        LineageError: naming the version(s), their reasons and how many episodes each removed.
+    """
+    stale = stale_deletions(shards)
+    if not stale:
+        return
+    what = "; ".join(f"version {v} removed {n} of their episodes ({why})" for v, why, n in stale)
+    if allow_stale:
+        log.warning("packed shards %s are stale: %s (reading them anyway: allow_stale)", shards.root, what)
+        return
+    raise LineageError(
+        f"packed shards {shards.root} hold episodes that lake {shards.manifest.lake_uri} has since deleted: {what}; "
+        "re-run `robolake pack` on the current version, or pass --allow-stale to train on them anyway"
+    )
+
+
 def open_shards(
     root: str, *, lake: Lake | str | None = None, storage_options: dict[str, str] | None = None
 ) -> PackedShards:
@@ -204,18 +257,3 @@ def open_shards(
         max_action_dim=int(widest[1]),
         storage_options=dict(storage_options) if storage_options else None,
     )
-
-
-_MOVED = {"LoaderConfig": "robolake.loaders.config", "PackedLoader": "robolake.loaders.torch_loader",
-          "PackedShardDataset": "robolake.loaders.torch_loader", "epoch_batches": "robolake.loaders.torch_loader"}
-
-
-def __getattr__(name: str) -> Any:
-    # This module held the torch loader until 0.2; keep those names importable for one release.
-    if name in _MOVED:
-        import importlib
-        import warnings
-
-        warnings.warn(f"robolake.loaders.shards.{name} moved to {_MOVED[name]}", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

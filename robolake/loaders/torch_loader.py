@@ -16,9 +16,11 @@ size), so every process computes the same plan without talking to the others:
    fetches from its workers round robin, so batches reach the training loop in index order.
 
 Resuming is skipping: `PackedLoader` counts the batches the training loop has taken in the
-main process; `state_dict()` records (epoch, batches taken), and a new loader that loads it
-starts the same epoch's plan at that batch. Nothing is read twice and nothing is skipped, as
-long as the world size, batch size, seed and shards are the same (checked on load).
+main process; `state_dict()` records (epoch, batches taken) in a `LoaderState`, and a new loader
+that loads it starts the same epoch's plan at that batch. Nothing is read twice and nothing is
+skipped: the shards, pack spec, batch size, seed, shuffle and drop_last must be the same, and so
+must the world size and rank, except at an epoch boundary, where a new world size takes the next
+epoch as step 2 splits it (`LoaderState.resume_from` checks all of it on load).
 
 Images are decoded inside the workers (`collate_rows`), and the Lance dataset is opened once per
 worker.
@@ -42,11 +44,12 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from robolake.distributed import resolve_rank
 from robolake.lake.lake import Lake
 from robolake.loaders.collate import collate_rows
-from robolake.loaders.config import LoaderConfig
-from robolake.loaders.shards import PackedShards, open_shards
-from robolake.schemas.batch import BatchLayout, BatchSource, PackedBatch
+from robolake.loaders.config import LoaderConfig, batch_layout
+from robolake.loaders.resume import ResumableSource
+from robolake.loaders.shards import PackedShards, check_not_stale, open_shards
+from robolake.schemas.batch import BatchLayout, LoaderState, PackedBatch
 
-__all__ = ["LoaderConfig", "PackedShardDataset", "PackedLoader", "epoch_batches"]  # LoaderConfig: from loaders.config
+__all__ = ["PackedShardDataset", "PackedLoader", "epoch_batches"]
 
 
 def epoch_batches(
@@ -213,7 +216,7 @@ class PackedShardDataset(IterableDataset):
             yield collate_rows(self.shards.read_rows(plan[b]), self.collate)
 
 
-class PackedLoader(BatchSource):
+class PackedLoader(ResumableSource):
     """Batches of packed shards for one rank: a DataLoader plus epoch and resume bookkeeping.
 
     Iterating yields one epoch (the rank's batches from where it stopped). When an epoch is
@@ -251,6 +254,7 @@ class PackedLoader(BatchSource):
         """
         self.config = config or LoaderConfig()
         self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
+        check_not_stale(self.shards, self.config.allow_stale)
         where = resolve_rank(rank, world_size)
         self.rank, self.world_size = where.rank, where.world_size
         self.dataset = PackedShardDataset(self.shards, self.config, rank=self.rank, world_size=self.world_size)
@@ -271,16 +275,7 @@ class PackedLoader(BatchSource):
 
     @property
     def layout(self) -> BatchLayout:
-        collate = self.dataset.collate
-        return BatchLayout(
-            tokens_per_view=collate.tokens_per_view,
-            horizon=self.shards.horizon,
-            max_state_dim=collate.max_state_dim,
-            max_action_dim=collate.max_action_dim,
-            num_embodiments=len(self.shards.manifest.embodiments),
-            max_seqlen=self.shards.manifest.pack_spec.max_tokens,
-            embodiments=tuple(self.shards.manifest.embodiments),
-        )
+        return batch_layout(self.shards.manifest.pack_spec, self.shards.manifest.embodiments, self.dataset.collate)
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch` from its first batch at the next iteration."""
@@ -317,34 +312,5 @@ class PackedLoader(BatchSource):
             self.batches_done += 1
             yield batch
 
-    def state_dict(self) -> dict[str, Any]:
-        """Where this rank is: load it into a new loader to continue with the next batch."""
-        return {
-            "epoch": self.epoch,
-            "batches_done": self.batches_done,
-            "world_size": self.world_size,
-            "sequences_per_batch": self.config.sequences_per_batch,
-            "seed": self.config.seed,
-            "shuffle": self.config.shuffle,
-            "drop_last": self.config.drop_last,
-            "num_rows": self.shards.num_rows,
-            "shards_root": self.shards.root,
-            "shards_version": self.shards.version,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state` (from `state_dict()` of a loader over the same shards and plan).
-
-        Raises:
-            ValueError: the state comes from a different plan (world size, batch size, seed,
-                shuffle, drop_last or shards), which would repeat or skip samples.
-        """
-        mine = self.state_dict()
-        for key in ("world_size", "sequences_per_batch", "seed", "shuffle", "drop_last", "num_rows", "shards_version"):
-            if key in state and state[key] != mine[key]:
-                raise ValueError(
-                    f"loader state has {key}={state[key]!r} but this loader has {mine[key]!r}; resume with the "
-                    "same shards, world size and loader config, or start the epoch over with set_epoch()"
-                )
-        self.epoch = int(state["epoch"])
-        self.batches_done = int(state["batches_done"])
+    def _identity(self) -> tuple[str, str, int, str]:
+        return "torch", self.shards.root, self.shards.version, LoaderState.digest(self.shards.manifest.spec)

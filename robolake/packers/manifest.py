@@ -26,6 +26,7 @@ class PackManifest:
     Attributes:
         lake_uri: The lake packed.
         lake_version: The lake version read.
+        lake_tag: The tag the lake was opened at (a split, a selection), if any.
         spec: The PackSpec as JSON.
         seed: The seed (also in `spec`).
         embodiments: Embodiment tags in id order.
@@ -52,6 +53,7 @@ class PackManifest:
     fill: float
     padded_fill: float
     rejected: list[tuple[str, int, int]] = field(default_factory=list)
+    lake_tag: str | None = None
     shards_version: int = 0
     created_at: float = field(default_factory=time.time)
     seconds: float = 0.0

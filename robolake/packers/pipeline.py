@@ -40,8 +40,13 @@ import pyarrow as pa
 
 from robolake.lake.lake import Lake
 from robolake.lake.storage import exists, filesystem, join_uri, normalize_uri
-from robolake.lake.transaction import commit_fragments, fragments_from_json, fragments_to_json
-from robolake.packers.binpack import best_fit_decreasing, first_fit_decreasing
+from robolake.lake.transaction import (
+    commit_fragments,
+    fragments_from_json,
+    fragments_to_json,
+    write_fragments,
+)
+from robolake.packers.binpack import OnOversize, best_fit_decreasing, first_fit_decreasing
 from robolake.packers.manifest import MANIFEST_NAME, SHARDS_NAME, PackManifest, write_manifest
 from robolake.packers.materialize import SequenceMaterializer
 from robolake.packers.samples import SampleIndex, build_sample_index
@@ -50,7 +55,7 @@ from robolake.packers.window import WindowPacker
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.packed import packed_schema
 
-__all__ = ["pack", "plan_sequences", "plan_ranges", "padded_fill", "materializer_for", "PLAN_RANGE_SAMPLES"]
+__all__ = ["pack", "plan_sequences", "window_sequences", "plan_ranges", "padded_fill", "materializer_for", "PLAN_RANGE_SAMPLES"]
 
 PLAN_RANGE_SAMPLES = 4_000_000
 
@@ -103,19 +108,50 @@ def plan_sequences(
             "or record and skip them (`--reject-oversize`, on_oversize='reject')"
         )
     del all_lengths
-    rng = np.random.default_rng(spec.seed if seed is None else seed)
+    shuffle_seed = spec.seed if seed is None else seed
+    if spec.algorithm == "window":  # the window packer already emits in a seeded shuffled order
+        return window_sequences(index, spec, samples=ids, shuffle_seed=shuffle_seed, packer_seed=spec.seed, on_oversize="reject")
+    rng = np.random.default_rng(shuffle_seed)
     perm = ids[rng.permutation(len(ids))]
-    lengths = index.length_of(perm)
-    if spec.algorithm == "bfd":
-        plan = best_fit_decreasing(lengths, spec.max_tokens, on_oversize="reject")
-    elif spec.algorithm == "ffd":
-        plan = first_fit_decreasing(lengths, spec.max_tokens, on_oversize="reject")
-    else:
-        plan = WindowPacker(max_tokens=spec.max_tokens, window=spec.window, seed=spec.seed, on_oversize="reject").pack_lengths(lengths)
+    packer = best_fit_decreasing if spec.algorithm == "bfd" else first_fit_decreasing
+    plan = packer(index.length_of(perm), spec.max_tokens, on_oversize="reject")
     sequences = [perm[plan.bin(b)] for b in range(plan.num_bins)]
-    if spec.algorithm != "window":  # the window packer already emits in a seeded shuffled order
-        sequences = [sequences[i] for i in rng.permutation(len(sequences))]
+    sequences = [sequences[i] for i in rng.permutation(len(sequences))]
     return sequences, perm[plan.rejected]
+
+
+def window_sequences(
+    index: SampleIndex,
+    spec: PackSpec,
+    *,
+    samples: np.ndarray | None = None,
+    shuffle_seed: int | Sequence[int] | None,
+    packer_seed: int,
+    on_oversize: OnOversize | None = None,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Sample ids -> seeded shuffle -> `WindowPacker`: the one window chain of `pack` and `LakeStream`.
+
+    Args:
+        index: The sample index.
+        spec: The pack spec (max_tokens, window, on_oversize).
+        samples: Sample ids to pack; None packs every sample.
+        shuffle_seed: Seed of the shuffle of the samples before packing; None keeps their order.
+        packer_seed: The window packer's seed (its per-window permutations and emit order).
+        on_oversize: Overrides `spec.on_oversize`.
+
+    Returns:
+        (sequences, rejected): sample ids of each packed sequence, in the packer's emit order;
+        ids of samples longer than `spec.max_tokens` (with on_oversize="reject").
+
+    Raises:
+        ValueError: a sample is longer than max_tokens and on_oversize is "error".
+    """
+    ids = np.arange(index.num_samples, dtype=np.int64) if samples is None else np.asarray(samples, dtype=np.int64)
+    order = ids if shuffle_seed is None else ids[np.random.default_rng(shuffle_seed).permutation(len(ids))]
+    packer = WindowPacker(max_tokens=spec.max_tokens, window=spec.window, seed=packer_seed, on_oversize=on_oversize or spec.on_oversize)
+    rejected: list[int] = []
+    bins = packer.pack(zip(order.tolist(), index.length_of(order).tolist(), strict=True), rejected=rejected)
+    return [np.asarray(b, dtype=np.int64) for b in bins], np.asarray(rejected, dtype=np.int64)
 
 
 def plan_ranges(index: SampleIndex, spec: PackSpec, max_samples: int = PLAN_RANGE_SAMPLES) -> list[np.ndarray]:
@@ -184,7 +220,7 @@ class _WriteStage:
     def __call__(self, index: int) -> dict[str, Any]:
         seqs = self.groups[index]
         table = self.mat.rows([self.sequences[i] for i in seqs], seqs)
-        frags = lance.fragment.write_fragments(table, self.uri, schema=packed_schema(), storage_options=self.opts)
+        frags = write_fragments(self.uri, table, packed_schema(), self.opts)
         return {"frags": fragments_to_json(frags), "n": len(seqs)}
 
 
@@ -199,7 +235,7 @@ class _RangeWriteStage:
         flat, bounds = _load_plan(_plan_path(self.dir, r), self.opts)
         bins = [flat[bounds[i] : bounds[i + 1]] for i in range(lo, hi)]
         table = self.mat.rows(bins, list(range(first_seq, first_seq + hi - lo)))
-        frags = lance.fragment.write_fragments(table, self.uri, schema=packed_schema(), storage_options=self.opts)
+        frags = write_fragments(self.uri, table, packed_schema(), self.opts)
         return {"frags": fragments_to_json(frags), "n": hi - lo}
 
 
@@ -321,6 +357,7 @@ def pack(
     manifest = PackManifest(
         lake_uri=lake.uri,
         lake_version=lake.version,
+        lake_tag=None if lake.tag is None else lake.tag.name,
         spec=spec.to_json(),
         seed=spec.seed,
         embodiments=list(index.embodiments),

@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
+from robolake.lake.offsets import row_offsets
 from robolake.packers.lengths import text_token_lengths
 from robolake.packers.spec import PackSpec
 
@@ -117,17 +117,6 @@ class SampleIndex:
         self.__dict__.update(state)
 
 
-def _fragment_starts(ds: lance.LanceDataset) -> np.ndarray:
-    """Global row offset of each fragment's first row, indexed by fragment id."""
-    frags = ds.get_fragments()
-    lookup = np.zeros(max((f.fragment_id for f in frags), default=0) + 1, dtype=np.int64)
-    total = 0
-    for f in frags:
-        lookup[f.fragment_id] = total
-        total += f.count_rows()
-    return lookup
-
-
 def _episode_starts(lake: Lake, table: str, key_cols: list[str], where: str | None) -> tuple[pa.Table, int]:
     """(key columns + `offset` of every step-0 row, rows scanned), scanning `table` in batches.
 
@@ -135,15 +124,13 @@ def _episode_starts(lake: Lake, table: str, key_cols: list[str], where: str | No
     which is how ingest writes them and what lets a step's row be `offset + t`.
     """
     ds = lake.dataset(table)
-    starts = _fragment_starts(ds)
     firsts: list[pa.Table] = []
     rows = 0
     prev_off = prev_step = -2
     for batch in ds.to_batches(columns=key_cols, filter=where, with_row_id=True, batch_size=1 << 16):
         if batch.num_rows == 0:
             continue
-        rid = batch.column("_rowid").to_numpy()
-        off = starts[(rid >> 32).astype(np.int64)] + (rid & 0xFFFFFFFF).astype(np.int64)
+        off = row_offsets(ds, batch.column("_rowid").to_numpy())
         step = batch.column("step_index").to_numpy().astype(np.int64)
         all_off = np.concatenate([[prev_off], off])
         all_step = np.concatenate([[prev_step], step])
@@ -178,7 +165,7 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
     ids = episodes["episode_id"]
     num_steps = episodes["num_steps"].to_numpy().astype(np.int64)
     num_cams = pc.list_value_length(episodes["cameras"]).to_numpy().astype(np.int64)
-    pred = None if spec.where is None else lake.predicate("steps", spec.where)
+    pred = lake.predicate("steps", spec.where)  # also a tag's subset (a split), when the lake has one
 
     # Steps: episode e's step t sits at step_offset[e] + t (checked while scanning).
     step_firsts, step_rows = _episode_starts(lake, "steps", ["episode_id", "step_index"], pred)

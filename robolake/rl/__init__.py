@@ -25,7 +25,7 @@ from robolake.rl.env import (
     StepResult,
 )
 from robolake.rl.pipeline import Pipeline, RLResult, run_rl, success_curve
-from robolake.rl.policy import ModelPolicy, ModelPolicyFactory, Normalizer, Policy, PolicyFactory
+from robolake.rl.policy import ModelPolicy, ModelPolicyFactory, Policy, PolicyFactory
 from robolake.rl.reference import run_reference
 from robolake.rl.sampler import Chains, chain_log_prob, draw_noise, sample_chains
 
@@ -38,7 +38,6 @@ __all__ = [
     "LearnerConfig",
     "ModelPolicy",
     "ModelPolicyFactory",
-    "Normalizer",
     "Observation",
     "Pipeline",
     "PointReachEnv",

@@ -3,9 +3,10 @@
 A `Policy` owns a `GrootModel` and the normalisation it was trained with. The generation server
 and the learner each build their own from one picklable `PolicyFactory`, so both see exactly the
 same batches for the same observations: the learner re-scores the very chains the server
-sampled. `ModelPolicy` is the plain implementation (mean/std normalisation of state and action,
-byte-level instruction tokens, one embodiment); `robolake.rl.sim_policy` adapts the simulator
-suite's checkpoint loader to it.
+sampled. `ModelPolicy` is the plain implementation: one embodiment, the training `Normalizer`
+(none by default), byte-level instruction tokens and views resized by nearest neighbour, with
+the batch built by `robolake.training.observation.ObservationBatcher`, as the evaluator's is.
+`robolake.rl.sim_env.SimPolicy` adapts the simulator suite's checkpoint loader to it.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from robolake.packers.lengths import ByteTokenizer
 from robolake.rl.env import Observation
-from robolake.schemas.batch import PackedBatch, make_packed_batch
+from robolake.schemas.batch import PackedBatch
 from robolake.training.config import ModelConfig
 from robolake.training.model import GrootModel
+from robolake.training.normalize import Normalizer
+from robolake.training.observation import ObservationBatcher
 
-__all__ = ["ModelPolicy", "ModelPolicyFactory", "Normalizer", "Policy", "PolicyFactory"]
+__all__ = ["ModelPolicy", "ModelPolicyFactory", "Policy", "PolicyFactory"]
 
 
 @runtime_checkable
@@ -52,29 +54,6 @@ class PolicyFactory(Protocol):
     def __call__(self) -> Policy: ...
 
 
-@dataclass(frozen=True)
-class Normalizer:
-    """Mean/std normalisation of state and action (the lake's statistics)."""
-
-    state_mean: np.ndarray
-    state_std: np.ndarray
-    action_mean: np.ndarray
-    action_std: np.ndarray
-
-    @classmethod
-    def identity(cls, state_dim: int, action_dim: int) -> Normalizer:
-        return cls(np.zeros(state_dim, np.float32), np.ones(state_dim, np.float32), np.zeros(action_dim, np.float32), np.ones(action_dim, np.float32))
-
-    def state(self, s: np.ndarray) -> np.ndarray:
-        return ((np.asarray(s, np.float32) - self.state_mean) / np.maximum(self.state_std, 1e-6)).astype(np.float32)
-
-    def unaction(self, a: np.ndarray) -> np.ndarray:
-        return (np.asarray(a, np.float32) * self.action_std + self.action_mean).astype(np.float32)
-
-    def action(self, a: np.ndarray) -> np.ndarray:
-        return ((np.asarray(a, np.float32) - self.action_mean) / np.maximum(self.action_std, 1e-6)).astype(np.float32)
-
-
 def _resize_views(image: np.ndarray, size: int) -> np.ndarray:
     """uint8 [V, size, size, 3] by nearest-neighbour sampling (exact when sizes already match)."""
     img = image if image.ndim == 4 else image[None]
@@ -86,47 +65,52 @@ def _resize_views(image: np.ndarray, size: int) -> np.ndarray:
     return img[:, rows][:, :, cols]
 
 
+def _no_normalization() -> Normalizer:
+    return Normalizer(stats={}, mode="none")
+
+
 @dataclass
 class ModelPolicy:
-    """Policy over a GrootModel with mean/std normalisation and one embodiment id."""
+    """Policy over a GrootModel acting for one embodiment.
+
+    Attributes:
+        model: The model.
+        action_dim: The environment's action width.
+        normalizer: The statistics the model was trained with (default: none; model units are
+            the environment's).
+        embodiment: The normaliser's key of the environment's embodiment.
+        embodiment_id: The model's id of that embodiment.
+    """
 
     model: GrootModel
-    normalizer: Normalizer
+    action_dim: int
+    normalizer: Normalizer = field(default_factory=_no_normalization)
+    embodiment: str = ""
     embodiment_id: int = 0
-    tokenizer: ByteTokenizer = field(default_factory=ByteTokenizer)
-    _text_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    batcher: ObservationBatcher = field(init=False, repr=False)
 
-    def _text(self, instruction: str) -> np.ndarray:
-        ids = self._text_cache.get(instruction)
-        if ids is None:
-            ids = self._text_cache[instruction] = self.tokenizer.encode(instruction)
-        return ids
+    def __post_init__(self) -> None:
+        self.batcher = ObservationBatcher(
+            config=self.model.config,
+            normalizer=self.normalizer,
+            embodiment=self.embodiment,
+            embodiment_id=self.embodiment_id,
+            action_dim=self.action_dim,
+        )
 
     def batch(self, observations: Sequence[Observation]) -> PackedBatch:
-        c = self.model.config
-        views = [_resize_views(o.image, c.image_size) for o in observations]
-        a_dim = self.normalizer.action_mean.shape[0]
-        return make_packed_batch(
-            pixels=np.concatenate(views) if views else np.zeros((0, c.image_size, c.image_size, 3), np.uint8),
-            views_per_sample=[v.shape[0] for v in views],
-            text_ids=[self._text(o.instruction) for o in observations],
-            state=[self.normalizer.state(o.state) for o in observations],
-            action=[np.zeros((c.action_horizon, a_dim), np.float32) for _ in observations],
-            action_valid_steps=[c.action_horizon] * len(observations),
-            embodiment_id=[self.embodiment_id] * len(observations),
-            tokens_per_view=c.tokens_per_view,
-            max_state_dim=c.max_state_dim,
-            max_action_dim=c.max_action_dim,
+        size = self.model.config.image_size
+        return self.batcher.batch(
+            [_resize_views(o.image, size) for o in observations],
+            [o.state for o in observations],
+            [o.instruction for o in observations],
         )
 
     def action_mask(self, observations: Sequence[Observation]) -> torch.Tensor:
-        mask = torch.zeros(len(observations), self.model.config.max_action_dim, dtype=torch.bool)
-        mask[:, : self.normalizer.action_mean.shape[0]] = True
-        return mask
+        return self.batcher.action_mask(len(observations))
 
     def to_env_actions(self, chunks: np.ndarray, observations: Sequence[Observation]) -> list[np.ndarray]:
-        a_dim = self.normalizer.action_mean.shape[0]
-        return [self.normalizer.unaction(chunks[i, :, :a_dim]) for i in range(len(observations))]
+        return list(self.batcher.unnormalize(chunks[: len(observations)]))
 
 
 def state_dict_bytes(model: torch.nn.Module) -> bytes:
@@ -136,18 +120,28 @@ def state_dict_bytes(model: torch.nn.Module) -> bytes:
     return buf.getvalue()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelPolicyFactory:
-    """PolicyFactory of a `ModelPolicy` from a model config, weights and a normaliser (picklable)."""
+    """PolicyFactory of a `ModelPolicy` from a model config and weights (picklable).
+
+    Attributes:
+        model_config: The model's config.
+        weights: `state_dict_bytes` of its weights (None: a fresh model, seeded with 0).
+        action_dim, normalizer, embodiment, embodiment_id: The `ModelPolicy` fields.
+    """
 
     model_config: ModelConfig
     weights: bytes | None
-    normalizer: Normalizer
+    action_dim: int
+    normalizer: Normalizer = field(default_factory=_no_normalization)
+    embodiment: str = ""
     embodiment_id: int = 0
 
     @classmethod
-    def from_model(cls, model: GrootModel, normalizer: Normalizer, embodiment_id: int = 0) -> ModelPolicyFactory:
-        return cls(model.config, state_dict_bytes(model), normalizer, embodiment_id)
+    def from_model(cls, model: GrootModel, *, action_dim: int, normalizer: Normalizer | None = None, embodiment: str = "", embodiment_id: int = 0) -> ModelPolicyFactory:
+        """The factory of `model` with its current weights."""
+        norm = _no_normalization() if normalizer is None else normalizer
+        return cls(model_config=model.config, weights=state_dict_bytes(model), action_dim=action_dim, normalizer=norm, embodiment=embodiment, embodiment_id=embodiment_id)
 
     def __call__(self) -> Policy:
         with torch.random.fork_rng(devices=[]):
@@ -157,4 +151,4 @@ class ModelPolicyFactory:
             state: dict[str, Any] = torch.load(io.BytesIO(self.weights), map_location="cpu", weights_only=True)
             model.load_state_dict(state)
         model.eval()
-        return ModelPolicy(model, self.normalizer, self.embodiment_id)
+        return ModelPolicy(model, self.action_dim, self.normalizer, self.embodiment, self.embodiment_id)

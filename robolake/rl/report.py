@@ -12,16 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from robolake.plots import _pyplot
+
 __all__ = ["plot_comparison", "plot_run", "save_policy_checkpoint"]
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_run(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], path: str | os.PathLike[str]) -> str:

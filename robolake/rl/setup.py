@@ -9,7 +9,7 @@ smoke test of the pipeline that needs no simulator.
 from __future__ import annotations
 
 from robolake.rl.env import EnvFactory, PointReachEnv, PointReachFactory
-from robolake.rl.policy import ModelPolicyFactory, Normalizer, PolicyFactory
+from robolake.rl.policy import ModelPolicyFactory, PolicyFactory
 
 __all__ = ["SIMS", "make_factories"]
 
@@ -52,5 +52,5 @@ def make_factories(sim: str, tasks: str | None, init: str | None, *, image_size:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             model = GrootModel(ModelConfig.preset("tiny", max_state_dim=2, max_action_dim=2, num_embodiments=1))
-        return ModelPolicyFactory.from_model(model, Normalizer.identity(2, 2)), PointReachFactory(image_size=32), names
+        return ModelPolicyFactory.from_model(model, action_dim=2), PointReachFactory(image_size=32), names
     raise ValueError(f"unknown --sim {sim!r}; choose one of {SIMS}")

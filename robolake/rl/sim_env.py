@@ -89,8 +89,7 @@ class SimPolicy:
         return batch.to("cpu")
 
     def action_mask(self, observations: Sequence[Observation]) -> torch.Tensor:
-        mask = torch.zeros(len(observations), self.model.config.max_action_dim, dtype=torch.bool)
-        mask[:, : self.learned.action_dim] = True
+        mask: torch.Tensor = self.learned.batcher.action_mask(len(observations))
         return mask
 
     def to_env_actions(self, chunks: np.ndarray, observations: Sequence[Observation]) -> list[np.ndarray]:

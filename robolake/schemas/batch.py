@@ -12,13 +12,26 @@ and cross-attends to the backbone through `cu_seqlens_q` / `cu_seqlens_k`.
 
 `to_padded()` lays the same samples out padded to the longest one, so packed and padded training
 can be compared on identical inputs.
+
+Every batch source (`BatchSource`) reports where it is as one `LoaderState`, the same fields for
+every source, in plain JSON types (a checkpoint stores it as JSON). Loading a state is strict:
+a state from other data (source URI, version, pack spec), another loader or another plan (seed,
+shuffle, drop_last, batch size) is refused with a ValueError that names the key, and a state with
+a missing or unknown key is refused as well. A different world size (or rank) resumes only at an
+epoch boundary, with the first batch of the next epoch as the new world splits it: every epoch's
+split is a pure function of (seed, epoch, rank, world size), so nothing is repeated or skipped.
+Mid-epoch, the samples the old ranks have not read yet cannot be re-dealt to the new ranks
+without changing the plan every source computes from those numbers alone, so that resume is
+refused with a message that says how to continue.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Iterator
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +40,7 @@ import torch
 
 from robolake.schemas.varlen import cu_seqlens_from_lengths, position_ids_from_lengths
 
-__all__ = ["BatchLayout", "BatchSource", "PackedBatch", "PaddedBatch", "make_packed_batch"]
+__all__ = ["BatchLayout", "BatchSource", "LoaderState", "PackedBatch", "PaddedBatch", "make_packed_batch"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -253,6 +266,117 @@ class BatchLayout:
     embodiments: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, kw_only=True)
+class LoaderState:
+    """Where one rank's batch source is: what every `BatchSource.state_dict()` returns, as JSON.
+
+    Attributes:
+        loader: The source that wrote it: "torch" (`PackedLoader`), "ray" (`RayPackedStream`)
+            or "lake" (`LakeStream`).
+        source: URI of the data read: the pack output, or the lake.
+        version: Lance version of the packed shards (the manifest's `shards_version`), or the
+            lake version streamed.
+        spec: `LoaderState.digest` of the pack spec's JSON (`PackSpec.to_json()`).
+        seed: `LoaderConfig.seed`.
+        shuffle: `LoaderConfig.shuffle`.
+        drop_last: `LoaderConfig.drop_last`.
+        sequences_per_batch: `LoaderConfig.sequences_per_batch`.
+        rank: The data-parallel rank that saved it.
+        world_size: Number of data-parallel ranks when it was saved.
+        epoch: The epoch the source is in.
+        batches_done: Batches of `epoch` this rank has taken (the next one is read next).
+        num_batches: Batches of `epoch` on every rank; `batches_done == num_batches` means the
+            epoch was read to the end.
+    """
+
+    loader: str
+    source: str
+    version: int
+    spec: str
+    seed: int
+    shuffle: bool
+    drop_last: bool
+    sequences_per_batch: int
+    rank: int
+    world_size: int
+    epoch: int
+    batches_done: int
+    num_batches: int
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            want = {"str": str, "bool": bool, "int": int}[str(f.type)]
+            if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+                raise ValueError(f"loader state field {f.name!r} must be {f.type}, got {value!r}; pass a state from state_dict()")
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"loader state has rank={self.rank} outside [0, world_size={self.world_size})")
+        if not 0 <= self.batches_done <= self.num_batches or self.epoch < 0:
+            raise ValueError(
+                f"loader state has epoch={self.epoch}, batches_done={self.batches_done} of num_batches="
+                f"{self.num_batches}; pass a state from state_dict()"
+            )
+
+    @staticmethod
+    def digest(spec_json: Mapping[str, Any]) -> str:
+        """sha256 (hex) of a JSON-able description, independent of key order."""
+        return hashlib.sha256(json.dumps(spec_json, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as a dict of str, int and bool (what `state_dict()` returns)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, state: Mapping[str, Any]) -> LoaderState:
+        """The inverse of `to_json`.
+
+        Raises:
+            ValueError: a key is missing or unknown, or a value has the wrong type.
+        """
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [k for k in names if k not in state]
+        unknown = sorted(set(state) - set(names))
+        if missing or unknown:
+            raise ValueError(
+                f"loader state is missing {missing} / has unknown keys {unknown}: it was not written by "
+                "BatchSource.state_dict() of this robolake version; start the run's data over with set_epoch()"
+            )
+        return cls(**{k: state[k] for k in names})
+
+    def resume_from(self, saved: Mapping[str, Any]) -> tuple[int, int]:
+        """(epoch, batches_done) a source in state `self` continues from to pick up `saved`.
+
+        `self` is the loading source's own state. A finished epoch continues at the next one.
+
+        Raises:
+            ValueError: `saved` is malformed (see `from_json`), comes from another loader, data
+                or plan, or from another world size or rank mid-epoch (see the module notes).
+        """
+        old = LoaderState.from_json(saved)
+        for key in ("loader", "source", "version", "spec", "seed", "shuffle", "drop_last", "sequences_per_batch"):
+            theirs, mine = getattr(old, key), getattr(self, key)
+            if theirs != mine:
+                raise ValueError(
+                    f"loader state has {key}={theirs!r} but this loader has {mine!r}: resuming would repeat or skip "
+                    f"samples; open the {self.loader} source on the same data ({old.source} version {old.version}), pack "
+                    "spec and loader config, or start over without the loader state (set_epoch())"
+                )
+        boundary = old.batches_done in (0, old.num_batches)
+        for key in ("world_size", "rank"):
+            theirs, mine = getattr(old, key), getattr(self, key)
+            if theirs != mine and not boundary:
+                raise ValueError(
+                    f"loader state has {key}={theirs!r} but this loader has {mine!r}, and it was saved mid-epoch "
+                    f"(epoch {old.epoch}, batch {old.batches_done} of {old.num_batches}): another split of that epoch "
+                    f"would repeat or skip samples; resume as rank {old.rank} of {old.world_size}, or restart the "
+                    f"epoch with set_epoch({old.epoch}) (its samples are read again), or resume from a checkpoint "
+                    "taken at an epoch boundary"
+                )
+        if old.num_batches and old.batches_done == old.num_batches:
+            return old.epoch + 1, 0
+        return old.epoch, old.batches_done
+
+
 class BatchSource(abc.ABC):
     """The one contract every batch source implements (torch shard loader, lake stream, Ray Data).
 
@@ -280,11 +404,11 @@ class BatchSource(abc.ABC):
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """Where this rank is; `load_state_dict` of a source over the same data continues from it."""
+        """Where this rank is (`LoaderState.to_json()`); `load_state_dict` of a source over the same data continues from it."""
 
     @abc.abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state`; raises ValueError where that would repeat or skip samples."""
+        """Continue from `state` (see `LoaderState.resume_from`); raises ValueError where that would repeat or skip samples."""
 
     @property
     @abc.abstractmethod

@@ -2,8 +2,9 @@
 
 `LearnedPolicy.build_batch` turns a list of observations into the same `PackedBatch` the trainer
 saw: the frame JPEG-encoded as the lake stores it and decoded at the model's size as the loader
-decodes it, the instruction tokenised with the pack spec's tokenizer, the state normalised with
-the lake's statistics, the embodiment id the pack gave the embodiment. `act` runs one `get_action` on that
+decodes it, then `robolake.training.observation.ObservationBatcher` (the batch builder RL's plain
+policy uses too) with the pack spec's tokenizer, the lake's state statistics and the embodiment
+id the pack gave the embodiment. `act` runs one `get_action` on that
 batch (one forward pass for every environment of a tick), keeps the embodiment's action width
 and undoes the normalisation, so the chunk is in the units the environment takes. Everything it
 needs besides the weights comes from the checkpoint (`extra["model_config"]` and the policy card,
@@ -24,11 +25,12 @@ import numpy as np
 import torch
 
 from robolake.lake.media import decode_frame, encode_frame
-from robolake.schemas.batch import PackedBatch, make_packed_batch
+from robolake.schemas.batch import PackedBatch
 from robolake.sim.env import EMBODIMENT, Observation
 from robolake.sim.policy import Policy
 from robolake.training.config import ModelConfig
 from robolake.training.normalize import POLICY_CARD_KEY, PolicyCard
+from robolake.training.observation import ObservationBatcher
 
 __all__ = ["LearnedPolicy", "resolve_checkpoint"]
 
@@ -92,15 +94,20 @@ class LearnedPolicy(Policy):
         self.config: ModelConfig = model.config
         self.card = card
         self.embodiment = embodiment
-        self.embodiment_id = card.embodiment_id(embodiment)
         self.normalizer = card.normalizer()
-        self.tokens = PackSpec.from_json(card.pack_spec).tokens
         self.action_dim = card.action_dims.get(embodiment) or int(self.normalizer.stats[embodiment].action.mean.shape[0])
+        self.batcher = ObservationBatcher(
+            config=self.config,
+            normalizer=self.normalizer,
+            embodiment=embodiment,
+            embodiment_id=card.embodiment_id(embodiment),
+            action_dim=self.action_dim,
+            tokens=PackSpec.from_json(card.pack_spec).tokens,
+        )
         self.chunk_size = self.config.action_horizon
         self.num_steps = num_steps
         self.noise_scale = noise_scale
         self.generator = torch.Generator(self.device).manual_seed(seed)
-        self._text: dict[str, np.ndarray] = {}
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], **kwargs: Any) -> LearnedPolicy:
@@ -125,47 +132,29 @@ class LearnedPolicy(Policy):
         model.load_state_dict(payload["model"])
         return cls(model, PolicyCard.from_json(extra[POLICY_CARD_KEY]), **kwargs)
 
-    def _text_ids(self, instruction: str) -> np.ndarray:
-        if instruction not in self._text:
-            self._text[instruction] = self.tokens.encode_text(instruction).astype(np.int64)
-        return self._text[instruction]
-
-    def _pixels(self, observations: Sequence[Observation]) -> np.ndarray:
+    def _view(self, image: np.ndarray | None) -> np.ndarray:
+        """uint8 [1, size, size, 3]: the frame as the model saw frames in training."""
+        if image is None:
+            raise ValueError("LearnedPolicy needs camera frames: create the environments with render_images=True")
         size = self.config.image_size
-        out = np.empty((len(observations), size, size, 3), np.uint8)
-        for i, obs in enumerate(observations):
-            if obs.image is None:
-                raise ValueError("LearnedPolicy needs camera frames: create the environments with render_images=True")
-            img = obs.image
-            if img.shape[:2] != (size, size):
-                # The frame takes the training path: JPEG as the lake stores it, then the loader's
-                # decode at the model's size (DCT-domain downscale, then bilinear).
-                img = decode_frame(encode_frame(np.ascontiguousarray(img)), size=(size, size))
-            out[i] = img
-        return out
+        if image.shape[:2] != (size, size):
+            # The frame takes the training path: JPEG as the lake stores it, then the loader's
+            # decode at the model's size (DCT-domain downscale, then bilinear).
+            image = decode_frame(encode_frame(np.ascontiguousarray(image)), size=(size, size))
+        return image[None]
 
     def build_batch(self, observations: Sequence[Observation]) -> PackedBatch:
         """The PackedBatch of `observations` (one sample and one view each), on the model's device."""
-        n, c = len(observations), self.config
-        states = [self.normalizer.normalize_state(o.state, self.embodiment) for o in observations]
-        batch = make_packed_batch(
-            pixels=self._pixels(observations),
-            views_per_sample=[1] * n,
-            text_ids=[self._text_ids(o.instruction) for o in observations],
-            state=states,
-            action=[np.zeros((c.action_horizon, self.action_dim), np.float32)] * n,
-            action_valid_steps=[c.action_horizon] * n,
-            embodiment_id=[self.embodiment_id] * n,
-            tokens_per_view=c.tokens_per_view,
-            max_state_dim=c.max_state_dim,
-            max_action_dim=c.max_action_dim,
+        batch = self.batcher.batch(
+            [self._view(o.image) for o in observations],
+            [o.state for o in observations],
+            [o.instruction for o in observations],
         )
         return batch.to(self.device)
 
     def unnormalize(self, chunks: torch.Tensor) -> np.ndarray:
         """Model-unit chunks [n, H, max_action_dim] -> robot units [n, H, action_dim], clipped to [-1, 1]."""
-        a = chunks[..., : self.action_dim].float().cpu().numpy()
-        return np.clip(self.normalizer.unnormalize_action(a, self.embodiment), -1.0, 1.0)
+        return np.clip(self.batcher.unnormalize(chunks.float().cpu().numpy()), -1.0, 1.0)
 
     @torch.no_grad()
     def act(self, observations: Sequence[Observation]) -> np.ndarray:

@@ -13,8 +13,8 @@ so which episodes run where, and in which order, depends only on the configurati
    executed and the environment's own success flags) and resets to its next episode.
 
 Workers step their slots in parallel with each other and with nothing else: the policy waits for
-all of them (a synchronous evaluator, which keeps results independent of timing; robolake.rl
-builds the asynchronous variant on the same `EnvWorker`). With `num_workers=0` the same worker
+all of them (a synchronous evaluator, which keeps results independent of timing; the
+asynchronous loop of robolake.rl has its own workers, `robolake.rl.workers`). With `num_workers=0` the same worker
 class runs in the driver process, which tests and the naive baseline of `robolake bench eval` use.
 Workers live in an `EnvPool`: started once (Ray actors and MuJoCo models take seconds) and
 reused by every rollout passed the pool, as an evaluation does for its policy and baselines.

@@ -4,8 +4,16 @@ A resumed run matches an uninterrupted one only if everything that decides the n
 restored: weights, optimizer moments, the schedule's position, every random number generator
 (torch CPU and CUDA, numpy, Python, and the trainer's own noise generator), the step counter, and
 the position in the data stream. The data position comes from the batch source's `state_dict()`
-(every `BatchSource` has one); for a plain iterable the trainer replays the stream up to the saved
-step.
+(every `BatchSource` has one), and every rank has its own: a checkpoint keeps all of them, keyed
+by rank (rank 0 gathers them before it writes), and on resume each rank loads the one it saved.
+For a plain iterable, or a checkpoint without loader states, the trainer replays the stream up to
+the saved step instead.
+
+A run resumed with another world size than the one that saved it gives rank r the state rank r
+saved (rank 0's where the checkpoint has no rank r) and leaves the verdict to the batch source,
+whose `load_state_dict` refuses what would repeat or skip samples: robolake's sources accept
+another world size only at an epoch boundary (the next epoch is split for the new world) and
+otherwise raise a ValueError naming both world sizes (`LoaderState.resume_from`).
 
 Files are written to a temporary name and renamed, so a run killed mid-save leaves the previous
 checkpoint intact. They are loaded with `weights_only=False` (they hold RNG tuples and arbitrary
@@ -17,6 +25,7 @@ from __future__ import annotations
 import os
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,13 +45,31 @@ class CheckpointState:
 
     Attributes:
         step: Optimizer steps completed when it was saved.
-        loader_state: The data loader's `state_dict()` at that step, or None.
+        loader_states: Every rank's loader `state_dict()` at that step, keyed by rank (all ranks
+            of the run that saved it), or None.
         extra: Free-form metadata saved with it.
     """
 
     step: int
-    loader_state: Any
+    loader_states: dict[int, Any] | None
     extra: dict[str, Any]
+
+    @property
+    def world_size(self) -> int | None:
+        """Ranks of the run that saved the loader states (None without them)."""
+        return None if self.loader_states is None else len(self.loader_states)
+
+    def loader_source_rank(self, rank: int) -> int:
+        """The rank whose saved loader state rank `rank` resumes from: its own, or 0 where the
+        saving run had no rank `rank` (fewer ranks)."""
+        return rank if self.loader_states is not None and rank in self.loader_states else 0
+
+    def loader_state(self, rank: int) -> Any:
+        """The loader state rank `rank` resumes from (see `loader_source_rank`; the batch source
+        decides whether it can continue from a state another world size saved), or None."""
+        if self.loader_states is None:
+            return None
+        return self.loader_states[self.loader_source_rank(rank)]
 
 
 def _rng_state(generator: torch.Generator | None) -> dict[str, Any]:
@@ -75,10 +102,19 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     generator: torch.Generator | None = None,
-    loader_state: Any = None,
+    loader_states: Mapping[int, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Path:
-    """Write `step_{step:08d}.pt` into `directory` atomically and return its path."""
+    """Write `step_{step:08d}.pt` into `directory` atomically and return its path.
+
+    Args:
+        loader_states: Every rank's loader `state_dict()` keyed by rank (0 .. world_size-1), or None.
+
+    Raises:
+        ValueError: `loader_states` is not keyed by the ranks 0 .. n-1.
+    """
+    if loader_states is not None and sorted(loader_states) != list(range(len(loader_states))):
+        raise ValueError(f"loader_states must be keyed by every rank 0..n-1, got ranks {sorted(loader_states)}")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"step_{step:08d}.pt"
@@ -88,7 +124,7 @@ def save_checkpoint(
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
         "rng": _rng_state(generator),
-        "loader": loader_state,
+        "loaders": None if loader_states is None else {str(r): s for r, s in loader_states.items()},
         "extra": dict(extra or {}),
     }
     tmp = path.with_suffix(".pt.tmp")
@@ -123,9 +159,10 @@ def load_checkpoint(
         scheduler.load_state_dict(payload["scheduler"])
     if restore_rng:
         _set_rng_state(payload["rng"], generator)
+    loaders = payload.get("loaders")  # absent in checkpoints older than per-rank loader states
     return CheckpointState(
         step=int(payload["step"]),
-        loader_state=payload.get("loader"),
+        loader_states=None if loaders is None else {int(r): s for r, s in loaders.items()},
         extra=payload.get("extra", {}),
     )
 

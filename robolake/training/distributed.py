@@ -2,9 +2,10 @@
 
 torchrun sets RANK, LOCAL_RANK and WORLD_SIZE (read in one place, `robolake.distributed`). With
 WORLD_SIZE > 1 the process joins the process group (NCCL on CUDA, gloo on CPU) before any loader
-is built (`train_on` calls `setup_distributed` first) and the trainer wraps the model in
-DistributedDataParallel; each rank reads its own share of the data, which is the batch source's
-job (opened for that rank by `open_batches`), not the trainer's.
+is built: the entry point calls `setup_distributed` once (`train_on` first thing, handing the
+`DistInfo` to `train`; `train` calls it itself only when it is the entry point) and the trainer
+wraps the model in DistributedDataParallel. Each rank reads its own share of the data, which is
+the batch source's job (opened for that rank by `open_batches`), not the trainer's.
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ POLICY_CARD_KEY = "policy"
 class Normalizer:
     """Per-embodiment state/action normalisation, identical to the packer's.
 
+    Every method returns a new float32 array (mode "none" too), never a view of its input.
+
     Attributes:
         stats: Statistics per embodiment tag.
         mode: "mean_std", "min_max", "q01_q99" or "none".
@@ -55,17 +57,17 @@ class Normalizer:
     def normalize_state(self, state: np.ndarray, embodiment: str) -> np.ndarray:
         """State in model units (last axis = state dims)."""
         x = np.asarray(state, dtype=np.float32)
-        return x if self.mode == "none" else self._get(embodiment).state.normalize(x, self.mode)
+        return x.copy() if self.mode == "none" else self._get(embodiment).state.normalize(x, self.mode)
 
     def normalize_action(self, action: np.ndarray, embodiment: str) -> np.ndarray:
         """Actions in model units (last axis = action dims)."""
         x = np.asarray(action, dtype=np.float32)
-        return x if self.mode == "none" else self._get(embodiment).action.normalize(x, self.mode)
+        return x.copy() if self.mode == "none" else self._get(embodiment).action.normalize(x, self.mode)
 
     def unnormalize_action(self, action: np.ndarray, embodiment: str) -> np.ndarray:
         """Model-unit actions back in the robot's units (last axis = action dims)."""
         x = np.asarray(action, dtype=np.float32)
-        return x if self.mode == "none" else self._get(embodiment).action.unnormalize(x, self.mode)
+        return x.copy() if self.mode == "none" else self._get(embodiment).action.unnormalize(x, self.mode)
 
 
 @dataclass(frozen=True, kw_only=True)

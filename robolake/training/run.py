@@ -1,10 +1,11 @@
 """One call from data to a trained model: `train_on(source, RunConfig(...))`.
 
 This is what `robolake train` and the demo run, in this order: join the process group (under
-torchrun), open this rank's batch source with `open_batches` (packed shards, or a lake packed on
-the fly), size the preset to the data (`sizing.py`), and hand both to `train`. The process group
-starts before any loader is built, and the loader is opened for this rank, so every rank reads
-only its share. Checkpoints and metrics go under `out/`.
+torchrun; the one `setup_distributed` of the run, handed on to `train`), read the data's layout
+from its metadata and size the preset to it (`sizing.py`), open this rank's batch source once at
+the model's widths with `open_batches` (packed shards, or a lake packed on the fly), and train.
+The process group starts before any loader is built, and the loader is opened for this rank, so
+every rank reads only its share. Checkpoints and metrics go under `out/`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from robolake.lake import Lake
-from robolake.loaders import LakeStream, LoaderConfig, open_batches
+from robolake.loaders import LoaderConfig, PackedShards, open_batches, open_shards
+from robolake.loaders.open import is_pack_output
 from robolake.packers import PackSpec, TokenLengthConfig
-from robolake.schemas.batch import BatchSource
+from robolake.packers.manifest import MANIFEST_NAME
 from robolake.training.checkpoint import latest_checkpoint
 from robolake.training.config import ModelConfig
 from robolake.training.distributed import setup_distributed, teardown_distributed
@@ -28,7 +30,7 @@ from robolake.training.normalize import (
     policy_card_from_lake,
     policy_card_from_pack,
 )
-from robolake.training.sizing import size_model_config
+from robolake.training.sizing import data_layout, size_model_config
 from robolake.training.trainer import ProgressFn, TrainConfig, TrainResult, train
 
 __all__ = ["RunConfig", "train_on"]
@@ -55,6 +57,7 @@ class RunConfig:
         resume: Continue from the newest checkpoint in `out/checkpoints` when there is one;
             False starts over (and removes that run's old checkpoints and metrics).
         record_samples: Write `out/samples/rank{R}.jsonl`, one line per batch with its samples.
+        allow_stale: Train on packed shards even when a later lake version deleted episodes they hold.
     """
 
     out: str
@@ -72,6 +75,7 @@ class RunConfig:
     device: str = "auto"
     resume: bool = True
     record_samples: bool = False
+    allow_stale: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -108,31 +112,19 @@ def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None 
             image_size=base.image_size,
             seed=run.seed,
             num_workers=run.num_workers,
+            allow_stale=run.allow_stale,
         )
-        if isinstance(source, str):
-            from robolake.loaders.open import is_pack_output
-
-            is_pack = is_pack_output(source)
-        else:
-            is_pack = False
-        def open_for_rank(config: LoaderConfig) -> BatchSource:
-            return open_batches(source, config, rank=dist.rank, world_size=dist.world_size, spec=None if is_pack else spec)
-
-        batches = open_for_rank(loader_config)
-        model_config = size_model_config(base, batches.layout)
-        layout = batches.layout
-        if (layout.max_state_dim, layout.max_action_dim) != (model_config.max_state_dim, model_config.max_action_dim):
-            # The model rounds widths up; pad the batches to the model's widths.
-            batches = open_for_rank(
-                dataclasses.replace(
-                    loader_config, max_state_dim=model_config.max_state_dim, max_action_dim=model_config.max_action_dim
-                )
-            )
-        card = (
-            policy_card_from_lake(batches.lake, spec)
-            if isinstance(batches, LakeStream)
-            else policy_card_from_pack(str(source))
+        # Metadata only (a pack output's manifest and widths, or the lake handle): no loader yet.
+        data: PackedShards | Lake = (
+            open_shards(source) if isinstance(source, str) and is_pack_output(source) else _open_lake(source)
         )
+        model_config = size_model_config(base, data_layout(data, spec, loader_config))
+        loader_config = dataclasses.replace(  # the model rounds widths up: pad the batches to them
+            loader_config, max_state_dim=model_config.max_state_dim, max_action_dim=model_config.max_action_dim
+        )
+        is_pack = isinstance(data, PackedShards)
+        batches = open_batches(data, loader_config, rank=dist.rank, world_size=dist.world_size, spec=None if is_pack else spec)
+        card = policy_card_from_pack(str(source)) if is_pack else policy_card_from_lake(data, spec)
         if not run.resume and dist.is_main:
             shutil.rmtree(os.path.join(run.out, "checkpoints"), ignore_errors=True)
             shutil.rmtree(os.path.join(run.out, "samples"), ignore_errors=True)
@@ -155,9 +147,26 @@ def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None 
             checkpoint_extra={POLICY_CARD_KEY: card.to_json()},  # what the policy needs to act
             record_samples_dir=os.path.join(run.out, "samples") if run.record_samples else None,
         )
-        return train(config, batches, progress=progress)
+        return train(config, batches, progress=progress, dist_info=dist)
     finally:
         teardown_distributed(dist)
+
+
+def _open_lake(source: str | Lake) -> Lake:
+    """`source` as a lake (it is not a pack output).
+
+    Raises:
+        FileNotFoundError: it is not a lake either.
+    """
+    if isinstance(source, Lake):
+        return source
+    try:
+        return Lake.open(source)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(
+            f"{source} is neither a pack output (no {MANIFEST_NAME}) nor a lake ({e}); pass the directory "
+            "`robolake pack` wrote or one `robolake ingest` wrote"
+        ) from e
 
 
 def _check_not_finished(run: RunConfig) -> None:

@@ -1,27 +1,28 @@
 """The training loop: AdamW, warmup + cosine, grad clipping, JSONL metrics, exact resume, DDP.
 
 Everything that varies between runs is decided once, before the loop: the device and process
-group, FP8 (a model conversion whose forward context the step enters), bf16 autocast on CUDA, the
-layout (packed batches as they come, or `to_padded()` for the baseline), DDP wrapping. The step
-itself is the same six lines for all of them.
+group (set up by the entry point, `train_on`, and handed in), FP8 (a model conversion whose
+forward context the step enters), bf16 autocast on CUDA, the layout (packed batches as they come,
+or `to_padded()` for the baseline), DDP wrapping. The step itself is the same six lines for all
+of them, and it never waits for the device: loss and grad norm stay there until the next sync,
+every `log_every` steps (`metrics.py`).
 
 Metrics, one JSON object per line and step: loss, lr, grad_norm, the step's samples/s and
 effective tokens/s (real backbone tokens only, so packed and padded runs compare on useful work),
 the padding fraction of the computed token grid, the time spent waiting for data, the step time,
-and the FP8 backend that actually ran. Summaries (`TrainResult.samples_per_s`, the progress
-callback) are totals over totals: samples of all steps over their summed wall time, never a mean
-of per-step rates (which over-weights fast steps).
+and the FP8 backend that actually ran. On CUDA a step's time is the host's, so the device's
+backlog lands in the step that syncs; summed over steps it is the wall time. Summaries
+(`TrainResult.samples_per_s`, the progress callback) are totals over totals: samples of all steps
+over their summed wall time, never a mean of per-step rates (which over-weights fast steps).
 
-With `record_samples_dir`, every rank appends one JSON line per batch to
-`rank{R}.jsonl` there: `{"epoch", "step", "keys": [[episode_id, step_index], ...]}`, so a
-checkpoint can be traced to exactly the samples it saw.
+With `record_samples_dir`, every rank appends one JSON line per batch to `rank{R}.jsonl` there
+(`metrics.SampleRecords`), so a checkpoint can be traced to exactly the samples it saw.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import random
@@ -38,8 +39,9 @@ from torch import nn
 from robolake.schemas.batch import BatchSource, PackedBatch, PaddedBatch
 from robolake.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from robolake.training.config import ModelConfig
-from robolake.training.distributed import setup_distributed, teardown_distributed
+from robolake.training.distributed import DistInfo, setup_distributed, teardown_distributed
 from robolake.training.fp8 import FP8Conversion, FP8Recipe, apply_fp8
+from robolake.training.metrics import SampleRecords, StepMetrics
 from robolake.training.model import GrootModel
 from robolake.training.schedule import build_scheduler
 
@@ -69,6 +71,9 @@ class TrainConfig:
         device: "auto", "cpu", "cuda" or "cuda:N".
         fp8: FP8 recipe applied as a model conversion, or None.
         log_path: JSONL metrics file (rank 0 writes it), or None.
+        log_every: Steps between host syncs: loss and grad norm stay on the device in between,
+            and are read (metrics.jsonl rows written, the loss checked to be finite, progress's
+            loss updated) every `log_every` steps, at the first step, before a checkpoint and at the end.
         checkpoint_dir: Where checkpoints go, or None for none.
         checkpoint_every: Save every N steps (0: only at the end when checkpoint_dir is set).
         resume: Resume from the latest checkpoint in checkpoint_dir when there is one.
@@ -93,6 +98,7 @@ class TrainConfig:
     device: str = "auto"
     fp8: FP8Recipe | None = None
     log_path: str | None = None
+    log_every: int = 10
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0
     resume: bool = True
@@ -113,6 +119,8 @@ class TrainConfig:
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas}")
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.log_every < 1:
+            raise ValueError(f"log_every must be >= 1, got {self.log_every}")
         if self.stop_at_step is not None and self.stop_at_step < 1:
             raise ValueError(f"stop_at_step must be >= 1, got {self.stop_at_step}")
 
@@ -165,7 +173,8 @@ class TrainProgress:
     Attributes:
         step: Steps completed.
         total_steps: Steps the run will end at.
-        loss: This step's loss.
+        loss: Loss of the newest step read from the device (losses are read every
+            `TrainConfig.log_every` steps, so the step's own loss reaches progress at the next sync).
         samples_per_s: Samples since this call started over the wall time since then.
         eta_s: Seconds left at that rate.
     """
@@ -248,89 +257,37 @@ class _BatchStream:
             return next(self.it)
 
 
-class _SampleRecords:
-    """Per-rank JSONL of the samples each step trained on (appended, so a resumed run continues it)."""
-
-    def __init__(self, directory: str | None, rank: int) -> None:
-        self.fh = None
-        if directory:
-            Path(directory).mkdir(parents=True, exist_ok=True)
-            self.fh = (Path(directory) / f"rank{rank}.jsonl").open("a")
-
-    def write(self, epoch: int, step: int, keys: tuple[tuple[str, int], ...]) -> None:
-        if self.fh is not None:
-            self.fh.write(json.dumps({"epoch": int(epoch), "step": int(step), "keys": [[e, int(s)] for e, s in keys]}) + "\n")
-            self.fh.flush()
-
-    def close(self) -> None:
-        if self.fh is not None:
-            self.fh.close()
-
-
-class _MetricsLog:
-    def __init__(self, path: str | None, enabled: bool) -> None:
-        self.path = Path(path) if path else None
-        self.fh = None
-        if self.path is not None and enabled:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.fh = self.path.open("a")
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self.fh is not None:
-            self.fh.write(json.dumps(record) + "\n")
-            self.fh.flush()
-
-    def close(self) -> None:
-        if self.fh is not None:
-            self.fh.close()
-
-
 def _restore(
-    config: TrainConfig, state: TrainState, model: nn.Module, batches: Iterable[PackedBatch]
+    config: TrainConfig, state: TrainState, model: nn.Module, batches: Iterable[PackedBatch], dist_info: DistInfo
 ) -> tuple[int, int]:
     """Resume from the latest checkpoint; returns (step, batches to skip in a fresh stream)."""
-    ckpt = (
-        latest_checkpoint(config.checkpoint_dir)
-        if config.checkpoint_dir and config.resume
-        else None
-    )
+    ckpt = latest_checkpoint(config.checkpoint_dir) if config.checkpoint_dir and config.resume else None
     if ckpt is None:
         return 0, 0
     restored = load_checkpoint(
-        ckpt,
-        model=model,
-        optimizer=state.optimizer,
-        scheduler=state.scheduler,
-        generator=state.generator,
+        ckpt, model=model, optimizer=state.optimizer, scheduler=state.scheduler, generator=state.generator
     )
     log.info("resumed from %s at step %d", ckpt, restored.step)
-    if restored.loader_state is not None and isinstance(batches, BatchSource):
-        batches.load_state_dict(restored.loader_state)
-        return restored.step, 0
-    return restored.step, restored.step
+    if restored.loader_states is None or not isinstance(batches, BatchSource):
+        return restored.step, restored.step
+    if restored.world_size != dist_info.world_size:
+        log.warning(
+            "%s was saved by %s ranks and this run has %d: rank %d continues from the loader state rank %d saved, "
+            "which the batch source accepts only if no sample is repeated or skipped (robolake's: at an epoch boundary)",
+            ckpt, restored.world_size, dist_info.world_size, dist_info.rank, restored.loader_source_rank(dist_info.rank),
+        )
+    batches.load_state_dict(restored.loader_state(dist_info.rank))
+    return restored.step, 0
 
 
-def train(
-    config: TrainConfig,
-    batches: BatchSource | Iterable[PackedBatch],
-    model: nn.Module | None = None,
-    *,
-    progress: ProgressFn | None = None,
-) -> TrainResult:
-    """Train on `batches` (a BatchSource, or any iterable of PackedBatch; re-iterated for further
-    epochs if it can be). `progress` is called after every step (rank 0 only).
-
-    Raises:
-        FloatingPointError: the loss became NaN or infinite.
-        StopIteration: a one-shot iterator ran out before total_steps.
-    """
-    dist_info = setup_distributed(config.device)
+def _build(
+    config: TrainConfig, model: nn.Module | None, dist_info: DistInfo
+) -> tuple[TrainState, nn.Module, FP8Conversion]:
+    """The train state for `config` on this rank: (state, the unwrapped model, its FP8 conversion)."""
     device = dist_info.device
     _seed_everything(config.seed)
     model = (model if model is not None else GrootModel(config.model)).to(device)
-    conversion = (
-        apply_fp8(model, config.fp8) if config.fp8 is not None else FP8Conversion(model, "none")
-    )
+    conversion = apply_fp8(model, config.fp8) if config.fp8 is not None else FP8Conversion(model, "none")
     model = conversion.model
     wrapped: nn.Module = model
     if dist_info.world_size > 1:
@@ -339,64 +296,99 @@ def train(
         )
     optimizer = build_optimizer(model, config)
     scheduler = build_scheduler(
-        optimizer,
-        warmup_steps=config.warmup_steps,
-        total_steps=config.total_steps,
-        min_lr_ratio=config.min_lr_ratio,
+        optimizer, warmup_steps=config.warmup_steps, total_steps=config.total_steps, min_lr_ratio=config.min_lr_ratio
     )
-    generator = torch.Generator(device).manual_seed(config.seed + dist_info.rank)
     state = TrainState(
         model=wrapped,
         optimizer=optimizer,
         scheduler=scheduler,
-        generator=generator,
+        generator=torch.Generator(device).manual_seed(config.seed + dist_info.rank),
         forward_context=_forward_context_factory(device, config.bf16, conversion),
         max_grad_norm=config.grad_clip if config.grad_clip > 0 else math.inf,
     )
-    step, skip = _restore(config, state, model, batches)
+    return state, model, conversion
+
+
+def train(
+    config: TrainConfig,
+    batches: BatchSource | Iterable[PackedBatch],
+    model: nn.Module | None = None,
+    *,
+    progress: ProgressFn | None = None,
+    dist_info: DistInfo | None = None,
+) -> TrainResult:
+    """Train on `batches` (a BatchSource, or any iterable of PackedBatch; re-iterated for further
+    epochs if it can be).
+
+    Args:
+        config: The run.
+        batches: This rank's batches.
+        model: The model to train; None builds `GrootModel(config.model)`.
+        progress: Called after every step (rank 0 only).
+        dist_info: Where this process sits, from the entry point's `setup_distributed` (`train_on`
+            passes its own; its device wins over `config.device`). None sets it up here from
+            `config.device` and leaves the process group it created at the end.
+
+    Raises:
+        FloatingPointError: the loss became NaN or infinite (reported at the next sync).
+        StopIteration: a one-shot iterator ran out before total_steps.
+        ValueError: the batch source refused the checkpoint's loader state (another world size
+            mid-epoch, other data or another plan).
+    """
+    owns_dist = dist_info is None
+    dist_info = setup_distributed(config.device) if dist_info is None else dist_info
+    try:
+        return _train(config, batches, model, progress, dist_info)
+    finally:
+        if owns_dist:
+            teardown_distributed(dist_info)
+
+
+def _train(
+    config: TrainConfig,
+    batches: BatchSource | Iterable[PackedBatch],
+    model: nn.Module | None,
+    progress: ProgressFn | None,
+    dist_info: DistInfo,
+) -> TrainResult:
+    state, model, conversion = _build(config, model, dist_info)
+    step, skip = _restore(config, state, model, batches, dist_info)
     stream = _BatchStream(batches)
     for _ in range(skip):
         next(stream)
-    prepare: Callable[[PackedBatch], PackedBatch | PaddedBatch] = (
-        PackedBatch.to_padded if config.layout == "padded" else (lambda b: b)
-    )
     end = min(config.total_steps, config.stop_at_step or config.total_steps)
-    metrics = _MetricsLog(config.log_path, dist_info.is_main)
-    records = _SampleRecords(config.record_samples_dir, dist_info.rank)
-    losses: list[float] = []
+    metrics = StepMetrics(config.log_path, dist_info.is_main)
+    records = SampleRecords(config.record_samples_dir, dist_info.rank)
     last_ckpt = None
     first_step, samples_seen, t_start = step, 0, time.perf_counter()
     model.train()
     try:
         while step < end:
             t0 = time.perf_counter()
-            batch = prepare(next(stream)).to(
-                device, non_blocking=True
-            )  # pad on the host, then move
+            host = next(stream)  # read what the row needs on the host: no device sync for it
+            padded = host.to_padded() if config.layout == "padded" else None
+            pad = padded.padding_fraction if padded is not None else 0.0
+            batch = (padded or host).to(dist_info.device, non_blocking=True)
             t1 = time.perf_counter()
-            lr = optimizer.param_groups[0]["lr"]
-            generator.manual_seed(_step_seed(config.seed, dist_info.rank, step))
-            loss_t, grad_norm = train_step(state, batch)
-            loss = float(loss_t)
-            if not math.isfinite(loss):
-                raise FloatingPointError(
-                    f"loss is {loss} at step {step + 1}; lower lr or check the batch {getattr(batch, 'sample_keys', '')}"
-                )
-            t2 = time.perf_counter()
+            lr = state.optimizer.param_groups[0]["lr"]
+            state.generator.manual_seed(_step_seed(config.seed, dist_info.rank, step))
+            loss, grad_norm = train_step(state, batch)
             step += 1
-            losses.append(loss)
-            packed = batch.packed if isinstance(batch, PaddedBatch) else batch
-            pad = batch.padding_fraction if isinstance(batch, PaddedBatch) else 0.0
-            samples_seen += packed.num_samples
-            records.write(batches.epoch if isinstance(batches, BatchSource) else 0, step, packed.sample_keys)
-            metrics.write(
+            metrics.add(step, loss, grad_norm, host.sample_keys)
+            checkpoint = bool(config.checkpoint_dir) and (
+                (config.checkpoint_every > 0 and step % config.checkpoint_every == 0) or step == end
+            )
+            if checkpoint or step == end or step == first_step + 1 or step % config.log_every == 0:
+                metrics.sync()  # before a checkpoint: never save a model whose loss is not finite
+            t2 = time.perf_counter()
+            samples_seen += host.num_samples
+            records.write(batches.epoch if isinstance(batches, BatchSource) else 0, step, host.sample_keys)
+            metrics.row(
                 {
                     "step": step,
-                    "loss": loss,
                     "lr": lr,
-                    "grad_norm": float(grad_norm),
-                    "samples_per_s": packed.num_samples / (t2 - t0),
-                    "effective_tokens_per_s": packed.total_tokens / (t2 - t0),
+                    "samples_per_s": host.num_samples / (t2 - t0),
+                    "effective_tokens_per_s": host.total_tokens / (t2 - t0),
                     "padding_fraction": pad,
                     "data_wait_s": t1 - t0,
                     "step_time_s": t2 - t0,
@@ -408,29 +400,31 @@ def train(
                 elapsed = time.perf_counter() - t_start
                 rate = samples_seen / elapsed if elapsed > 0 else 0.0
                 per_step = elapsed / max(1, step - first_step)
-                progress(TrainProgress(step=step, total_steps=end, loss=loss, samples_per_s=rate, eta_s=per_step * (end - step)))
-            if config.checkpoint_dir and (
-                (config.checkpoint_every and step % config.checkpoint_every == 0) or step == end
-            ):
-                last_ckpt = _save(config, dist_info.is_main, step, model, state, batches)
+                progress(TrainProgress(step=step, total_steps=end, loss=metrics.last_loss, samples_per_s=rate, eta_s=per_step * (end - step)))
+            if checkpoint:
+                last_ckpt = _save(config, dist_info, step, model, state, batches)
     finally:
+        with contextlib.suppress(Exception):  # a no-op after a full run; after an error, the original propagates
+            metrics.sync()  # an interrupted run still logs the steps it finished
         metrics.close()
         records.close()
-        teardown_distributed(dist_info)
     return TrainResult(
-        model, step, losses, metrics.path, last_ckpt, conversion.backend,
+        model, step, metrics.losses, metrics.path, last_ckpt, conversion.backend,
         samples=samples_seen, seconds=time.perf_counter() - t_start, first_step=first_step,
     )
 
 
 def _save(
-    config: TrainConfig, is_main: bool, step: int, model: nn.Module, state: TrainState, batches: Any
+    config: TrainConfig, dist_info: DistInfo, step: int, model: nn.Module, state: TrainState, batches: Any
 ) -> Path | None:
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-    if not is_main or config.checkpoint_dir is None:
+    """Rank 0 writes the checkpoint, with every rank's loader state (gathered to it)."""
+    mine = batches.state_dict() if isinstance(batches, BatchSource) else None
+    gathered: list[Any] = [mine]
+    if dist_info.world_size > 1:  # also the barrier: every rank has reached this step
+        gathered = [None] * dist_info.world_size if dist_info.is_main else []
+        torch.distributed.gather_object(mine, gathered if dist_info.is_main else None, dst=0)
+    if not dist_info.is_main or config.checkpoint_dir is None:
         return None
-    loader_state = batches.state_dict() if isinstance(batches, BatchSource) else None
     return save_checkpoint(
         config.checkpoint_dir,
         step=step,
@@ -438,6 +432,6 @@ def _save(
         optimizer=state.optimizer,
         scheduler=state.scheduler,
         generator=state.generator,
-        loader_state=loader_state,
+        loader_states=None if mine is None else dict(enumerate(gathered)),
         extra={"layout": config.layout, "model_config": dataclasses.asdict(config.model), **config.checkpoint_extra},
     )

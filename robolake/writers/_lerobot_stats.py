@@ -1,104 +1,92 @@
-"""Per-episode and dataset statistics in LeRobot's format.
+"""Per-episode and dataset statistics in LeRobot's format (`meta/stats.json`, episode stats).
 
-LeRobot (`lerobot/datasets/compute_stats.py`) stores for every feature min, max, mean, std
-(per dimension) and count ([number of frames]). Camera features get per-channel stats of
-shape [3, 1, 1], scaled to [0, 1], over a sample of frames (`estimate_num_samples`). Dataset
-stats aggregate the episodes' with count-weighted mean and the parallel variance formula;
-`meta/stats.json` additionally carries q01/q99 for numeric features, as GR00T's stats.json does
-(its normalization reads them).
+LeRobot (`lerobot/datasets/compute_stats.py`) stores for every feature min, max, mean, std,
+count ([number of frames]) and the quantiles q01, q10, q50, q90, q99 (its DEFAULT_QUANTILES;
+GR00T's normalisation reads q01/q99). Camera features get per-channel statistics of shape
+[3, 1, 1], scaled to [0, 1].
+
+Numbers are exact: per-dimension statistics of the written rows, the dataset's from all of them
+(not merged from episode summaries, so quantiles are true quantiles). Cameras are exact too,
+from 256-bin histograms of every frame (LeRobot samples frames; counting all of them costs
+little next to the video encode): mean and std from the histogram's moments, min, max and
+quantiles from its support and cumulative sum. The dataset's numbers stay in memory until the
+end (a few floats a step); a camera costs one [3, 256] histogram whatever its length.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-__all__ = ["episode_stats", "aggregate_stats", "to_jsonable"]
+__all__ = ["QUANTILES", "DatasetStats", "image_stats", "pixel_counts", "to_jsonable", "vector_stats"]
 
-_NUMERIC = (
-    "observation.state",
-    "action",
-    "timestamp",
-    "frame_index",
-    "episode_index",
-    "index",
-    "task_index",
-)
+QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)  # LeRobot's DEFAULT_QUANTILES
+_Q_KEYS = tuple(f"q{round(q * 100):02d}" for q in QUANTILES)
+
+Stats = dict[str, np.ndarray]
 
 
-def _sample_indices(n: int, lo: int = 100, hi: int = 10_000, power: float = 0.75) -> np.ndarray:
-    k = n if n < lo else max(lo, min(int(n**power), hi))
-    return np.round(np.linspace(0, n - 1, k)).astype(int)
+def pixel_counts(frame: np.ndarray) -> np.ndarray:
+    """int64 [3, 256]: how often each value occurs in each channel of an RGB uint8 frame."""
+    return np.stack([np.bincount(frame[..., c].reshape(-1), minlength=256) for c in range(3)])
 
 
-def _column(table: pa.Table, key: str) -> np.ndarray:
-    col = table.column(key).combine_chunks()
-    if pa.types.is_list(col.type):
-        return col.values.to_numpy().reshape(len(col), -1)
-    return col.to_numpy().reshape(-1, 1)
-
-
-def _stats(x: np.ndarray, axis: int | tuple[int, ...]) -> dict[str, np.ndarray]:
-    return {
-        "min": x.min(axis=axis),
-        "max": x.max(axis=axis),
-        "mean": x.mean(axis=axis, dtype=np.float64),
-        "std": x.std(axis=axis, dtype=np.float64),
-        "count": np.array([len(x)]),
-    }
-
-
-def episode_stats(
-    table: pa.Table, frames: Mapping[str, np.ndarray]
-) -> dict[str, dict[str, np.ndarray]]:
-    """LeRobot per-episode stats of a data table and its camera frames."""
-    out = {key: _stats(_column(table, key), axis=0) for key in _NUMERIC}
-    for key, video in frames.items():
-        sample = video[_sample_indices(len(video))]
-        out[key] = _image_stats(sample)
+def vector_stats(x: np.ndarray) -> Stats:
+    """Per-dimension statistics of [n, d] values, as LeRobot stores them."""
+    v = x.astype(np.float64)
+    quant = np.quantile(v, QUANTILES, axis=0)
+    out = {"min": v.min(0), "max": v.max(0), "mean": v.mean(0), "std": v.std(0), "count": np.array([len(v)])}
+    out.update({k: quant[i] for i, k in enumerate(_Q_KEYS)})
     return out
 
 
-def _image_stats(sample: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-channel stats of uint8 [N, H, W, 3] frames, as [3, 1, 1] in [0, 1]; count = N."""
-    px = np.ascontiguousarray(sample.reshape(-1, 3).T)  # [3, pixels]: reductions run contiguous
-    mean = px.sum(axis=1, dtype=np.int64) / px.shape[1]
-    sq = np.einsum("cp,cp->c", px.astype(np.float32), px.astype(np.float32), dtype=np.float64)
-    std = np.sqrt(np.maximum(sq / px.shape[1] - mean**2, 0.0))
-    stats = {"min": px.min(axis=1), "max": px.max(axis=1), "mean": mean, "std": std}
-    out = {k: (v / 255.0).reshape(3, 1, 1) for k, v in stats.items()}
-    out["count"] = np.array([len(sample)])
-    return out
+def image_stats(hist: np.ndarray, frames: int) -> Stats:
+    """Per-channel statistics, scaled to [0, 1] and shaped [3, 1, 1], of 256-bin pixel histograms."""
+    values = np.arange(256, dtype=np.float64) / 255.0
+    total = hist.sum(axis=1, keepdims=True).astype(np.float64)
+    mean = (hist * values).sum(axis=1) / total[:, 0]
+    var = (hist * values**2).sum(axis=1) / total[:, 0] - mean**2
+    nonzero = hist > 0
+    lo = values[np.argmax(nonzero, axis=1)]
+    hi = values[255 - np.argmax(nonzero[:, ::-1], axis=1)]
+    cdf = np.cumsum(hist, axis=1) / total
+    out = {"min": lo, "max": hi, "mean": mean, "std": np.sqrt(np.maximum(var, 0.0))}
+    out.update({k: values[np.argmax(cdf >= q, axis=1)] for q, k in zip(QUANTILES, _Q_KEYS, strict=True)})
+    shaped = {k: v.reshape(3, 1, 1) for k, v in out.items()}
+    shaped["count"] = np.array([frames])
+    return shaped
 
 
-def aggregate_stats(
-    stats: Sequence[Mapping[str, Mapping[str, np.ndarray]]], tables: Sequence[pa.Table]
-) -> dict[str, dict[str, np.ndarray]]:
-    """Dataset stats from per-episode stats (LeRobot's `aggregate_stats`) plus q01/q99."""
-    out: dict[str, dict[str, np.ndarray]] = {}
-    for key in stats[0]:
-        means = np.stack([s[key]["mean"] for s in stats])
-        var = np.stack([s[key]["std"] ** 2 for s in stats])
-        counts = np.stack([s[key]["count"] for s in stats]).astype(np.float64)
-        total = counts.sum(axis=0)
-        w = counts.reshape(counts.shape + (1,) * (means.ndim - counts.ndim))
-        mean = (means * w).sum(axis=0) / w.sum(axis=0)
-        variance = ((var + (means - mean) ** 2) * w).sum(axis=0) / w.sum(axis=0)
-        out[key] = {
-            "min": np.min(np.stack([s[key]["min"] for s in stats]), axis=0),
-            "max": np.max(np.stack([s[key]["max"] for s in stats]), axis=0),
-            "mean": mean,
-            "std": np.sqrt(variance),
-            "count": total.astype(np.int64),
-        }
-        if key in _NUMERIC:
-            allx = np.concatenate([_column(t, key) for t in tables]).astype(np.float64)
-            out[key]["q01"] = np.quantile(allx, 0.01, axis=0)
-            out[key]["q99"] = np.quantile(allx, 0.99, axis=0)
-    return out
+class DatasetStats:
+    """Statistics of a dataset written one episode at a time."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, list[np.ndarray]] = {}
+        self._hists: dict[str, np.ndarray] = {}
+        self._frames = 0
+
+    def add_episode(self, values: Mapping[str, np.ndarray], hists: Mapping[str, np.ndarray]) -> dict[str, Stats]:
+        """Take one episode's numbers ([n, d] per feature) and pixel histograms; returns its statistics.
+
+        Every feature of `values` has the episode's n rows.
+        """
+        n = len(next(iter(values.values())))
+        out = {feature: vector_stats(x) for feature, x in values.items()}
+        for feature, x in values.items():
+            self._values.setdefault(feature, []).append(x)
+        for key, h in hists.items():
+            out[key] = image_stats(h, n)
+            self._hists[key] = self._hists.get(key, np.zeros((3, 256), dtype=np.int64)) + h
+        self._frames += n
+        return out
+
+    def dataset(self) -> dict[str, Stats]:
+        """Statistics of every episode taken so far."""
+        out = {feature: vector_stats(np.concatenate(parts)) for feature, parts in self._values.items()}
+        out.update({key: image_stats(h, self._frames) for key, h in self._hists.items()})
+        return out
 
 
 def to_jsonable(stats: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, dict[str, Any]]:

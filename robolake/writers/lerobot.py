@@ -1,9 +1,11 @@
-"""Write LeRobot datasets to disk in the real v2.0, v2.1 and v3.0 layouts.
+"""Write LeRobot datasets to disk in the real v2.0, v2.1 and v3.0 layouts: the one LeRobot writer.
 
-The synthetic generator and the test fixtures both need datasets that a LeRobot reader accepts
-byte-for-byte, so this module writes exactly what LeRobot (and GR00T on top of it) writes, not
-a look-alike. Everything is written in one pass from in-memory `EpisodeArrays`; tests that need
-a corrupt dataset write a good one and then break it themselves.
+`robolake export` (a lake back out as LeRobot v3.0), the synthetic generator and the sim
+recorder all write through `LeRobotWriter`, so they all write exactly what LeRobot (and GR00T on
+top of it) writes, not look-alikes. The writer is incremental (open, `add_episode`, `finish`):
+an export streams episodes from the lake, one episode's frames at a time, and the in-memory
+`write_lerobot_dataset(EpisodeArrays...)` goes through the same calls. Tests that need a
+corrupt dataset write a good one and then break it themselves.
 
 v2.0 / v2.1 (checked against the shared GR00T PickNPlace dataset, a real v2.0 file set, and
 LeRobot's `LEGACY_*` constants in `lerobot/datasets/utils.py`)::
@@ -13,67 +15,89 @@ LeRobot's `LEGACY_*` constants in `lerobot/datasets/utils.py`)::
                                data_path, video_path, features
     meta/episodes.jsonl        {"episode_index", "tasks": [str], "length"}
     meta/tasks.jsonl           {"task_index", "task"}
-    meta/episodes_stats.jsonl  v2.1 only: {"episode_index", "stats": {feature: {min,max,mean,std,count}}}
-    meta/stats.json            aggregated stats (+ q01/q99 for numeric features, as GR00T's file has)
-    meta/modality.json         optional GR00T slice map
+    meta/episodes_stats.jsonl  v2.1 only: {"episode_index", "stats": {feature: {stat: value}}}
+    meta/stats.json            dataset statistics
     data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet
     videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4
 
   Video features carry `video_info` in v2.0 (as the real GR00T file does) and `info` (with
-  video.height/width/channels too) in v2.1 and v3.0, as LeRobot's `update_video_info` writes.
+  video.height/width/channels too) in v2.1. State and action are list<float32>.
 
 v3.0 (checked against huggingface/lerobot `src/lerobot/datasets/utils.py` constants,
-`lerobot_dataset.py` `save_episode`/`_save_episode_data`/`_save_episode_video`/
-`_save_episode_metadata`, and `v30/convert_dataset_v21_to_v30.py` `convert_info`)::
+`lerobot_dataset.py` `save_episode`, `video_utils.py` `get_video_info` and
+`v30/convert_dataset_v21_to_v30.py` `convert_info`)::
 
     meta/info.json             as v2.1 minus total_chunks/total_videos, plus data_files_size_in_mb
-                               and video_files_size_in_mb; fps is an int; non-video features
-                               carry "fps"
-    meta/tasks.parquet         pandas frame: index = task string, column task_index
+                               and video_files_size_in_mb; fps is an int where it is whole;
+                               non-video features carry "fps"
+    meta/episodes/chunk-000/file-000.parquet
+                               one row per episode: episode_index, tasks (list<string>), length,
+                               data/{chunk,file}_index, dataset_{from,to}_index,
+                               videos/<key>/{chunk_index,file_index,from_timestamp,to_timestamp},
+                               stats/<feature>/<stat>, meta/episodes/{chunk,file}_index
+    meta/tasks.parquet         task string (pandas index "task") -> task_index
     meta/stats.json
-    meta/episodes/chunk-000/file-000.parquet, one row per episode, columns in this order:
-        episode_index, tasks (list<string>), length,
-        data/chunk_index, data/file_index, dataset_from_index, dataset_to_index,
-        videos/{key}/chunk_index, videos/{key}/file_index,
-        videos/{key}/from_timestamp, videos/{key}/to_timestamp      (per video key)
-        stats/{feature}/{min,max,mean,std,count}                    (per feature)
-        meta/episodes/chunk_index, meta/episodes/file_index
-    data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet       many episodes per file
-    videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4   many episodes per file
+    data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet       many episodes, one row group each
+    videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4   many episodes
 
-  Files are numbered like LeRobot's `update_chunk_file_indices`: file_index counts up to
-  chunks_size - 1 inside a chunk, then the chunk index moves on. An episode's frames in a shared
-  mp4 are those with from_timestamp <= t < to_timestamp; each episode starts on a keyframe, as in
-  LeRobot's concatenation of per-episode mp4s.
+  State and action are fixed_size_list<float32>[d] (LeRobot's `Sequence(length=d)` feature).
+  Files roll over like LeRobot's writer (`LeRobotFiles`: by size, and optionally by a number of
+  episodes). An episode's frames in a shared mp4 are those with from_timestamp <= t <
+  to_timestamp; each episode starts on a keyframe.
 
-Data parquet columns (all versions): observation.state list<float32>, action list<float32>,
-timestamp float32, frame_index, episode_index, index, task_index (int64). Video frames are
-encoded with PyAV (libx264 or libsvtav1, yuv420p) with pts = frame number in a 1/fps time base,
-so decoded frame timestamps are exactly i/fps.
+Data columns (all versions): observation.state, action, timestamp (float32, or float64 when
+`LeRobotFeatures.timestamp_dtype` says so: LeRobot and GR00T read whatever dtype info.json
+declares), frame_index, episode_index, index, task_index (int64), then optional int64 task
+columns (GR00T annotations), `next.done` and `next.success`. Video is encoded by
+`robolake.writers.video` (pts = frame number in a 1/fps time base, so decoded frame timestamps
+are exactly i/fps). Statistics (`_lerobot_stats`) are exact, from every row and every frame.
+
+A dataset is written into `<root>.robolake-partial` and renamed into place by `finish`, so a
+killed writer never leaves something that looks like a finished dataset.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+import itertools
+import os
+import shutil
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from robolake.writers._lerobot_stats import aggregate_stats, episode_stats, to_jsonable
-from robolake.writers._video_encode import VideoCodec, VideoOptions, encode_video
+from robolake.writers._lerobot_layout import (
+    V2_DATA_PATH,
+    V2_VIDEO_PATH,
+    V3_DATA_PATH,
+    V3_EPISODES_PATH,
+    V3_VIDEO_PATH,
+    VERSIONS,
+    LeRobotFeatures,
+    LeRobotFiles,
+    LeRobotVersion,
+    V2Files,
+    V3Files,
+    data_table,
+    info_json,
+    write_json,
+)
+from robolake.writers._lerobot_stats import DatasetStats, pixel_counts, to_jsonable
+from robolake.writers.video import VideoCodec, VideoOptions
 
 __all__ = [
     "EpisodeArrays",
+    "LeRobotFeatures",
+    "LeRobotFiles",
     "LeRobotVersion",
+    "LeRobotWriter",
+    "PARTIAL_SUFFIX",
     "VERSIONS",
-    "VideoCodec",
-    "VideoOptions",
-    "encode_video",
     "write_lerobot_dataset",
     "V2_DATA_PATH",
     "V2_VIDEO_PATH",
@@ -82,15 +106,220 @@ __all__ = [
     "V3_EPISODES_PATH",
 ]
 
-LeRobotVersion = Literal["v2.0", "v2.1", "v3.0"]
-VERSIONS: tuple[str, ...] = ("v2.0", "v2.1", "v3.0")
+PARTIAL_SUFFIX = ".robolake-partial"
+_COUNT_AHEAD = 16  # frames whose pixel counts may be pending (bounds the frames held)
 
-V2_DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
-V2_VIDEO_PATH = "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
-V3_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-V3_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-V3_EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-_V3_DATA_MB, _V3_VIDEO_MB = 100, 500  # LeRobot's DEFAULT_{DATA,VIDEO}_FILE_SIZE_IN_MB
+
+class LeRobotWriter:
+    """One LeRobot dataset, written one episode at a time: `add_episode`..., then `finish`.
+
+    Used as a context manager, a block left without `finish` (or by an exception) aborts.
+
+    Args:
+        root: Dataset directory; must not exist or be empty.
+        features: What every frame holds.
+        files: Version, codec and file layout (default LeRobot v3.0 with h264).
+        tasks: Tasks numbered first, in this order (an export's order); tasks first seen in
+            `add_episode` follow in order of appearance.
+
+    Raises:
+        FileExistsError: `root` holds a dataset or other files.
+    """
+
+    def __init__(
+        self, root: str | Path, features: LeRobotFeatures, files: LeRobotFiles | None = None, *, tasks: Sequence[str] = ()
+    ) -> None:
+        self.root = Path(os.path.abspath(root))
+        self.features, self.files = features, files or LeRobotFiles()
+        if (self.root / "meta" / "info.json").exists():
+            raise FileExistsError(f"{self.root} already holds a LeRobot dataset; write to a new directory")
+        if self.root.exists() and (not self.root.is_dir() or any(self.root.iterdir())):
+            raise FileExistsError(f"{self.root} exists and is not empty; write the dataset to a new directory")
+        self._tmp = self.root.with_name(self.root.name + PARTIAL_SUFFIX)
+        shutil.rmtree(self._tmp, ignore_errors=True)  # what a killed writer of the same root left
+        self._tmp.mkdir(parents=True)
+        layout = V3Files if self.files.version == "v3.0" else V2Files
+        self._layout = layout(self._tmp, self.files, features.fps)
+        self._task_ids = {t: i for i, t in enumerate(dict.fromkeys(tasks))}
+        self._stats = DatasetStats()
+        self._rows: list[dict[str, Any]] = []
+        self._episode_stats: list[dict[str, Any]] = []
+        self._sizes: dict[str, tuple[int, int]] = {}
+        self._frames = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="robolake-pixel-stats")
+        self._open = True
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self._rows)
+
+    @property
+    def num_frames(self) -> int:
+        return self._frames
+
+    @property
+    def num_videos(self) -> int:
+        """mp4 files written so far."""
+        return self._layout.videos
+
+    @property
+    def tasks(self) -> list[str]:
+        """Tasks in task_index order."""
+        return list(self._task_ids)
+
+    def add_episode(
+        self,
+        *,
+        state: np.ndarray,
+        action: np.ndarray,
+        tasks: Sequence[str],
+        task_index: np.ndarray | None = None,
+        timestamps: np.ndarray | None = None,
+        frames: Mapping[str, Iterable[np.ndarray]] | None = None,
+        success: bool | None = None,
+    ) -> None:
+        """Write one episode of T steps.
+
+        Args:
+            state: [T, len(state_names)] (stored as float32).
+            action: [T, len(action_names)].
+            tasks: The episode's tasks (at least one; "" where a log has none).
+            task_index: [T] index into `tasks` of each step's task; None: all `tasks[0]`.
+            timestamps: [T] seconds from the episode start; None: i / fps.
+            frames: Each video key -> its T uint8 RGB [H, W, 3] frames (an iterator is read once,
+                frame by frame); a key's frames have one even size throughout the dataset.
+            success: Whether the episode succeeded (needed when `features.success`).
+
+        Raises:
+            ValueError: shapes, tasks, frames or success that do not fit the features. The
+                dataset is then unusable: `abort` it.
+        """
+        if not self._open:
+            raise ValueError(f"{self.root}: the writer is finished or aborted")
+        f, i = self.features, len(self._rows)
+        state = np.ascontiguousarray(state, dtype=np.float32)
+        action = np.ascontiguousarray(action, dtype=np.float32)
+        n = len(state)
+        if n == 0 or state.shape != (n, len(f.state_names)) or action.shape != (n, len(f.action_names)):
+            raise ValueError(
+                f"episode {i}: state {state.shape} and action {action.shape} must be [T, {len(f.state_names)}] "
+                f"and [T, {len(f.action_names)}] with the same T >= 1"
+            )
+        if not tasks or not all(isinstance(t, str) for t in tasks):
+            raise ValueError(f"episode {i}: tasks must be one or more strings, got {tasks!r}")
+        local = np.zeros(n, np.int64) if task_index is None else np.asarray(task_index, dtype=np.int64)
+        if local.shape != (n,) or local.min() < 0 or local.max() >= len(tasks):
+            raise ValueError(f"episode {i}: task_index must be [{n}] indices into its {len(tasks)} tasks, got {local}")
+        ids = np.asarray([self._task_ids.setdefault(t, len(self._task_ids)) for t in tasks], dtype=np.int64)[local]
+        dtype = np.float64 if f.timestamp_dtype == "float64" else np.float32
+        ts = (np.arange(n) / f.fps if timestamps is None else np.asarray(timestamps, dtype=np.float64)).astype(dtype)
+        if ts.shape != (n,):
+            raise ValueError(f"episode {i}: timestamps must have shape ({n},), got {ts.shape}")
+        frames = frames or {}
+        if sorted(frames) != sorted(f.video_keys):
+            raise ValueError(f"episode {i}: frames for {sorted(frames)}, the features have {sorted(f.video_keys)}")
+        if f.success and success is None:
+            raise ValueError(f"episode {i}: the dataset records next.success, so every episode needs success")
+        table = data_table(
+            f, self.files.version, state=state, action=action, timestamps=ts, task_index=ids,
+            episode_index=i, start=self._frames, success=success,
+        )  # fmt: skip
+        row: dict[str, Any] = {"episode_index": i, "tasks": list(tasks), "length": n}
+        row.update(self._layout.write_data(i, table))
+        row["dataset_from_index"], row["dataset_to_index"] = self._frames, self._frames + n
+        hists = {}
+        for key in f.video_keys:
+            hists[key] = np.zeros((3, 256), dtype=np.int64)
+            size, checked = self._checked(key, frames[key], i, hists[key])
+            written, placed = self._layout.write_video(i, key, size, checked)
+            if written != n:
+                raise ValueError(f"episode {i}: {key} has {written} frames for {n} steps")
+            row.update(placed)
+        values = {"observation.state": state, "action": action, "timestamp": ts[:, None]}
+        values.update({k: table[k].to_numpy()[:, None] for k in ("frame_index", "episode_index", "index", "task_index")})
+        self._episode_stats.append(to_jsonable(self._stats.add_episode(values, hists)))
+        self._rows.append(row)
+        self._frames += n
+
+    def _checked(
+        self, key: str, frames: Iterable[np.ndarray], episode: int, hist: np.ndarray
+    ) -> tuple[tuple[int, int], Iterator[np.ndarray]]:
+        """The key's (height, width), and its frames, checked and counted into `hist` as they pass."""
+        it = iter(frames)
+        first = next(it, None)
+        if first is None:
+            raise ValueError(f"episode {episode}: {key} has no frames")
+        if first.ndim != 3:
+            raise ValueError(f"episode {episode}: {key} frames must be uint8 [H, W, 3], got {first.dtype} {first.shape}")
+        size = self._sizes.setdefault(key, (first.shape[0], first.shape[1]))
+
+        def counted() -> Iterator[np.ndarray]:
+            # Counting runs on a thread beside the encoder (PyAV releases the GIL while encoding).
+            pending: deque[Future[np.ndarray]] = deque()
+            for frame in itertools.chain([first], it):
+                if frame.dtype != np.uint8 or frame.shape != (*size, 3):
+                    raise ValueError(
+                        f"episode {episode}: {key} has a frame of {frame.dtype} {frame.shape}, earlier ones are uint8 "
+                        f"{(*size, 3)}; a LeRobot video feature has one size, so write these episodes as separate datasets"
+                    )
+                pending.append(self._pool.submit(pixel_counts, frame))
+                yield frame
+                while len(pending) > _COUNT_AHEAD:
+                    np.add(hist, pending.popleft().result(), out=hist)
+            while pending:
+                np.add(hist, pending.popleft().result(), out=hist)
+
+        return size, counted()
+
+    def finish(self, *, meta: Mapping[str, Any] | None = None) -> Path:
+        """Write the metadata (info.json last), move the dataset into place and return its root.
+
+        Args:
+            meta: Further JSON files for `meta/`, by file name (e.g. GR00T's "modality.json").
+        """
+        if not self._open:
+            raise ValueError(f"{self.root}: the writer is finished or aborted")
+        if not self._rows:
+            raise ValueError(f"{self.root}: a LeRobot dataset needs at least one episode")
+        bad = [m for m in meta or {} if Path(m).name != m or not m.endswith(".json") or m in ("info.json", "stats.json")]
+        if bad:
+            raise ValueError(f"meta files must be plain *.json names other than info.json and stats.json, got {bad}")
+        self._layout.close()
+        self._layout.write_meta(self._rows, self._episode_stats, self.tasks)
+        write_json(self._tmp / "meta" / "stats.json", to_jsonable(self._stats.dataset()))
+        for name, obj in (meta or {}).items():
+            write_json(self._tmp / "meta" / name, obj)
+        info = info_json(
+            self.features, self.files, sizes=self._sizes, episodes=len(self._rows), frames=self._frames,
+            tasks=len(self._task_ids),
+        )  # fmt: skip
+        write_json(self._tmp / "meta" / "info.json", info)  # last: a dataset without it is unfinished
+        if self.root.exists():
+            self.root.rmdir()  # empty, checked on open
+        os.replace(self._tmp, self.root)
+        self._open = False
+        self._pool.shutdown()
+        return self.root
+
+    def abort(self) -> None:
+        """Stop and remove what was written (nothing at `root` itself changes)."""
+        if not self._open:
+            return
+        self._open = False
+        self._pool.shutdown(cancel_futures=True)
+        try:
+            self._layout.close()
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> LeRobotWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.abort()
+
+
+# --- in memory ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -102,7 +331,7 @@ class EpisodeArrays:
         action: `action`, float32 [T, Da].
         task: The language instruction.
         frames: Video key (`observation.images.<camera>`) -> uint8 RGB frames [T, H, W, 3],
-            H and W even (yuv420p).
+            H and W even (yuv420p); the writer checks them.
         timestamps: Seconds from episode start, [T]; None means i / fps.
     """
 
@@ -116,25 +345,11 @@ class EpisodeArrays:
         state = np.ascontiguousarray(self.state, dtype=np.float32)
         action = np.ascontiguousarray(self.action, dtype=np.float32)
         if state.ndim != 2 or action.ndim != 2 or len(state) != len(action) or len(state) == 0:
-            raise ValueError(
-                f"state {state.shape} and action {action.shape} must be 2-D [T, D] with the same T >= 1"
-            )
+            raise ValueError(f"state {state.shape} and action {action.shape} must be 2-D [T, D] with the same T >= 1")
         if not isinstance(self.task, str) or not self.task:
             raise ValueError(f"task must be a non-empty string, got {self.task!r}")
-        for key, video in self.frames.items():
-            if video.dtype != np.uint8 or video.ndim != 4 or video.shape[3] != 3:
-                raise ValueError(
-                    f"frames[{key!r}] must be uint8 [T, H, W, 3], got {video.dtype} {video.shape}"
-                )
-            if len(video) != len(state) or video.shape[1] % 2 or video.shape[2] % 2:
-                raise ValueError(
-                    f"frames[{key!r}] has shape {video.shape}; need T={len(state)} and even H, W (yuv420p)"
-                )
         if self.timestamps is not None:
-            ts = np.asarray(self.timestamps, dtype=np.float32)
-            if ts.shape != (len(state),):
-                raise ValueError(f"timestamps must have shape ({len(state)},), got {ts.shape}")
-            object.__setattr__(self, "timestamps", ts)
+            object.__setattr__(self, "timestamps", np.asarray(self.timestamps, dtype=np.float32))
         object.__setattr__(self, "state", state)
         object.__setattr__(self, "action", action)
         object.__setattr__(self, "frames", dict(self.frames))
@@ -159,10 +374,10 @@ def write_lerobot_dataset(
     episodes_per_file: int = 50,
     chunks_size: int = 1000,
 ) -> Path:
-    """Write `episodes` as one LeRobot dataset under `root`.
+    """Write `episodes` as one LeRobot dataset under `root`, through `LeRobotWriter`.
 
     Args:
-        root: Dataset directory; created, and must not already hold a `meta/info.json`.
+        root: Dataset directory; must not exist or be empty.
         episodes: The episodes, in episode_index order; all with the same widths and video keys.
         fps: Recording rate.
         robot_type: `robot_type` in info.json.
@@ -171,7 +386,7 @@ def write_lerobot_dataset(
         modality: GR00T `meta/modality.json` content, written verbatim when given.
         state_names: Names of the state dims (default `motor_<i>`, like the GR00T file).
         action_names: Names of the action dims.
-        episodes_per_file: v3.0 only: episodes per data parquet file and per mp4 file.
+        episodes_per_file: v3.0 only: episodes per data parquet file and per mp4 file (at most).
         chunks_size: Files per chunk directory (LeRobot's `chunks_size`, 1000 by default).
 
     Returns:
@@ -181,248 +396,24 @@ def write_lerobot_dataset(
         ValueError: inconsistent episodes or an unknown version/codec.
         FileExistsError: `root` already holds a dataset.
     """
-    root = Path(root)
     options = video if isinstance(video, VideoOptions) else VideoOptions(codec=video)
-    if version not in VERSIONS:
-        raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
+    files = LeRobotFiles(version=version, video=options, chunks_size=chunks_size, episodes_per_file=episodes_per_file)
     if not episodes:
         raise ValueError("need at least one episode")
-    if fps <= 0 or episodes_per_file < 1 or chunks_size < 1:
-        raise ValueError(
-            "need fps > 0, episodes_per_file >= 1 and chunks_size >= 1, "
-            f"got {fps}, {episodes_per_file}, {chunks_size}"
-        )
-    if (root / "meta" / "info.json").exists():
-        raise FileExistsError(f"{root} already holds a LeRobot dataset; write to a new directory")
-    _check_consistent(episodes)
-    tasks = list(dict.fromkeys(ep.task for ep in episodes))
-    task_index = {t: i for i, t in enumerate(tasks)}
-    tables, stats, start = [], [], 0
-    for i, ep in enumerate(episodes):
-        table = _episode_table(ep, i, start, task_index[ep.task], fps)
-        tables.append(table)
-        stats.append(episode_stats(table, ep.frames))
-        start += ep.length
-    plan = _Plan(
-        root=root, version=version, episodes=episodes, tables=tables, stats=stats, tasks=tasks,
-        fps=fps, options=options, per_file=episodes_per_file, chunks_size=chunks_size,
-    )  # fmt: skip
-    info = _info(plan, robot_type, state_names, action_names)
-    (root / "meta").mkdir(parents=True, exist_ok=True)
-    if version == "v3.0":
-        _write_v3(plan)
-    else:
-        _write_v2(plan)
-    _write_json(root / "meta" / "stats.json", to_jsonable(aggregate_stats(stats, tables)))
-    if modality is not None:
-        _write_json(root / "meta" / "modality.json", dict(modality))
-    _write_json(root / "meta" / "info.json", info)  # last: a dataset without it is unfinished
-    return root
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Plan:
-    """Everything the layout writers need, computed once."""
-
-    root: Path
-    version: str
-    episodes: Sequence[EpisodeArrays]
-    tables: list[pa.Table]
-    stats: list[dict[str, Any]]
-    tasks: list[str]
-    fps: float
-    options: VideoOptions
-    per_file: int
-    chunks_size: int
-
-    @property
-    def video_keys(self) -> list[str]:
-        return list(self.episodes[0].frames)
-
-
-def _check_consistent(episodes: Sequence[EpisodeArrays]) -> None:
     first = episodes[0]
-    widths = (first.state.shape[1], first.action.shape[1])
-    shapes = {k: v.shape[1:] for k, v in first.frames.items()}
-    for i, ep in enumerate(episodes):
-        if (ep.state.shape[1], ep.action.shape[1]) != widths:
-            raise ValueError(
-                f"episode {i} has state/action widths {ep.state.shape[1]}/{ep.action.shape[1]}, "
-                f"episode 0 has {widths[0]}/{widths[1]}"
-            )
-        if {k: v.shape[1:] for k, v in ep.frames.items()} != shapes:
-            raise ValueError(
-                f"episode {i} has video keys/shapes different from episode 0 ({shapes})"
-            )
+    features = LeRobotFeatures(
+        fps=fps, robot_type=robot_type, video_keys=tuple(first.frames),
+        state_names=_names("observation.state", state_names, first.state.shape[1]),
+        action_names=_names("action", action_names, first.action.shape[1]),
+    )  # fmt: skip
+    with LeRobotWriter(root, features, files) as writer:
+        for ep in episodes:
+            writer.add_episode(state=ep.state, action=ep.action, tasks=[ep.task], timestamps=ep.timestamps, frames=ep.frames)
+        return writer.finish(meta=None if modality is None else {"modality.json": dict(modality)})
 
 
-def _episode_table(
-    ep: EpisodeArrays, episode_index: int, start: int, task: int, fps: float
-) -> pa.Table:
-    n = ep.length
-    ts = ep.timestamps if ep.timestamps is not None else (np.arange(n) / fps).astype(np.float32)
-    columns = {
-        "observation.state": _list_column(ep.state),
-        "action": _list_column(ep.action),
-        "timestamp": pa.array(ts, pa.float32()),
-        "frame_index": pa.array(np.arange(n, dtype=np.int64)),
-        "episode_index": pa.array(np.full(n, episode_index, dtype=np.int64)),
-        "index": pa.array(np.arange(start, start + n, dtype=np.int64)),
-        "task_index": pa.array(np.full(n, task, dtype=np.int64)),
-    }
-    return pa.table(columns)
-
-
-def _list_column(x: np.ndarray) -> pa.ListArray:
-    offsets = np.arange(0, x.size + 1, x.shape[1], dtype=np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(x.reshape(-1), pa.float32()))
-
-
-def _info(
-    plan: _Plan,
-    robot_type: str,
-    state_names: Sequence[str] | None,
-    action_names: Sequence[str] | None,
-) -> dict[str, Any]:
-    version, fps, episodes = plan.version, plan.fps, plan.episodes
-    v3 = version == "v3.0"
-    fps_out: int | float = int(fps) if float(fps).is_integer() else float(fps)
-    features: dict[str, Any] = {}
-    for key in plan.video_keys:
-        h, w, c = episodes[0].frames[key].shape[1:]
-        vinfo: dict[str, Any] = {"video.height": h, "video.width": w, "video.channels": c}
-        if version == "v2.0":  # the real v2.0 (GR00T) file: no sizes, key "video_info"
-            vinfo = {}
-        vinfo.update({"video.fps": float(fps), "video.codec": plan.options.codec,
-                      "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "has_audio": False})  # fmt: skip
-        features[key] = {
-            "dtype": "video",
-            "shape": [h, w, c],
-            "names": ["height", "width", "channels"],
-            ("video_info" if version == "v2.0" else "info"): vinfo,
-        }
-    for key, width, names in (
-        ("observation.state", episodes[0].state.shape[1], state_names),
-        ("action", episodes[0].action.shape[1], action_names),
-    ):
-        names = list(names) if names is not None else [f"motor_{i}" for i in range(width)]
-        if len(names) != width:
-            raise ValueError(f"{key} has {width} dims but {len(names)} names were given")
-        features[key] = {"dtype": "float32", "shape": [width], "names": names}
-    for key in ("timestamp", "frame_index", "episode_index", "index", "task_index"):
-        dtype = "float32" if key == "timestamp" else "int64"
-        features[key] = {"dtype": dtype, "shape": [1], "names": None}
-    if v3:
-        for ft in features.values():
-            if ft["dtype"] != "video":
-                ft["fps"] = fps_out
-    n_eps = len(episodes)
-    info: dict[str, Any] = {
-        "codebase_version": version,
-        "robot_type": robot_type,
-        "total_episodes": n_eps,
-        "total_frames": sum(ep.length for ep in episodes),
-        "total_tasks": len(plan.tasks),
-    }
-    if not v3:
-        info["total_videos"] = n_eps * len(plan.video_keys)
-        info["total_chunks"] = -(-n_eps // plan.chunks_size)
-    info["chunks_size"] = plan.chunks_size
-    if v3:
-        info["data_files_size_in_mb"] = _V3_DATA_MB
-        info["video_files_size_in_mb"] = _V3_VIDEO_MB
-    info["fps"] = fps_out
-    info["splits"] = {"train": f"0:{n_eps}"}
-    info["data_path"] = V3_DATA_PATH if v3 else V2_DATA_PATH
-    info["video_path"] = (V3_VIDEO_PATH if v3 else V2_VIDEO_PATH) if plan.video_keys else None
-    info["features"] = features
-    return info
-
-
-def _write_v2(plan: _Plan) -> None:
-    root, episodes = plan.root, plan.episodes
-    for i, (ep, table) in enumerate(zip(episodes, plan.tables, strict=True)):
-        chunk = i // plan.chunks_size
-        path = root / V2_DATA_PATH.format(episode_chunk=chunk, episode_index=i)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, path)
-        for key, video in ep.frames.items():
-            vpath = root / V2_VIDEO_PATH.format(episode_chunk=chunk, video_key=key, episode_index=i)
-            encode_video(vpath, [video], fps=plan.fps, options=plan.options)
-    meta = root / "meta"
-    _write_jsonl(
-        meta / "episodes.jsonl",
-        [
-            {"episode_index": i, "tasks": [e.task], "length": e.length}
-            for i, e in enumerate(episodes)
-        ],
-    )
-    _write_jsonl(
-        meta / "tasks.jsonl", [{"task_index": i, "task": t} for i, t in enumerate(plan.tasks)]
-    )
-    if plan.version == "v2.1":
-        _write_jsonl(
-            meta / "episodes_stats.jsonl",
-            [{"episode_index": i, "stats": to_jsonable(s)} for i, s in enumerate(plan.stats)],
-        )
-
-
-def _write_v3(plan: _Plan) -> None:
-    root, episodes, fps = plan.root, plan.episodes, plan.fps
-    rows: list[dict[str, Any]] = [
-        {"episode_index": i, "tasks": [e.task], "length": e.length} for i, e in enumerate(episodes)
-    ]
-    start = 0
-    for g, lo in enumerate(range(0, len(episodes), plan.per_file)):
-        chunk, file = divmod(g, plan.chunks_size)  # LeRobot's update_chunk_file_indices order
-        group = range(lo, min(lo + plan.per_file, len(episodes)))
-        path = root / V3_DATA_PATH.format(chunk_index=chunk, file_index=file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.concat_tables([plan.tables[i] for i in group]), path)
-        for i in group:
-            n = episodes[i].length
-            rows[i]["data/chunk_index"], rows[i]["data/file_index"] = chunk, file
-            rows[i]["dataset_from_index"], rows[i]["dataset_to_index"] = start, start + n
-            start += n
-        for key in plan.video_keys:
-            vpath = root / V3_VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=file)
-            encode_video(
-                vpath, [episodes[i].frames[key] for i in group], fps=fps, options=plan.options
-            )
-            offset = 0
-            for i in group:
-                n = episodes[i].length
-                rows[i][f"videos/{key}/chunk_index"] = chunk
-                rows[i][f"videos/{key}/file_index"] = file
-                rows[i][f"videos/{key}/from_timestamp"] = offset / fps
-                rows[i][f"videos/{key}/to_timestamp"] = (offset + n) / fps
-                offset += n
-    for row, ep_stats in zip(rows, plan.stats, strict=True):
-        for feature, values in to_jsonable(ep_stats).items():
-            for name, value in values.items():
-                row[f"stats/{feature}/{name}"] = value
-        row["meta/episodes/chunk_index"] = 0
-        row["meta/episodes/file_index"] = 0
-    path = root / V3_EPISODES_PATH.format(chunk_index=0, file_index=0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path)
-    _write_tasks_parquet(root / "meta" / "tasks.parquet", plan.tasks)
-
-
-def _write_tasks_parquet(path: Path, tasks: list[str]) -> None:
-    try:
-        import pandas as pd
-    except ImportError as e:  # pragma: no cover - pandas ships with ray[data]
-        raise ImportError(
-            "writing a LeRobot v3.0 tasks.parquet needs pandas: pip install pandas"
-        ) from e
-    frame = pd.DataFrame({"task_index": np.arange(len(tasks), dtype=np.int64)}, index=tasks)
-    frame.to_parquet(path)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, indent=4, ensure_ascii=False) + "\n")
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+def _names(key: str, names: Sequence[str] | None, width: int) -> tuple[str, ...]:
+    out = tuple(names) if names is not None else tuple(f"motor_{i}" for i in range(width))
+    if len(out) != width:
+        raise ValueError(f"{key} has {width} dims but {len(out)} names were given")
+    return out

@@ -34,13 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
-from robolake.writers.lerobot import (
-    VERSIONS,
-    EpisodeArrays,
-    LeRobotVersion,
-    VideoCodec,
-    write_lerobot_dataset,
-)
+from robolake.writers.lerobot import VERSIONS, EpisodeArrays, LeRobotVersion, write_lerobot_dataset
+from robolake.writers.video import VideoCodec
 
 __all__ = [
     "EMBODIMENT_NAMES",
@@ -63,12 +58,7 @@ class _Robot:
 _ROBOTS = {
     r.name: r
     for r in (
-        _Robot(
-            name="single_arm_7dof",
-            parts=(("arm", 6), ("gripper", 1)),
-            grippers=("gripper",),
-            cameras=("front",),
-        ),
+        _Robot(name="single_arm_7dof", parts=(("arm", 6), ("gripper", 1)), grippers=("gripper",), cameras=("front",)),
         _Robot(
             name="bimanual_14dof",
             parts=(("left_arm", 6), ("left_gripper", 1), ("right_arm", 6), ("right_gripper", 1)),
@@ -77,16 +67,8 @@ _ROBOTS = {
         ),
         _Robot(
             name="humanoid_44dof",
-            parts=(
-                ("left_arm", 7),
-                ("left_hand", 6),
-                ("left_leg", 6),
-                ("neck", 3),
-                ("right_arm", 7),
-                ("right_hand", 6),
-                ("right_leg", 6),
-                ("waist", 3),
-            ),
+            parts=(("left_arm", 7), ("left_hand", 6), ("left_leg", 6), ("neck", 3), ("right_arm", 7), ("right_hand", 6),
+                   ("right_leg", 6), ("waist", 3)),  # fmt: skip
             grippers=("left_hand", "right_hand"),
             cameras=("ego_view",),
         ),
@@ -322,56 +304,15 @@ class _Camera:
         return frames
 
 
-_VERBS = (
-    "pick up",
-    "move",
-    "push",
-    "place",
-    "put",
-    "slide",
-    "lift",
-    "grab",
-    "rotate",
-    "drop",
-    "hand over",
-    "carefully stack",
-)
-_OBJECTS = (
-    "cup",
-    "red block",
-    "banana",
-    "sponge",
-    "ketchup bottle",
-    "small screwdriver",
-    "blue bowl",
-    "towel",
-    "apple",
-    "marker",
-    "green cube",
-    "plastic spoon",
-)
-_PLACES = (
-    "plate",
-    "top drawer",
-    "left bin",
-    "tray",
-    "shelf",
-    "cardboard box",
-    "sink",
-    "counter",
-    "wicker basket",
-    "cutting board",
-)
+_VERBS = ("pick up", "move", "push", "place", "put", "slide", "lift", "grab", "rotate", "drop", "hand over",
+          "carefully stack")  # fmt: skip
+_OBJECTS = ("cup", "red block", "banana", "sponge", "ketchup bottle", "small screwdriver", "blue bowl", "towel",
+            "apple", "marker", "green cube", "plastic spoon")  # fmt: skip
+_PLACES = ("plate", "top drawer", "left bin", "tray", "shelf", "cardboard box", "sink", "counter", "wicker basket",
+           "cutting board")  # fmt: skip
 _PREPS = ("into", "onto", "next to", "behind", "in front of", "to the left of", "to the right of")
-_QUALIFIERS = (
-    "slowly",
-    "carefully",
-    "without touching the other objects",
-    "using the left hand",
-    "and return to the home pose",
-    "while keeping it upright",
-    "as fast as you can",
-)
+_QUALIFIERS = ("slowly", "carefully", "without touching the other objects", "using the left hand",
+               "and return to the home pose", "while keeping it upright", "as fast as you can")  # fmt: skip
 
 
 def make_instruction(rng: np.random.Generator) -> str:

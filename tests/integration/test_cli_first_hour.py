@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -87,6 +88,20 @@ def test_bench_runs_from_the_installed_package(capsys, tmp_path):
     assert "unknown benchmark" in capsys.readouterr().err
 
 
-def test_bench_passes_its_own_options_through():
-    args, extra = build_parser().parse_known_args(["bench", "load", "--json", "x.json", "--quick", "--data", "ds/"])
-    assert (args.which, args.json, args.quick, extra) == ("load", "x.json", True, ["--data", "ds/"])
+def test_bench_passes_its_own_options_through(tmp_path, capsys):
+    # `robolake bench rl` hands the options it does not know to robolake.bench.rl's own parser
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "rl", "--json", str(tmp_path / "rl.json"), "--quick", "--sim", "point", "--workers", "many"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "robolake bench rl: error: argument --workers: invalid int value: 'many'" in err
+    assert not (tmp_path / "rl.json").exists()
+
+
+def test_bench_writes_its_json_where_told(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("gpu_check measures for real on CUDA (minutes)")
+    path = tmp_path / "out" / "gpu.json"
+    assert main(["bench", "gpu_check", "--json", str(path), "--quick"]) == 0
+    assert json.loads(path.read_text())["cuda"] is False
+    assert "gpu_check: CUDA is not available" in capsys.readouterr().out

@@ -4,6 +4,9 @@ The real CLI runs under `torch.distributed.run`; `--record-samples` writes what 
 on, and the test checks from those files that the ranks' samples are disjoint, cover the epoch,
 and that both ranks take the same number of steps. Before the fix the loader was built before the
 process group started and every rank read the whole epoch.
+
+The shards run is then resumed mid-epoch: the checkpoint keeps every rank's loader state, each
+rank continues from its own, and a resume with one process instead of two is refused by name.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from robolake.loaders import LakeStream, LoaderConfig, PackedLoader
 from robolake.packers import PackSpec, TokenLengthConfig
-from robolake.training import ModelConfig
+from robolake.training import ModelConfig, latest_checkpoint
 
 REPO = str(Path(__file__).resolve().parents[2])
 
@@ -30,14 +34,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _torchrun_train(out: Path, *source: str, steps: int) -> list[list[dict]]:
+def _train(out: Path, *source: str, steps: int, nproc: int = 2) -> subprocess.CompletedProcess:
+    launch = ["-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(_free_port())] if nproc > 1 else []
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_free_port()),
+        sys.executable, *launch,
         "-m", "robolake.cli", "train", *source, "--out", str(out), "--steps", str(steps), "--workers", "0",
         "--device", "cpu", "--record-samples", "--no-progress", "--max-tokens", "1024",
     ]
     env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _torchrun_train(out: Path, *source: str, steps: int) -> list[list[dict]]:
+    res = _train(out, *source, steps=steps)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return [[json.loads(x) for x in (out / "samples" / f"rank{r}.jsonl").read_text().splitlines()] for r in range(2)]
 
@@ -60,6 +69,26 @@ def test_torchrun_on_packed_shards_reads_disjoint_data(packed_data, tmp_path):
     assert len(keys) == packed_data.num_samples
     records = _torchrun_train(tmp_path / "run", "--shards", shards, steps=per_rank + 1)
     _check(records, keys, per_rank + 1)
+
+    # The checkpoint at the end holds both ranks' loader states, keyed by rank.
+    ckpt = latest_checkpoint(tmp_path / "run" / "checkpoints")
+    assert ckpt is not None
+    saved = torch.load(ckpt, map_location="cpu", weights_only=False)["loaders"]
+    assert sorted(saved) == ["0", "1"] and [saved[r]["rank"] for r in ("0", "1")] == [0, 1]
+    # Resumed mid-epoch 1 on two ranks, each continues with its own next batches of that epoch.
+    assert per_rank > 2, "the resume must stop mid-epoch"
+    resumed = _torchrun_train(tmp_path / "run", "--shards", shards, steps=per_rank + 2)
+    for rank, lines in enumerate(resumed):
+        assert [x["step"] for x in lines] == list(range(1, per_rank + 3))
+        loader = PackedLoader(shards, LoaderConfig(num_workers=0, image_size=8), rank=rank, world_size=2)
+        loader.set_epoch(1)
+        expected = [[list(k) for k in b.sample_keys] for b, _ in zip(loader, range(2), strict=False)]
+        assert [(x["epoch"], x["keys"]) for x in lines[-2:]] == [(1, k) for k in expected]
+    # One process resuming the two ranks' mid-epoch states is refused, naming both world sizes.
+    single = _train(tmp_path / "run", "--shards", shards, steps=per_rank + 3, nproc=1)
+    assert single.returncode != 0
+    err = single.stderr
+    assert "saved by 2 ranks and this run has 1" in err and "world_size=2" in err and "mid-epoch" in err, err[-2000:]
 
 
 def test_torchrun_on_a_lake_reads_disjoint_data(packed_data, tmp_path):

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from fractions import Fraction
 from functools import lru_cache
 
-import av
 import numpy as np
 
 from robolake.lake.media import JPEG_QUALITY, encode_frame
@@ -61,6 +60,8 @@ def iter_video_frames(
     Raises:
         SourceError: the file is missing or cannot be decoded.
     """
+    import av
+
     if not os.path.exists(path):
         raise SourceError("missing_video", path, "video file is missing; re-export or re-download it")
     half = 0.5 / fps if fps > 0 else 1e-4
@@ -99,6 +100,8 @@ def seek_frame(path: str, index: int, fps: float) -> np.ndarray:
     This is what a per-sample loader does for every frame it reads; robolake uses it only as the
     baseline the lake is measured against.
     """
+    import av
+
     target = index / fps
     half = 0.5 / fps
     with av.open(path) as container:

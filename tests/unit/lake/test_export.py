@@ -299,7 +299,7 @@ def test_task_order_keeps_each_episodes_order():
 
 def test_a_lake_built_from_ros_bags_exports_and_comes_back(tmp_path, ray_session):
     pytest.importorskip("rosbags")
-    from tests.unit.lake.sources.rosfixtures import Layout, write_ros2
+    from robolake.testing.ros import Layout, write_ros2
 
     for i in range(2):
         write_ros2(tmp_path / "bags" / f"rec_{i}", Layout(seconds=0.6, seed=i), storage="sqlite3")

@@ -15,8 +15,8 @@ import pytest
 from robolake.cli import main as cli_main
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
-from robolake.writers._video_encode import encode_video
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
+from robolake.writers.video import encode_video
 
 EPISODES = 3
 

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
 from robolake.lake import Lake
@@ -59,12 +62,22 @@ def test_lake_stream_resumes_mid_epoch(packed_data):
     it = iter(first)
     head = [next(it).sample_keys for _ in range(2)]
     state = first.state_dict()
+    assert state["loader"] == "lake" and state["batches_done"] == 2 and state["version"] == first.lake.version
     resumed = LakeStream(str(packed_data.lake), SPEC, cfg)
-    resumed.load_state_dict(state)
+    resumed.load_state_dict(json.loads(json.dumps(state)))  # checkpoints hold it as JSON
     assert head + [b.sample_keys for b in resumed] == whole
     other = LakeStream(str(packed_data.lake), SPEC, LoaderConfig(sequences_per_batch=1, image_size=8, seed=5))
-    with pytest.raises(ValueError, match="seed"):
+    with pytest.raises(ValueError, match="seed=0 but this loader has 5"):
         other.load_state_dict(state)
+    repacked = LakeStream(str(packed_data.lake), dataclasses.replace(SPEC, window=32), cfg)
+    with pytest.raises(ValueError, match="spec=.* but this loader has"):
+        repacked.load_state_dict(state)
+    with pytest.raises(ValueError, match="version=.* but this loader has"):
+        resumed.load_state_dict(state | {"version": state["version"] - 1})
+    with pytest.raises(ValueError, match="world_size=1 but this loader has 2, and it was saved mid-epoch"):
+        LakeStream(str(packed_data.lake), SPEC, cfg, rank=1, world_size=2).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"missing \['num_batches'\]"):
+        resumed.load_state_dict({k: v for k, v in state.items() if k != "num_batches"})
 
 
 def test_sources_refuse_what_they_cannot_honour(packed_data):
@@ -79,7 +92,7 @@ def test_sources_refuse_what_they_cannot_honour(packed_data):
 
 
 def test_ray_stream_resumes_only_at_epoch_boundaries(packed_data):
-    from robolake.loaders import RayPackedStream
+    from robolake.loaders import PackedLoader, RayPackedStream
 
     s = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8))
     state = s.state_dict() | {"batches_done": 1}
@@ -87,5 +100,12 @@ def test_ray_stream_resumes_only_at_epoch_boundaries(packed_data):
         RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8)).load_state_dict(state)
     done = s.state_dict() | {"batches_done": s.num_batches}
     again = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8))
-    again.load_state_dict(done)
+    again.load_state_dict(json.loads(json.dumps(done)))
     assert again.epoch == 1
+    keys = [k for b in again for k in b.sample_keys]
+    assert again.epoch == 1 and len(keys) == len(set(keys)) == packed_data.num_samples
+    with pytest.raises(ValueError, match="seed=0 but this loader has 3"):
+        RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8, seed=3)).load_state_dict(done)
+    torch_state = PackedLoader(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8)).state_dict()
+    with pytest.raises(ValueError, match="loader='torch' but this loader has 'ray'"):
+        again.load_state_dict(torch_state)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 from collections import Counter
@@ -84,19 +85,49 @@ def test_resume_mid_epoch_repeats_and_skips_nothing(packed_data):
     head = _keys(first, limit=3)
     state = first.state_dict()
     assert state["epoch"] == 2 and state["batches_done"] == 3
+    assert state["loader"] == "torch" and state["source"] == str(packed_data.packed) and state["rank"] == 0
     second = PackedLoader(str(packed_data.packed), cfg)
-    second.load_state_dict(state)
+    second.load_state_dict(json.loads(json.dumps(state)))  # checkpoints hold it as JSON
     tail = _keys(second)
     assert head + tail == whole
     assert Counter(head + tail) == Counter(whole) and len(set(whole)) == packed_data.num_samples
 
 
-def test_resume_refuses_another_plan(packed_data):
-    cfg = LoaderConfig(sequences_per_batch=2, num_workers=0)
-    state = PackedLoader(str(packed_data.packed), cfg).state_dict()
+def test_resume_refuses_another_plan(packed_data, packed_copy):
+    cfg = LoaderConfig(sequences_per_batch=2, image_size=8, num_workers=0)
+    first = PackedLoader(str(packed_data.packed), cfg)
+    _keys(first, limit=1)
+    state = first.state_dict()  # mid-epoch
     other = PackedLoader(str(packed_data.packed), cfg, rank=0, world_size=2)
-    with pytest.raises(ValueError, match="world_size=1 but this loader has 2"):
+    with pytest.raises(ValueError, match="world_size=1 but this loader has 2, and it was saved mid-epoch"):
         other.load_state_dict(state)
+    with pytest.raises(ValueError, match="seed=0 but this loader has 8"):
+        PackedLoader(str(packed_data.packed), dataclasses.replace(cfg, seed=8)).load_state_dict(state)
+    with pytest.raises(ValueError, match="source=.* but this loader has .*start over"):
+        PackedLoader(str(packed_copy), cfg).load_state_dict(state)
+    same = PackedLoader(str(packed_data.packed), cfg)
+    for key, value in [("version", state["version"] + 1), ("spec", "0" * 64)]:
+        with pytest.raises(ValueError, match=f"{key}="):
+            same.load_state_dict(state | {key: value})
+    with pytest.raises(ValueError, match=r"missing \['loader'\]"):
+        same.load_state_dict({k: v for k, v in state.items() if k != "loader"})
+    with pytest.raises(ValueError, match=r"unknown keys \['shards_root'\]"):
+        same.load_state_dict(state | {"shards_root": state["source"]})
+    assert (same.epoch, same.batches_done) == (0, 0), "a refused state changes nothing"
+
+
+def test_another_world_size_resumes_at_the_next_epoch(packed_data):
+    cfg = LoaderConfig(sequences_per_batch=1, image_size=8, num_workers=0, seed=2)
+    alone = PackedLoader(str(packed_data.packed), cfg)
+    _keys(alone)  # epoch 0 read to the end
+    state = alone.state_dict()
+    for rank in range(2):
+        resumed = PackedLoader(str(packed_data.packed), cfg, rank=rank, world_size=2)
+        resumed.load_state_dict(state)
+        fresh = PackedLoader(str(packed_data.packed), cfg, rank=rank, world_size=2)
+        fresh.set_epoch(1)
+        assert resumed.epoch == 1
+        assert _keys(resumed) == _keys(fresh)
 
 
 def test_missing_fragment_is_a_clear_error(packed_copy):

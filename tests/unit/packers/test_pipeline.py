@@ -13,7 +13,16 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
-from robolake.packers import PackSpec, TokenLengthConfig, export_webdataset, pack, read_manifest
+from robolake.packers import (
+    PackSpec,
+    TokenLengthConfig,
+    build_sample_index,
+    export_webdataset,
+    pack,
+    plan_sequences,
+    read_manifest,
+)
+from robolake.packers.pipeline import window_sequences
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 TOKENS = TokenLengthConfig(tokens_per_view=16, state_tokens=0)
@@ -93,6 +102,26 @@ def test_same_inputs_same_shards_and_seed_changes_order(lake, tmp_path):
     a, b, c = (_rows(tmp_path / x) for x in "abc")
     assert a == b
     assert [r["episode_id"] for r in a] != [r["episode_id"] for r in c]
+
+
+def test_window_chain_packs_every_sample_once_per_seed(lake):
+    index = build_sample_index(lake, _spec())
+    cap = int(np.median(index.episode_length))  # some samples do not fit
+    spec = _spec(algorithm="window", window=64, max_tokens=cap, on_oversize="reject")
+    seqs, rejected = window_sequences(index, spec, shuffle_seed=[7, 0], packer_seed=11)
+    ids = np.concatenate([*seqs, rejected])
+    assert sorted(ids.tolist()) == list(range(index.num_samples))
+    assert all(index.length_of(q).sum() <= cap for q in seqs)
+    assert len(rejected) and np.all(index.length_of(rejected) > cap)
+    again, _ = window_sequences(index, spec, shuffle_seed=[7, 0], packer_seed=11)
+    other, _ = window_sequences(index, spec, shuffle_seed=[7, 1], packer_seed=11)
+    assert [q.tolist() for q in again] == [q.tolist() for q in seqs] != [q.tolist() for q in other]
+    planned, planned_rejected = plan_sequences(index, spec)  # pack's window plan is this chain
+    chained, chained_rejected = window_sequences(index, spec, shuffle_seed=spec.seed, packer_seed=spec.seed)
+    assert [q.tolist() for q in planned] == [q.tolist() for q in chained]
+    assert planned_rejected.tolist() == chained_rejected.tolist()
+    with pytest.raises(ValueError, match=f"more than max_tokens={cap}"):
+        window_sequences(index, spec, shuffle_seed=None, packer_seed=0, on_oversize="error")
 
 
 def test_pack_an_older_lake_version(lake, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from robolake.rl.env import PointReachEnv, PointReachFactory
-from robolake.rl.policy import ModelPolicy, ModelPolicyFactory, Normalizer
+from robolake.rl.policy import ModelPolicy, ModelPolicyFactory
 from robolake.training.config import ModelConfig
 from robolake.training.model import GrootModel
 
@@ -35,7 +35,7 @@ def small_config() -> ModelConfig:
 
 def _bc_train(model: GrootModel, steps: int = 60, seed: int = 0) -> None:
     """Flow-matching fit of the straight-line expert of PointReachEnv (chunks of constant actions)."""
-    policy = ModelPolicy(model, Normalizer.identity(2, 2))
+    policy = ModelPolicy(model, action_dim=2)
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -77,7 +77,7 @@ def random_policy_factory() -> ModelPolicyFactory:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = GrootModel(small_config())
-    return ModelPolicyFactory.from_model(model, Normalizer.identity(2, 2))
+    return ModelPolicyFactory.from_model(model, action_dim=2)
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +86,7 @@ def bc_policy_factory() -> ModelPolicyFactory:
         torch.manual_seed(0)
         model = GrootModel(small_config())
         _bc_train(model)
-    return ModelPolicyFactory.from_model(model, Normalizer.identity(2, 2))
+    return ModelPolicyFactory.from_model(model, action_dim=2)
 
 
 @pytest.fixture(scope="session")

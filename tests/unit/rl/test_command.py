@@ -67,7 +67,7 @@ def test_metaworld_env_runs_in_the_plain_loop(tmp_path):
     pytest.importorskip("metaworld")
     import torch
 
-    from robolake.rl.policy import ModelPolicyFactory, Normalizer
+    from robolake.rl.policy import ModelPolicyFactory
     from robolake.rl.sim_env import MetaWorldFactory
     from robolake.sim import ACTION_DIM, STATE_DIM
     from robolake.training.model import GrootModel
@@ -77,7 +77,7 @@ def test_metaworld_env_runs_in_the_plain_loop(tmp_path):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = GrootModel(small_config().__class__.preset("tiny", **{**small_config().__dict__, "max_state_dim": STATE_DIM}))
-    factory = ModelPolicyFactory.from_model(model, Normalizer.identity(STATE_DIM, ACTION_DIM))
+    factory = ModelPolicyFactory.from_model(model, action_dim=ACTION_DIM)
     env = MetaWorldFactory(image_size=16)("reach")
     obs = env.reset(5)
     assert obs.image.shape == (1, 16, 16, 3) and obs.state.shape == (STATE_DIM,) and obs.instruction

@@ -72,13 +72,13 @@ def test_varlen_metadata():
 
 
 def test_model_imports_without_the_data_stack():
-    """The batch contract and the model need only torch and numpy (no lance, PyAV, fsspec, ray)."""
+    """The batch contract and the model need only torch and numpy (no pyarrow, lance, PyAV, fsspec, ray)."""
     import subprocess
     import sys
 
     code = (
         "import sys; import robolake.training.model, robolake.training.trainer, robolake.schemas.batch; "
-        "bad = [m for m in ('lance', 'av', 'fsspec', 'ray') if m in sys.modules]; "
+        "bad = [m for m in ('pyarrow', 'lance', 'av', 'fsspec', 'ray') if m in sys.modules]; "
         "print(','.join(bad)); sys.exit(1 if bad else 0)"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

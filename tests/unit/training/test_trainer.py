@@ -6,6 +6,7 @@ import json
 import math
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -251,3 +252,41 @@ def test_record_samples_writes_one_line_per_batch(tmp_path: Path, batch_factory)
     assert [x["step"] for x in lines] == [1, 2, 3]
     assert [len(x["keys"]) for x in lines] == [2, 3, 2]
     assert lines[0]["keys"][0] == [list(batches[0].sample_keys[0])[0], batches[0].sample_keys[0][1]]
+
+
+def test_the_loop_reads_loss_and_grad_norm_from_the_device_only_at_syncs(
+    tmp_path: Path, batch_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A per-step `float(loss)` would stall the CUDA stream every step: count every tensor read
+    robolake's code makes (float(), .item(), .tolist()) while training 8 steps with log_every=4."""
+    reads: list[str] = []
+    for name in ("__float__", "item", "tolist"):
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *args, _original=original, _name=name):
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller.startswith("robolake."):
+                reads.append(f"{_name} in {caller}")
+            return _original(self, *args)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    batches = [batch_factory(n=2, seed=s) for s in range(3)]
+    log_path = tmp_path / "m.jsonl"
+    seen: list[Any] = []
+    result = train(small_config(total_steps=8, log_every=4, log_path=str(log_path)), batches, progress=seen.append)
+    monkeypatch.undo()
+    assert len(reads) == 3, reads  # steps 1 (the first), 4 and 8 (the end), one transfer each
+    rows = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 9))
+    assert [r["loss"] for r in rows] == result.losses and all(math.isfinite(r["grad_norm"]) for r in rows)
+    # Progress between syncs reports the newest synced loss.
+    assert [p.loss for p in seen] == [result.losses[i] for i in (0, 0, 0, 3, 3, 3, 3, 7)]
+
+
+def test_a_non_finite_loss_is_reported_at_the_next_sync_naming_its_step(tmp_path: Path, batch_factory) -> None:
+    good = batch_factory(n=2, seed=0)
+    bad = dataclasses.replace(good, state=torch.full_like(good.state, float("nan")))
+    log_path = tmp_path / "m.jsonl"
+    with pytest.raises(FloatingPointError, match="at step 3"):
+        train(small_config(total_steps=6, log_every=4, log_path=str(log_path)), [good, good, bad, good])
+    assert [json.loads(x)["step"] for x in log_path.read_text().splitlines()] == [1, 2]

@@ -14,15 +14,14 @@ from robolake.lake.ingest import IngestConfig, ingest
 from robolake.lake.media import decode_frame
 from robolake.lake.sources import SourceError, SourceOptions, discover_readers
 from robolake.lake.sources.mapping import mapping_from_dict
-
-from .h5_layouts import (
+from robolake.testing.hdf5 import (
     CUSTOM_MAPPING,
-    frames,
     write_aloha,
     write_custom,
     write_robomimic,
     write_robosuite,
 )
+from robolake.testing.images import frames
 
 
 def _reader(path: Path, **opts):

@@ -14,16 +14,9 @@ from robolake.lake.sources import SourceError, SourceOptions, discover_readers
 from robolake.lake.sources.mapping import mapping_from_dict
 from robolake.lake.sources.mcap_json import McapJsonReader, is_non_ros_mcap
 from robolake.lake.sources.rosbag import is_ros2_storage_file, mcap_profile
+from robolake.testing.ros import Layout, write_mcap_json, write_ros2
 
-from .rosfixtures import (
-    Layout,
-    expected_episode,
-    lake_frames,
-    lake_steps,
-    quarantine_rows,
-    write_mcap_json,
-    write_ros2,
-)
+from .ros_expected import expected_episode, lake_frames, lake_steps, quarantine_rows
 
 pytest.importorskip("mcap")
 

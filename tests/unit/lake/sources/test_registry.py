@@ -53,8 +53,7 @@ def test_nothing_readable_leaves_no_lake(tmp_path: Path, kind: str):
 
 def test_one_tag_one_width(tmp_path: Path):
     from robolake.lake.sources import SourceOptions
-
-    from .h5_layouts import write_robosuite
+    from robolake.testing.hdf5 import write_robosuite
 
     write_robosuite(tmp_path / "a.hdf5", state_dim=32)
     write_robosuite(tmp_path / "b.hdf5", state_dim=40)  # same robot and env, another scene version

@@ -23,8 +23,7 @@ from robolake.lake.sources.resample import (
     stack_rows,
     ticks,
 )
-
-from .h5_layouts import CUSTOM_MAPPING, write_aloha, write_custom
+from robolake.testing.hdf5 import CUSTOM_MAPPING, write_aloha, write_custom
 
 
 def _s(name, t, v):

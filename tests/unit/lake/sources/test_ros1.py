@@ -12,15 +12,9 @@ from robolake.lake.ingest import IngestConfig, ingest
 from robolake.lake.sources import SourceOptions, discover_readers
 from robolake.lake.sources.mapping import mapping_from_dict
 from robolake.lake.sources.rosbag import Ros1Reader, is_ros1_bag
+from robolake.testing.ros import Layout, write_ros1
 
-from .rosfixtures import (
-    Layout,
-    expected_episode,
-    lake_frames,
-    lake_steps,
-    quarantine_rows,
-    write_ros1,
-)
+from .ros_expected import expected_episode, lake_frames, lake_steps, quarantine_rows
 
 pytest.importorskip("rosbags")
 

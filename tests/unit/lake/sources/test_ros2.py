@@ -15,16 +15,9 @@ from robolake.lake.media import decode_frame
 from robolake.lake.sources import SourceError, discover_readers
 from robolake.lake.sources.mapping import mapping_from_dict
 from robolake.lake.sources.rosbag import Ros2Reader, is_ros2_bag_dir, is_ros2_storage_file
+from robolake.testing.ros import Layout, write_ros2
 
-from .rosfixtures import (
-    Layout,
-    episode_ticks,
-    expected_episode,
-    lake_frames,
-    lake_steps,
-    quarantine_rows,
-    write_ros2,
-)
+from .ros_expected import episode_ticks, expected_episode, lake_frames, lake_steps, quarantine_rows
 
 pytest.importorskip("rosbags")
 
@@ -344,12 +337,12 @@ def test_bad_bags_are_quarantined_and_the_rest_lands(ray_session, tmp_path: Path
 
 def test_log_clock_literal_task_and_default_camera_choice(tmp_path: Path):
     """clock: log resamples on receive times; depth and raw twins of compressed topics are not default cameras."""
-    from .rosfixtures import jpeg, raw_rgb
+    from robolake.testing.ros import jpeg_frame, rgb_frame
 
     extra = {
-        "/cam/image_raw": ("rgb8", [(t, raw_rgb(0)) for t in np.arange(0, 0.5, 1 / 15)]),
-        "/cam/image_raw/compressed": ("jpeg", [(t, jpeg(1)) for t in np.arange(0, 0.5, 1 / 15)]),
-        "/cam/depth/image_raw": ("rgb8", [(t, raw_rgb(2)) for t in np.arange(0, 0.5, 1 / 15)]),
+        "/cam/image_raw": ("rgb8", [(t, rgb_frame(0)) for t in np.arange(0, 0.5, 1 / 15)]),
+        "/cam/image_raw/compressed": ("jpeg", [(t, jpeg_frame(1)) for t in np.arange(0, 0.5, 1 / 15)]),
+        "/cam/depth/image_raw": ("rgb8", [(t, rgb_frame(2)) for t in np.arange(0, 0.5, 1 / 15)]),
     }
     rec = write_ros2(tmp_path / "bag", Layout(seconds=0.5, extra=extra, jitter_s=0.0), storage="sqlite3")
     reader = Ros2Reader(str(tmp_path / "bag"))

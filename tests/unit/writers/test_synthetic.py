@@ -1,4 +1,4 @@
-"""The synthetic generator and the LeRobot writer produce real, readable LeRobot datasets."""
+"""The synthetic generator writes real, readable LeRobot datasets, the same ones for the same seed."""
 
 from __future__ import annotations
 
@@ -12,12 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from robolake.schemas.embodiment import EmbodimentSpec
-from robolake.writers.lerobot import (
-    V3_EPISODES_PATH,
-    EpisodeArrays,
-    VideoOptions,
-    write_lerobot_dataset,
-)
+from robolake.writers.lerobot import V3_EPISODES_PATH
 from robolake.writers.synthetic import (
     EMBODIMENT_NAMES,
     SyntheticConfig,
@@ -234,80 +229,6 @@ def test_v30_av1_timestamps_select_each_episode(v30: list[Path]) -> None:
             assert total == info["total_frames"]
 
 
-# --- writer ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("codec", ["h264", "av1"])
-def test_writer_pixels_round_trip(tmp_path: Path, codec: str) -> None:
-    rng = np.random.default_rng(0)
-    t, h, w = 17, 48, 64
-    yy, xx = np.mgrid[0:h, 0:w]
-    frames = np.stack(
-        [
-            np.stack([(xx * 3 + i * 5) % 256, (yy * 4) % 256, np.full_like(xx, 128 + i)], -1)
-            for i in range(t)
-        ]
-    ).astype(np.uint8)
-    ep = EpisodeArrays(
-        state=rng.normal(size=(t, 3)),
-        action=rng.normal(size=(t, 3)),
-        task="push the cup",
-        frames={"observation.images.cam": frames},
-    )
-    root = write_lerobot_dataset(
-        tmp_path / "ds", episodes=[ep], fps=30, robot_type="test", video=codec
-    )
-    decoded, times, keyframes = _decode(
-        root / "videos/chunk-000/observation.images.cam/episode_000000.mp4"
-    )
-    assert decoded.shape == frames.shape and keyframes[0]
-    np.testing.assert_allclose(times, np.arange(t) / 30, atol=1e-9)
-    assert np.abs(decoded.astype(int) - frames.astype(int)).mean() < 6.0
-
-
-def test_writer_v20_and_chunking(tmp_path: Path) -> None:
-    eps = synthetic_episodes(SyntheticConfig.tiny(episodes_per_embodiment=5), "single_arm_7dof")
-    v20 = write_lerobot_dataset(
-        tmp_path / "v20", episodes=eps, fps=20, robot_type="r", version="v2.0", chunks_size=2
-    )
-    info = _info(v20)
-    assert info["codebase_version"] == "v2.0" and info["total_chunks"] == 3
-    assert "video_info" in info["features"]["observation.images.front"]
-    assert not (v20 / "meta" / "episodes_stats.jsonl").exists()
-    assert (v20 / "data/chunk-002/episode_000004.parquet").is_file()
-    v3 = write_lerobot_dataset(
-        tmp_path / "v3",
-        episodes=eps,
-        fps=20,
-        robot_type="r",
-        version="v3.0",
-        episodes_per_file=1,
-        chunks_size=2,
-        video=VideoOptions(codec="h264", gop=5),
-    )
-    assert (v3 / "data/chunk-002/file-000.parquet").is_file()
-    assert (v3 / "videos/observation.images.front/chunk-001/file-001.mp4").is_file()
-    with pytest.raises(FileExistsError, match="already holds"):
-        write_lerobot_dataset(v3, episodes=eps, fps=20, robot_type="r")
-
-
-def test_writer_rejects_bad_input(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="same T"):
-        EpisodeArrays(state=np.zeros((4, 2)), action=np.zeros((5, 2)), task="x")
-    with pytest.raises(ValueError, match="even H, W"):
-        EpisodeArrays(
-            state=np.zeros((2, 2)),
-            action=np.zeros((2, 2)),
-            task="x",
-            frames={"c": np.zeros((2, 5, 4, 3), np.uint8)},
-        )
-    ep = EpisodeArrays(state=np.zeros((2, 2)), action=np.zeros((2, 2)), task="x")
-    with pytest.raises(ValueError, match="version must be one of"):
-        write_lerobot_dataset(tmp_path / "a", episodes=[ep], fps=20, robot_type="r", version="v9")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="codec must be one of"):
-        VideoOptions(codec="vp9")  # type: ignore[arg-type]
-
-
 # --- synthetic content -------------------------------------------------------------------
 
 
@@ -327,7 +248,7 @@ def _assert_same_dataset(a: Path, b: Path) -> None:
 
 def test_same_seed_same_dataset(tmp_path: Path, v21: list[Path], v30: list[Path]) -> None:
     # Regenerating after other encoders ran (the v30 fixture) catches encoders whose output
-    # depends on heap contents; x264's mbtree did (see _video_encode).
+    # depends on heap contents; x264's mbtree did (see writers/video.py).
     for a, b in zip(
         v21, generate_synthetic(tmp_path / "h264", SyntheticConfig.tiny(seed=3)), strict=True
     ):

@@ -1,36 +1,28 @@
-"""HDF5 fixtures in the layouts real recorders write (ALOHA/ACT, robomimic, robosuite, a custom one)."""
+"""HDF5 recordings in the layouts real recorders write: ALOHA/ACT, robomimic, robosuite, a custom one.
+
+These write real files with h5py (imported when a writer runs), for tests, benchmarks and demos.
+Each writer mirrors its recorder's own layout and attributes, so the HDF5 reader's layout
+detection sees what it sees in the field; `CUSTOM_MAPPING` is the `--map` that reads the
+home-grown layout of `write_custom`.
+"""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
-import h5py
 import numpy as np
-from PIL import Image
 
+from robolake.testing.images import frames, jpeg
 
-def jpeg(frame: np.ndarray, quality: int = 80) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(frame).save(buf, format="JPEG", quality=quality)
-    return buf.getvalue()
-
-
-def frames(n: int, h: int, w: int, seed: int = 0) -> np.ndarray:
-    """Smooth, distinct frames (a moving gradient) that survive JPEG."""
-    yy, xx = np.mgrid[0:h, 0:w]
-    out = np.empty((n, h, w, 3), np.uint8)
-    for i in range(n):
-        out[i, ..., 0] = (xx * 4 + i * 7 + seed) % 256
-        out[i, ..., 1] = (yy * 4 + i * 3) % 256
-        out[i, ..., 2] = (i * 11 + seed * 5) % 256
-    return out
+__all__ = ["write_aloha", "write_robomimic", "write_robosuite", "write_custom", "CUSTOM_MAPPING"]
 
 
 def write_aloha(path: Path, *, steps: int = 30, cams: tuple[str, ...] = ("cam_high", "cam_left_wrist"), compress: bool = False,
                 size: tuple[int, int] = (48, 64), seed: int = 0, dof: int = 14, sizes: list[tuple[int, int]] | None = None) -> Path:
     """ACT's record_episodes layout; `compress` stores JPEG rows zero-padded to one length plus /compress_len."""
+    import h5py
+
     rng = np.random.default_rng(seed)
     qpos = np.cumsum(rng.normal(0, 0.01, (steps, dof)), axis=0).astype(np.float32)
     with h5py.File(path, "w", rdcc_nbytes=1024**2 * 2) as root:
@@ -65,6 +57,9 @@ def write_aloha(path: Path, *, steps: int = 30, cams: tuple[str, ...] = ("cam_hi
 
 def write_robomimic(path: Path, *, env: str = "Lift", robot: str = "Panda", demos: int = 3, steps: int = 20,
                     object_dim: int = 10, images: bool = True, seed: int = 0) -> Path:
+    """robomimic's dataset layout: data/demo_N with obs/, actions, rewards, dones, and train/valid masks."""
+    import h5py
+
     rng = np.random.default_rng(seed)
     with h5py.File(path, "w") as f:
         data = f.create_group("data")
@@ -97,6 +92,8 @@ def write_robomimic(path: Path, *, env: str = "Lift", robot: str = "Panda", demo
 def write_robosuite(path: Path, *, env: str = "Lift", robot: str = "Panda", demos: int = 2, steps: int = 15,
                     state_dim: int = 32, seed: int = 0) -> Path:
     """robosuite's collect_human_demonstrations / gather_demonstrations_as_hdf5 layout."""
+    import h5py
+
     rng = np.random.default_rng(seed)
     with h5py.File(path, "w") as f:
         data = f.create_group("data")
@@ -116,6 +113,8 @@ def write_robosuite(path: Path, *, env: str = "Lift", robot: str = "Panda", demo
 def write_custom(path: Path, *, seconds: float = 2.0, joint_hz: float = 100.0, cmd_hz: float = 50.0, cam_fps: float = 15.0,
                  jitter: float = 0.002, seed: int = 0, cam_offset: float = 0.0) -> Path:
     """A home-grown recorder: each stream with its own per-row timestamps, jittered."""
+    import h5py
+
     rng = np.random.default_rng(seed)
 
     def clock(hz: float, offset: float = 0.0) -> np.ndarray:

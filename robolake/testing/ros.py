@@ -1,20 +1,40 @@
-"""Recorder-like ROS 1 / ROS 2 / MCAP fixtures, written with each format's own writer.
+"""Recorder-like ROS 1 / ROS 2 / MCAP recordings, written with each format's own writer.
 
-Layout (what a teleop rig records): joints at 100 Hz (`/joint_states`, 3 joints, header stamps
-with jitter), a command topic at 50 Hz (`/arm/joint_command`, JointState), a camera at 15 fps
-(`/wrist/image_raw/compressed` JPEG, or raw `/top/image_raw` rgb8). Values are smooth known
-functions of the header time, so tests can recompute the resampled episode exactly.
+These write real recordings (rosbags' rosbag2 and rosbag1 writers, the `mcap` writer), for
+tests, benchmarks and demos. The layout is what a teleop rig records: joints at 100 Hz
+(`/joint_states`, 3 joints, header stamps with jitter), a command topic at 50 Hz
+(`/arm/joint_command`, JointState), a camera at 15 fps (`/wrist/image_raw/compressed` JPEG, or
+raw `/top/image_raw` rgb8). Values are smooth known functions of the header time, and every
+writer returns what it `Recorded`, so a test can recompute the resampled episode exactly.
+`Layout`'s bad-input knobs (a NaN, a clock jump, a joint that appears, frames that change size,
+a camera that never overlaps, pauses) write the recordings ingest must quarantine or split.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
+
+from robolake.testing.images import jpeg
+
+__all__ = [
+    "JOINTS",
+    "T0_NS",
+    "JSON_SCHEMAS",
+    "Layout",
+    "Recorded",
+    "schedule",
+    "joint_values",
+    "command_values",
+    "jpeg_frame",
+    "rgb_frame",
+    "write_ros2",
+    "write_ros1",
+    "write_mcap_json",
+]
 
 JOINTS = ("shoulder", "elbow", "wrist")
 T0_NS = 1_700_000_000 * 1_000_000_000
@@ -31,16 +51,16 @@ def command_values(t: np.ndarray | float) -> np.ndarray:
     return np.stack([1.0 + t, -t, 2 * t], axis=-1)
 
 
-def jpeg(i: int, size: tuple[int, int] = (24, 32)) -> bytes:
+def jpeg_frame(i: int, size: tuple[int, int] = (24, 32)) -> bytes:
+    """Camera frame `i` as the JPEG a `/compressed` topic carries."""
     img = np.zeros((*size, 3), np.uint8)
     img[..., 0] = (i * 17) % 256
     img[: size[0] // 2, :, 1] = 200
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format="JPEG", quality=90)
-    return buf.getvalue()
+    return jpeg(img, quality=90)
 
 
-def raw_rgb(i: int, size: tuple[int, int] = (24, 32)) -> np.ndarray:
+def rgb_frame(i: int, size: tuple[int, int] = (24, 32)) -> np.ndarray:
+    """Camera frame `i` as the rgb8 pixels a raw `Image` topic carries."""
     img = np.zeros((*size, 3), np.uint8)
     img[..., 0] = (i * 17) % 256
     img[..., 2] = 99
@@ -66,11 +86,13 @@ class Layout:
     camera_offset_s: float = 0.0         # shift the camera stream in time (no-overlap case)
     gaps: tuple[float, ...] = ()         # pauses inserted (seconds) after each `seconds` block
     offset_s: float = 0.0                # shift every stream (the second file of a split bag)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # topic -> (kind, [(t, value), ...]) also recorded
 
 
 @dataclass
 class Recorded:
+    """What a writer recorded: stamps (seconds since T0) and values of each stream, and the frames."""
+
     joint_t: np.ndarray
     joint_v: np.ndarray
     cmd_t: np.ndarray
@@ -80,6 +102,7 @@ class Recorded:
 
 
 def schedule(layout: Layout) -> dict[str, np.ndarray]:
+    """Message times (seconds since T0, jittered) of the `joint`, `cmd` and `cam` streams."""
     rng = np.random.default_rng(layout.seed)
 
     def times(hz: float, offset: float = 0.0) -> np.ndarray:
@@ -127,11 +150,11 @@ def _messages(layout: Layout) -> tuple[list[tuple[int, str, int, Any]], Recorded
         size = (48, 64) if layout.image_resize_at is not None and i >= layout.image_resize_at else (24, 32)
         ns = T0_NS + int(round(t * 1e9))
         if layout.camera == "compressed":
-            data = jpeg(i, size)
+            data = jpeg_frame(i, size)
             frames.append(data)
             msgs.append((ns + latency, "/wrist/image_raw/compressed", ns, ("jpeg", data)))
         else:
-            img = raw_rgb(i, size)
+            img = rgb_frame(i, size)
             frames.append(img.tobytes())
             msgs.append((ns + latency, "/top/image_raw", ns, ("rgb8", img)))
     for topic, (kind, entries) in layout.extra.items():
@@ -145,7 +168,6 @@ def _messages(layout: Layout) -> tuple[list[tuple[int, str, int, Any]], Recorded
 
 def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tuple[str, Any]:
     """(msgtype, message object) in the typestore `ts`."""
-    pre = "msg/" if ros2 else "msg/"
     T = ts.types
     Time = T["builtin_interfaces/msg/Time"]
     stamp = Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
@@ -155,14 +177,14 @@ def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tu
     if kind == "joint":
         names, vals = value
         empty = np.zeros(0, np.float64)
-        return "sensor_msgs/" + pre + "JointState", T["sensor_msgs/msg/JointState"](
+        return "sensor_msgs/msg/JointState", T["sensor_msgs/msg/JointState"](
             header=header, name=list(names), position=np.asarray(vals, np.float64), velocity=empty, effort=empty)
     if kind == "jpeg":
-        return "sensor_msgs/" + pre + "CompressedImage", T["sensor_msgs/msg/CompressedImage"](
+        return "sensor_msgs/msg/CompressedImage", T["sensor_msgs/msg/CompressedImage"](
             header=header, format="rgb8; jpeg compressed bgr8", data=np.frombuffer(value, np.uint8))
     if kind == "rgb8":
         h, w, _ = value.shape
-        return "sensor_msgs/" + pre + "Image", T["sensor_msgs/msg/Image"](
+        return "sensor_msgs/msg/Image", T["sensor_msgs/msg/Image"](
             header=header, height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3,
             data=np.ascontiguousarray(value).reshape(-1))
     if kind == "bool":
@@ -234,60 +256,6 @@ def write_ros1(path: Path, layout: Layout, *, custom_types: dict[str, Any] | Non
                 conns[topic] = w.add_connection(topic, msgtype, typestore=ts)
             w.write(conns[topic], log_ns, ts.serialize_ros1(msg, msgtype))
     return rec
-
-
-# --- what the lake should hold -------------------------------------------------------------
-
-def expected_episode(rec: Recorded, fps: float = 100.0, *, action: str = "cmd", ticks: np.ndarray | None = None) -> dict[str, Any]:
-    """The resampled episode, recomputed from what was recorded (header clock, t0 = first stamp).
-
-    `ticks` (seconds since T0) overrides the window computed from the joint/command/camera streams.
-    """
-    streams = [rec.joint_t] + ([rec.cmd_t] if action == "cmd" else []) + ([rec.cam_t] if len(rec.cam_t) else [])
-    t0 = min(float(s[0]) for s in streams)
-    if ticks is None:
-        start, end = max(float(s[0]) for s in streams) - t0, min(float(s[-1]) for s in streams) - t0
-        n = int(np.floor((end - start) * fps + 1e-6)) + 1
-        ticks = start + np.arange(n) / fps
-    else:
-        ticks = np.asarray(ticks, dtype=np.float64) - t0
-    state = np.stack([np.interp(ticks, rec.joint_t - t0, rec.joint_v[:, j]) for j in range(rec.joint_v.shape[1])], axis=1)
-    if action == "cmd":
-        act = rec.cmd_v[np.clip(np.searchsorted(rec.cmd_t - t0, ticks, side="right") - 1, 0, None)]
-    else:
-        act = np.concatenate([state[1:], state[-1:]])
-    frames_idx = np.searchsorted(rec.cam_t - t0, ticks, side="right") - 1 if len(rec.cam_t) else None
-    return {"ticks": ticks, "state": state, "action": act, "frame_index": frames_idx}
-
-
-def lake_steps(lake: Any, episode_id: str | None = None) -> dict[str, np.ndarray]:
-    steps = lake.to_arrow("steps").to_pylist()
-    if episode_id is not None:
-        steps = [s for s in steps if s["episode_id"] == episode_id]
-    steps.sort(key=lambda s: (s["episode_id"], s["step_index"]))
-    return {
-        "state": np.array([s["state"] for s in steps], np.float32),
-        "action": np.array([s["action"] for s in steps], np.float32),
-        "timestamp": np.array([s["timestamp"] for s in steps]),
-    }
-
-
-def lake_frames(lake: Any, camera: str) -> list[bytes]:
-    rows = [r for r in lake.to_arrow("media").to_pylist() if r["camera"] == camera]
-    rows.sort(key=lambda r: (r["episode_id"], r["step_index"]))
-    return [r["data"] for r in rows]
-
-
-def quarantine_rows(lake: Any) -> list[dict[str, Any]]:
-    return lake.to_arrow("quarantine").to_pylist()
-
-
-def episode_ticks(episode_row: dict[str, Any], timestamps: np.ndarray) -> np.ndarray:
-    """Absolute tick times (seconds since T0) of a lake episode, from its metadata."""
-    import json
-
-    md = json.loads(episode_row["metadata"])
-    return (md["t0_ns"] - T0_NS) / 1e9 + md["window"][0] + np.asarray(timestamps)
 
 
 # --- non-ROS MCAP: JSON messages with jsonschema schemas (Foxglove SDK style) ------------------

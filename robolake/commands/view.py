@@ -1,0 +1,64 @@
+"""`robolake view LAKE [--version N|--tag T] [--port P] [--host H]`: a local web viewer of a lake;
+`--rerun OUT.rrd [--episodes ID ...]` writes a Rerun recording instead."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from robolake.commands.common import tag_of
+
+__all__ = ["register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("view", help="browse a lake in a local web app (read-only), or export episodes to Rerun")
+    p.add_argument("lake", help="the lake directory or object-store URI")
+    at = p.add_mutually_exclusive_group()
+    at.add_argument("--version", type=int, default=None, help="show this lake version (default: the newest)")
+    at.add_argument("--tag", default=None, help="show the version (and episodes) this tag names")
+    at.add_argument("--split", default=None, choices=["train", "val", "test"], help="show this part of `robolake split` (default: all)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1; anything else exposes the lake)")
+    p.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765; 0 picks a free one)")
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an object-store option for Lance and fsspec (repeatable), e.g. aws_endpoint=http://127.0.0.1:9000")
+    p.add_argument("--rerun", default=None, metavar="OUT.rrd", help="write a Rerun recording of episodes to OUT.rrd and exit")
+    p.add_argument("--episodes", nargs="+", default=None, metavar="ID", help="with --rerun: these episodes (default: all)")
+    p.set_defaults(fn=run)
+
+
+def _storage_options(pairs: list[str]) -> dict[str, str] | None:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--storage-option {pair!r} must be KEY=VALUE, e.g. aws_region=us-east-1")
+        out[key] = value
+    return out or None
+
+
+def run(args: argparse.Namespace) -> int:
+    from robolake.lake import Lake
+
+    if args.episodes is not None and args.rerun is None:
+        raise ValueError("--episodes chooses what --rerun OUT.rrd exports; the web viewer shows every episode")
+    lake = Lake.open(args.lake, version=args.version, tag=tag_of(args), storage_options=_storage_options(args.storage_option))
+    if args.rerun is not None:
+        from robolake.commands.common import tqdm_progress
+        from robolake.view.rerun_export import export_rerun
+
+        r = export_rerun(lake, args.rerun, args.episodes, progress=tqdm_progress())
+        print(f"wrote {r.path}: {len(r.episodes)} episodes, {r.frames} frames, {r.scalars} scalar values "
+              f"(open it with `rerun {r.path}`)")
+        return 0
+    from robolake.view.app import LOOPBACK_HOSTS, create_app
+    from robolake.view.server import ViewServer, is_loopback, warn_if_exposed
+
+    warning = warn_if_exposed(args.host)
+    if warning:
+        print(f"robolake view: warning: {warning}", file=sys.stderr)
+    app = create_app(lake, allowed_hosts=LOOPBACK_HOSTS if is_loopback(args.host) else None)
+    server = ViewServer(app, host=args.host, port=args.port)
+    print(f"robolake view: {lake!r} at {server.url}  (read-only; Ctrl-C stops it)", flush=True)
+    server.serve_forever()
+    return 0

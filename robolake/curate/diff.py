@@ -1,0 +1,103 @@
+"""`diff`: what changed between two lake versions (or tags).
+
+Episodes added and removed (by id), per-embodiment episode and step counts at each side, how far
+each embodiment's normalisation statistics moved (the largest change of any state/action
+dimension's mean and std, in units of the old std, so a policy trained on one side can be judged
+against the other), quarantine rows added, and the operations (with who and why) that lie
+between them. Reads episode ids and the small embodiments table only: metadata-sized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robolake.lake.lake import Lake
+from robolake.lake.stats import NormStats
+
+__all__ = ["LakeDiff", "diff"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LakeDiff:
+    """The difference between two lake versions (`a` -> `b`)."""
+
+    a: str
+    b: str
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    embodiments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    quarantine_added: int = 0
+    operations: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.a, "b": self.b, "added": list(self.added), "removed": list(self.removed),
+            "embodiments": self.embodiments, "quarantine_added": self.quarantine_added, "operations": self.operations,
+        }
+
+
+def _label(lake: Lake) -> str:
+    return f"version {lake.version}" + (f" (tag {lake.tag.name})" if lake.tag else "")
+
+
+def _stats(lake: Lake) -> dict[str, tuple[int, int, NormStats | None]]:
+    out: dict[str, tuple[int, int, NormStats | None]] = {}
+    for r in lake.to_arrow("embodiments", columns=["embodiment", "stats_json", "num_episodes", "num_steps"]).to_pylist():
+        try:
+            stats: NormStats | None = NormStats.from_json(r["stats_json"])
+        except (ValueError, KeyError, TypeError):
+            stats = None
+        out[r["embodiment"]] = (int(r["num_episodes"]), int(r["num_steps"]), stats)
+    return out
+
+
+def _moved(a: NormStats | None, b: NormStats | None) -> dict[str, float] | None:
+    if a is None or b is None:
+        return None
+    out: dict[str, float] = {}
+    for kind in ("state", "action"):
+        va, vb = getattr(a, kind), getattr(b, kind)
+        if va.mean.shape != vb.mean.shape:
+            return None
+        scale = np.where(va.std > 1e-8, va.std, 1.0)
+        out[f"{kind}_mean"] = float(np.max(np.abs(vb.mean - va.mean) / scale)) if va.mean.size else 0.0
+        out[f"{kind}_std"] = float(np.max(np.abs(vb.std - va.std) / scale)) if va.std.size else 0.0
+    return out
+
+
+def diff(a: Lake, b: Lake) -> LakeDiff:
+    """What changed from `a` to `b` (two handles on the same lake, at versions or tags)."""
+    if a.uri != b.uri:
+        raise ValueError(f"diff compares two versions of one lake, not {a.uri} and {b.uri}")
+    ids_a, ids_b = set(a.episode_ids()), set(b.episode_ids())
+    # Counts come from the episodes themselves when a side is a tag's subset.
+    emb: dict[str, dict[str, Any]] = {}
+    sa, sb = _stats(a), _stats(b)
+    counts_a = _counts(a) if a.scope is not None else {k: (v[0], v[1]) for k, v in sa.items()}
+    counts_b = _counts(b) if b.scope is not None else {k: (v[0], v[1]) for k, v in sb.items()}
+    for tag in sorted(set(counts_a) | set(counts_b)):
+        ea, eb = counts_a.get(tag, (0, 0)), counts_b.get(tag, (0, 0))
+        row: dict[str, Any] = {"episodes": [ea[0], eb[0]], "steps": [ea[1], eb[1]]}
+        if a.scope is None and b.scope is None:
+            row["stats_moved"] = _moved(sa.get(tag, (0, 0, None))[2], sb.get(tag, (0, 0, None))[2])
+        emb[tag] = row
+    lo, hi = sorted((a.version, b.version))
+    ops = [
+        {"version": v.version, "operation": v.operation, "who": v.summary.get("who"), "reason": v.summary.get("reason")}
+        for v in a.versions() if lo < v.version <= hi
+    ]
+    return LakeDiff(
+        a=_label(a), b=_label(b), added=tuple(sorted(ids_b - ids_a)), removed=tuple(sorted(ids_a - ids_b)),
+        embodiments=emb, quarantine_added=b.count("quarantine") - a.count("quarantine"), operations=ops,
+    )
+
+
+def _counts(lake: Lake) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for r in lake.episodes(columns=["embodiment", "num_steps"]).to_pylist():
+        n, s = out.get(r["embodiment"], (0, 0))
+        out[r["embodiment"]] = (n + 1, s + int(r["num_steps"]))
+    return out

@@ -1,0 +1,90 @@
+"""One camera frame as a browser (or Rerun) can show it: `frame_bytes` -> (bytes, MIME type).
+
+The viewer never converts what it does not have to. A media row whose encoding a browser
+decodes natively (`jpeg`, `png`) is sent exactly as the lake stores it: no decode, no
+re-encode, no generation loss, and what the page shows is byte for byte what training reads.
+Any other layout (the key-referenced h264 access copy today, the "record" layout that keeps a
+source video's own packets tomorrow) is decoded by `robolake.lake.media.FrameReader`, the one
+reader that knows every layout, and sent as PNG: lossless, so the pixels the page draws equal
+the pixels `FrameReader` returns, and a frame compared in the browser against the lake compares
+equal. PNG at compression level 1 costs ~2 ms for a 256x256 frame here, well under a frame
+period at 20 fps; JPEG would be smaller but would add a second lossy step between the lake
+and the eye.
+
+This is the only place that maps a media row to bytes for display: the web app and the Rerun
+export both call it, so a new media layout is taught to the viewer by changing this function
+(and `FrameReader`) alone.
+
+Lookups go through `FrameReader.positions`, keyed by (episode_id, camera, step) values the
+caller has already checked against the lake's own tables; nothing here touches a filesystem
+path.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import numpy as np
+from PIL import Image
+
+from robolake.lake.lake import Lake
+from robolake.lake.media import FrameReader
+
+__all__ = ["BROWSER_ENCODINGS", "FrameSource", "frame_bytes", "png_bytes"]
+
+# Media encodings (the part before any ';' parameters) a browser decodes as they are.
+BROWSER_ENCODINGS: dict[str, str] = {"jpeg": "image/jpeg", "jpg": "image/jpeg", "png": "image/png"}
+
+
+def png_bytes(rgb: np.ndarray) -> bytes:
+    """Lossless PNG bytes of an RGB uint8 [H, W, 3] frame (fast compression: frames are small)."""
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(rgb), mode="RGB").save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def frame_bytes(lake: Lake, reader: FrameReader, episode_id: str, camera: str, step: int) -> tuple[bytes, str]:
+    """The bytes to show for one camera frame, and their MIME type.
+
+    Rows stored as jpeg/png are returned as stored; every other encoding is decoded by `reader`
+    and returned as PNG.
+
+    Args:
+        lake: The lake handle `reader` was made from (its media table, same version).
+        reader: `lake.frames()`, reused across calls (it caches each episode's row positions).
+        episode_id: An episode id of the lake.
+        camera: One of the episode's cameras.
+        step: A step index of the episode.
+
+    Returns:
+        (bytes, MIME type), e.g. (b"\\xff\\xd8...", "image/jpeg").
+
+    Raises:
+        KeyError: the lake has no frame for (episode_id, camera, step).
+    """
+    pos = reader.positions([(episode_id, camera, int(step))])[0]
+    row = lake.dataset("media").take([pos], columns=["encoding", "data"])
+    encoding = str(row["encoding"][0].as_py())
+    mime = BROWSER_ENCODINGS.get(encoding.split(";", 1)[0].strip().lower())
+    if mime is not None:
+        return bytes(row["data"][0].as_py()), mime
+    return png_bytes(reader.read(episode_id, camera, int(step))), "image/png"
+
+
+class FrameSource:
+    """`frame_bytes` over one lake handle, safe to call from a server's worker threads.
+
+    `FrameReader` fills a position cache per episode on first use; a lock keeps two threads
+    from filling it at once. A frame costs a millisecond or two, so serialising is cheap.
+    """
+
+    def __init__(self, lake: Lake):
+        self._lake = lake
+        self._reader = lake.frames()
+        self._lock = threading.Lock()
+
+    def get(self, episode_id: str, camera: str, step: int) -> tuple[bytes, str]:
+        """`frame_bytes` of one frame (see there)."""
+        with self._lock:
+            return frame_bytes(self._lake, self._reader, episode_id, camera, step)
