@@ -1,10 +1,27 @@
-"""Helpers shared by the benchmark scripts: timing, paired ratios, tables, JSON output.
+"""The measuring protocol every benchmark shares: two clocks, interleaved pairs, ratios with spread.
 
-These machines are shared and noisy, so a benchmark never reports one timing: it runs its
-baseline and its candidate in pairs (A B A B ...), takes the ratio within each pair (both sides
-saw the same machine state), and reports the median ratio with its spread (`ratio_summary`).
-Rates are totals over totals (all samples of a run over its wall time), never means of per-step
-rates. A figure below its stated target is flagged "below target" in the printed table.
+These machines are shared and noisy, so a benchmark never reports one timing:
+
+- **Pairs.** It runs its baseline and its candidate in turn (A B A B ..., `interleave`), takes
+  the ratio within each pair (both sides saw the same machine state) and reports the median
+  ratio with its range over the pairs (`ratio_summary`). Rates are totals over totals (all
+  samples of a run over its seconds), never means of per-step rates. Warm-up runs (imports,
+  worker start, the OS file cache) come first and are not counted.
+- **Two clocks.** Every run is timed on the wall clock and on CPU time (`Stopwatch`). CPU time
+  is the per-process time the kernel charged to the measured process tree: the process itself,
+  its live descendants (DataLoader workers, a peer's subprocess) and the descendants that have
+  already exited and been reaped (`cpu_seconds`). Another program on the machine makes a
+  wall-clock run slower but leaves its CPU time nearly unchanged, as long as the measured work
+  is not spinning while it waits for a core; a ratio of CPU times is the figure that holds
+  still under load. It says how much work each side did, not how long a user waits: where work
+  overlaps (loader workers beside a trainer) the wall clock is the claim and the CPU ratio is
+  its load-insensitive companion. Each benchmark says which one its target applies to
+  (`target_applies_to`).
+- **Stable or flagged.** A ratio whose range strays more than `STABLE_WITHIN` (15%) from its
+  median on either side is flagged unstable in its summary and in the printed table: such a
+  figure cannot decide a target it spans.
+
+A figure below its stated target is flagged "below target" in the printed table.
 """
 
 from __future__ import annotations
@@ -13,14 +30,41 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+STABLE_WITHIN = 0.15  # a ratio's min and max within +-15% of its median
+
+__all__ = [
+    "STABLE_WITHIN",
+    "Stopwatch",
+    "Timing",
+    "bench_arguments",
+    "cpu_seconds",
+    "interleave",
+    "machine",
+    "paired",
+    "print_table",
+    "ratio_summary",
+    "spread",
+    "timed",
+    "two_clock_ratios",
+    "write_json",
+]
 
 
 def machine() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average": list(os.getloadavg()),
+    }
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -29,33 +73,160 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def ratio_summary(ratios: list[float]) -> dict[str, Any]:
-    """Median of paired ratios with their spread: {"median", "min", "max", "values", "repeats"}."""
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) charged so far to process `pid` (default this one) and its tree.
+
+    The sum over the live processes of the tree of their own time plus their reaped children's
+    (Linux's cutime/cstime), so every CPU second of the tree is counted exactly once, whether
+    the process that spent it is still running (a persistent DataLoader worker), has exited and
+    been reaped by its parent (a worker of a finished epoch), or was a grandchild reaped by a
+    fork server. Time of a descendant that exited but whose parent has not reaped it yet is
+    missed until it is.
+    """
+    import psutil
+
+    if pid is None:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        done = resource.getrusage(resource.RUSAGE_CHILDREN)
+        total = own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+        root = psutil.Process()
+    else:
+        root = psutil.Process(pid)
+        t = root.cpu_times()
+        total = t.user + t.system + t.children_user + t.children_system
+    for child in root.children(recursive=True):
+        try:
+            t = child.cpu_times()
+        except psutil.Error:  # exited between the listing and the read; its parent reaps it
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return float(total)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One run on both clocks: wall seconds and CPU seconds of the measured process tree."""
+
+    wall_s: float
+    cpu_s: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"wall_s": self.wall_s, "cpu_s": self.cpu_s}
+
+
+class Stopwatch:
+    """`with Stopwatch(pid) as sw: ...`, then `sw.timing`: wall and tree CPU time of the block.
+
+    Args:
+        pid: The process whose tree is charged (default this process): a peer's subprocess when
+            the work runs there while this process waits for its answer.
+    """
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.pid = pid
+        self.timing = Timing(0.0, 0.0)
+
+    def __enter__(self) -> Stopwatch:
+        self._cpu = cpu_seconds(self.pid)
+        self._wall = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter() - self._wall
+        self.timing = Timing(wall_s=wall, cpu_s=cpu_seconds(self.pid) - self._cpu)
+
+
+def interleave(arms: Mapping[str, Callable[[], T]], *, repeats: int, warmup: int = 0) -> dict[str, list[T]]:
+    """Run every arm in turn (A B C, A B C, ...) `warmup` uncounted then `repeats` counted times.
+
+    Returns every arm's counted results in order, so results at the same position were
+    measured in the same round and can be divided pairwise.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    out: dict[str, list[T]] = {name: [] for name in arms}
+    for r in range(warmup + repeats):
+        for name, fn in arms.items():
+            result = fn()
+            if r >= warmup:
+                out[name].append(result)
+    return out
+
+
+def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
+    """Median of paired ratios with their spread.
+
+    Returns {"median", "min", "max", "values", "repeats", "spread", "stable"}: `spread` is the
+    largest distance of min or max from the median, as a fraction of the median; `stable` says
+    whether it is within STABLE_WITHIN.
+    """
     if not ratios:
         raise ValueError("no paired measurements")
+    median = float(statistics.median(ratios))
+    lo, hi = float(min(ratios)), float(max(ratios))
+    dev = max(median - lo, hi - median) / median if median > 0 else float("inf")
     return {
-        "median": float(statistics.median(ratios)),
-        "min": float(min(ratios)),
-        "max": float(max(ratios)),
+        "median": median,
+        "min": lo,
+        "max": hi,
         "values": [float(r) for r in ratios],
         "repeats": len(ratios),
+        "spread": dev,
+        "stable": dev <= STABLE_WITHIN,
     }
 
 
+def paired(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, Any]:
+    """`ratio_summary` of numerators[i] / denominators[i] (values measured in the same round)."""
+    return ratio_summary([a / b for a, b in zip(numerators, denominators, strict=True)])
+
+
+def two_clock_ratios(
+    slow: Sequence[Timing], fast: Sequence[Timing], *, target_applies_to: str, slow_work: Sequence[float] | None = None,
+    fast_work: Sequence[float] | None = None,
+) -> dict[str, Any]:
+    """How many times faster `fast` is than `slow`, per round, on each clock.
+
+    With `*_work` (samples, tokens) the ratio is of seconds per unit of work, so runs that did
+    slightly different amounts compare fairly. Returns {"wall": summary, "cpu": summary,
+    "target_applies_to": "wall" | "cpu", "median": the median on that clock}.
+    """
+    if target_applies_to not in ("wall", "cpu"):
+        raise ValueError(f"target_applies_to must be 'wall' or 'cpu', got {target_applies_to!r}")
+    ones = [1.0] * len(slow)
+    sw, fw = slow_work or ones, fast_work or ones
+    out: dict[str, Any] = {"target_applies_to": target_applies_to}
+    for clock in ("wall", "cpu"):
+        s = [getattr(t, f"{clock}_s") / w for t, w in zip(slow, sw, strict=True)]
+        f = [getattr(t, f"{clock}_s") / w for t, w in zip(fast, fw, strict=True)]
+        out[clock] = paired(s, f)
+    out["median"] = out[target_applies_to]["median"]
+    return out
+
+
 def spread(summary: dict[str, Any]) -> str:
-    """ "2.05x (1.91-2.20, 5 pairs)" for a `ratio_summary`."""
-    return f"{summary['median']:.2f}x ({summary['min']:.2f}-{summary['max']:.2f}, {summary['repeats']} pairs)"
+    """ "2.05x (1.91-2.20, 5 pairs)" for a `ratio_summary`, "unstable" when its range strays > 15%."""
+    text = f"{summary['median']:.2f}x ({summary['min']:.2f}-{summary['max']:.2f}, {summary['repeats']} pairs)"
+    return text if summary.get("stable", True) else text + " unstable"
 
 
 def print_table(title: str, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Rows of (name, value) or (name, value, target); a number below its target is flagged."""
+    """Rows of (name, value) or (name, value, target); a number below its target is flagged.
+
+    A value may be a `ratio_summary` or a `two_clock_ratios` dict (shown on the clock its
+    target applies to, the other clock beside it).
+    """
     width = max(len(r[0]) for r in rows)
     print(f"\n{title}")
     print("-" * (width + 20))
     for row in rows:
         k, v = row[0], row[1]
         target = row[2] if len(row) > 2 else None
-        if isinstance(v, dict) and "median" in v:
+        if isinstance(v, dict) and "target_applies_to" in v:
+            main, other = v["target_applies_to"], "cpu" if v["target_applies_to"] == "wall" else "wall"
+            text = f"{main} {spread(v[main])}; {other} {spread(v[other])}"
+            number = v[main]["median"]
+        elif isinstance(v, dict) and "median" in v:
             text, number = spread(v), v["median"]
         else:
             text, number = (f"{v:,.3f}" if isinstance(v, float) else str(v)), v

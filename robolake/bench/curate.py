@@ -1,7 +1,7 @@
 """`robolake bench curate`: curation verbs against rewriting the lake, and compaction.
 
 - `verbs`: on a synthetic lake of 10,000 episodes (2,000 with `--quick`; 20 steps of a 7-joint
-  arm and one 32x32 JPEG camera each), seconds for `select` (keep 90%), `delete` (10% of what is
+  arm and one 64x64 JPEG camera each), seconds for `select` (keep 90%), `delete` (10% of what is
   left, by a step aggregate) and `split` (val 0.1, stratified by task), each against what a team
   without the verbs does: rewrite a new lake holding the same episodes (read the kept rows of
   every table, write them through the same transaction). Paired runs (verb, rewrite, verb,
@@ -46,7 +46,7 @@ def build_lake(root: str, episodes: int, *, ingests: int = 1, steps: int = 20, s
 
     rng = np.random.default_rng(seed)
     lake = Lake.create(root)
-    frames = [encode_frame(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)) for _ in range(16)]
+    frames = [encode_frame(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)) for _ in range(16)]
     spec = EmbodimentSpec(tag="arm7", state_dim=7, action_dim=7, cameras=("front",), fps=20.0)
     all_steps: list[pa.Table] = []
     per = -(-episodes // ingests)
@@ -68,7 +68,11 @@ def build_lake(root: str, episodes: int, *, ingests: int = 1, steps: int = 20, s
                 st_rows.append({"episode_id": eid, "embodiment": "arm7", "step_index": t, "timestamp": t / 20.0,
                                 "state": state[t].tolist(), "action": action[t].tolist(), "task_index": 0})
                 md_rows.append({"episode_id": eid, "camera": "front", "step_index": t, "timestamp": t / 20.0,
-                                "width": 32, "height": 32, "encoding": "jpeg", "data": frames[(i + t) % len(frames)]})
+                                "width": 64, "height": 64, "encoding": "jpeg",
+                                # distinct bytes per frame (after the JPEG's end marker, which decoders
+                                # ignore), so Lance stores them as a camera's frames are stored, not
+                                # as a dictionary of 16 values
+                                "data": frames[(i + t) % len(frames)] + i.to_bytes(4, "big") + t.to_bytes(4, "big")})
         landed += len(ep_rows)
         steps_tbl = pa.Table.from_pylist(st_rows, schema=schema_for_table("steps"))
         all_steps.append(steps_tbl.select(["state", "action"]))
@@ -84,6 +88,7 @@ def build_lake(root: str, episodes: int, *, ingests: int = 1, steps: int = 20, s
             for table in ("episodes", "steps", "media"):
                 tx.create_index(table, "episode_id")
             tx.commit("ingest", {"bench": "curate", "ingest": k})
+        lake = lake.refresh()
     return root
 
 

@@ -135,7 +135,8 @@ def naive_loader(w: Workload, batch_size: int) -> Any:
 
 def _train_config(w: Workload, layout: str, steps: int, log_path: str | None) -> TrainConfig:
     return TrainConfig(
-        model=w.model, layout=layout, total_steps=steps, warmup_steps=min(10, steps - 1), device="cpu", bf16=False, seed=0, log_path=log_path
+        model=w.model, layout=layout, total_steps=steps, warmup_steps=min(10, steps - 1), device="cpu", bf16=False, seed=0, log_path=log_path,
+        torch_threads=THREADS,  # the measured setting, not the trainer's own choice from the free cores
     )
 
 

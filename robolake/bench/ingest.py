@@ -9,13 +9,19 @@
   Measured on the synthetic data and, when ../shared is present, on the real GR00T dataset.
 - `--data PATH`: measure ingest on PATH (any dataset a registered reader reads) instead of the
   synthetic data; `data` in the JSON and the first table row say which data was used.
-- `formats`: one row per registered source format (lerobot, hdf5, rlds, ros2 in both storages,
-  ros2-file, ros1, mcap): a small fixture written with the format's own writer (the writers of
-  `robolake.testing`), ingested, against the *reader limit* of the same data: the format's
-  reader alone (`read_tabular` + `read_frames`) and a Lance write of its steps and frames, with
-  the same Ray Data parallelism and none of ingest's hashing against the lake, quarantine,
-  statistics, index or commit. Paired runs (limit, ingest, limit, ingest, ...); throughput is
-  total over total; the ratio is the median of the pairs with its min/max.
+- `formats`: one row per registered source format and encoding (lerobot, hdf5 ALOHA and indexed
+  `states_{i}` families, rlds, ros2 in both storages, ros2-file, ros1, mcap in JSON, ROS 1,
+  protobuf and mixed encodings): a small fixture written with the format's own writer (the
+  writers of `robolake.testing`), ingested on Ray, against the *reader limit* of the same data:
+  the format's reader alone (`read_tabular` + `read_frames`) and a Lance write of its steps and
+  frames, with the same Ray Data parallelism and none of ingest's hashing against the lake,
+  quarantine, statistics, index or commit. Paired runs (limit, ingest, limit, ingest, ...);
+  throughput is total over total; the ratio is the median of the pairs with its min/max.
+  Beside it, the *fixed cost of a one-file ingest*: wall seconds to ingest one unit of the
+  format into a fresh lake, in this process (`execution="auto"`, what a small source gets) and
+  on the already-running Ray (`execution="ray"`), median of the repeats.
+- `one_bag_cold_s`: what a user waits for `ingest one.bag lake` in a fresh interpreter (imports,
+  discovery, the stages, the commit), in process and with a local Ray started for it.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from robolake.lake.ingest import IngestConfig, ensure_ray, ingest
 from robolake.lake.sources import LeRobotReader, SourceReader, discover_readers, format_names
 from robolake.lake.sources.video import iter_video_frames
 from robolake.testing import hdf5 as hdf5_fixture
+from robolake.testing import mcap as mcap_fixture
 from robolake.testing import rlds as rlds_fixture
 from robolake.testing import ros as ros_fixture
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
@@ -165,21 +172,31 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
         for i in range(k):
             ros_fixture.write_ros1(d / f"rec_{i}.bag", ros_fixture.Layout(seconds=secs, seed=i))
 
-    def mcap(d: Path) -> None:
+    def mcap(writer: Callable[..., Any]) -> Callable[[Path], None]:
+        def build(d: Path) -> None:
+            d.mkdir(parents=True, exist_ok=True)
+            for i in range(k):
+                writer(d / f"rec_{i}.mcap", ros_fixture.Layout(seconds=secs, seed=i))
+        return build
+
+    def hdf5_indexed(d: Path) -> None:
         d.mkdir(parents=True, exist_ok=True)
-        for i in range(k):
-            ros_fixture.write_mcap_json(d / f"rec_{i}.mcap", ros_fixture.Layout(seconds=secs, seed=i))
+        hdf5_fixture.write_indexed(d / "flat.h5", episodes=k, steps=steps, images=True, fps=20.0)
 
     rec = f"{k} recordings x {secs:g} s: joints 100 Hz, commands 50 Hz, 24x32 JPEG camera 15 fps"
     return {
         "lerobot": ("lerobot", f"{k} episodes, v3.0, 64x64 h264, 1 camera", lerobot),
         "hdf5": ("hdf5", f"{k} ALOHA files x {steps} steps, 2 JPEG-compressed 48x64 cameras", hdf5),
+        "hdf5 (indexed)": ("hdf5", f"1 file of {k} states_{{i}}/actions_{{i}}/images_{{i}} x {steps} steps, raw 16x16", hdf5_indexed),
         "rlds": ("rlds", f"{k} episodes x {steps} steps, JPEG 32x40 + PNG 16x16", rlds),
         "ros2 (sqlite3)": ("ros2", rec, ros("sqlite3")),
         "ros2 (mcap)": ("ros2", rec, ros("mcap")),
         "ros2-file": ("ros2-file", rec + ", lone .db3 files", ros2_file),
         "ros1": ("ros1", rec, ros1),
-        "mcap": ("mcap", rec + ", JSON messages", mcap),
+        "mcap": ("mcap", rec + ", JSON messages", mcap(ros_fixture.write_mcap_json)),
+        "mcap (ros1)": ("mcap", rec + ", ROS 1 messages (mcap-ros1-support)", mcap(mcap_fixture.write_mcap_ros1)),
+        "mcap (protobuf)": ("mcap", rec + ", protobuf messages (mcap-protobuf-support)", mcap(mcap_fixture.write_mcap_protobuf)),
+        "mcap (mixed)": ("mcap", rec + ", JSON + ROS 1 + protobuf channels in one file", mcap(mcap_fixture.write_mcap_mixed)),
     }
 
 
@@ -195,7 +212,8 @@ def _paired(src: str, work: str, fmt: str, reps: int, limit: Callable[[str, str]
         ls, lf = limit(src, os.path.join(work, f"limit{rep}.lance"))
         dl = time.perf_counter() - t0
         t0 = time.perf_counter()
-        result = ingest(src, os.path.join(work, f"lake{rep}"), IngestConfig(format=fmt))
+        # on Ray, as the limit runs: the ratio compares the same parallelism
+        result = ingest(src, os.path.join(work, f"lake{rep}"), IngestConfig(format=fmt, execution="ray"))
         di = time.perf_counter() - t0
         lim_s, ing_s, lim_steps, lim_frames = lim_s + dl, ing_s + di, lim_steps + ls, lim_frames + lf
         steps, frames = steps + result.steps, frames + result.frames
@@ -209,6 +227,55 @@ def _paired(src: str, work: str, fmt: str, reps: int, limit: Callable[[str, str]
         "limit_frames_per_s": lim_frames / lim_s, "limit_steps_per_s": lim_steps / lim_s,
         "ratio_to_limit": ratio_summary(ratios),
     }  # fmt: skip
+
+
+def one_file_cost(src: str, work: str, fmt: str, reps: int) -> dict[str, Any]:
+    """Wall seconds of ingesting one unit of `src` into a fresh lake: in process and on the running Ray."""
+    from robolake.lake.sources import find_units
+
+    unit = find_units(src, format=fmt).units[0][0]
+    out: dict[str, Any] = {"unit": os.path.basename(unit)}
+    for mode in ("auto", "ray"):
+        times, ran = [], ""
+        for rep in range(reps):
+            t0 = time.perf_counter()
+            res = ingest(unit, os.path.join(work, f"one-{mode}-{rep}"), IngestConfig(format=fmt, execution=mode))
+            times.append(time.perf_counter() - t0)
+            ran = res.execution
+        out[f"{mode}_s"] = float(sorted(times)[len(times) // 2])
+        out[f"{mode}_ran"] = ran
+    return out
+
+
+ONE_BAG = """
+import sys, time
+t0 = time.perf_counter()
+from robolake.lake.ingest import IngestConfig, ingest
+res = ingest(sys.argv[1], sys.argv[2], IngestConfig(execution=sys.argv[3]))
+print(time.perf_counter() - t0, res.execution, res.ingested)
+"""
+
+
+def one_bag_cold(work: str) -> dict[str, Any]:
+    """`ingest one.bag lake` in a fresh interpreter, in process and with a local Ray of its own."""
+    import subprocess
+    import sys
+
+    bag = Path(work) / "cold" / "one.bag"
+    bag.parent.mkdir(parents=True, exist_ok=True)
+    ros_fixture.write_ros1(bag, ros_fixture.Layout(seconds=1.0))
+    out: dict[str, Any] = {"data": "one ROS 1 bag, 1 s: joints 100 Hz, commands 50 Hz, JPEG camera 15 fps"}
+    for mode in ("auto", "ray"):
+        t0 = time.perf_counter()
+        run = subprocess.run([sys.executable, "-c", ONE_BAG, str(bag), str(bag.parent / f"lake-{mode}"), mode],
+                             capture_output=True, text=True, timeout=600)
+        wall = time.perf_counter() - t0
+        if run.returncode != 0:
+            out[mode] = {"error": run.stderr[-500:]}
+            continue
+        inside, ran, n = run.stdout.split()[-3:]
+        out[mode] = {"wall_s": wall, "in_script_s": float(inside), "ran": ran, "ingested": int(n)}
+    return out
 
 
 def run_formats(work: str, quick: bool) -> dict[str, Any]:
@@ -232,7 +299,7 @@ def run_formats(work: str, quick: bool) -> dict[str, Any]:
             return _reader_limit(s, o, f)
 
         res = _paired(str(d), str(d) + "_work", fmt, 2 if quick else 3, limit)
-        out[row] = {"format": fmt, "data": what, **res}
+        out[row] = {"format": fmt, "data": what, **res, "one_file": one_file_cost(str(d), str(d) + "_one", fmt, 3 if quick else 5)}
     return out
 
 
@@ -279,6 +346,7 @@ def run(quick: bool, data: str | None = None, formats: bool = True) -> dict[str,
         out["random_frame_access_real"] = random_frame_access(shared, Lake.open(real_lake), 300 if quick else 1000)
     if formats:
         out["formats"] = run_formats(work, quick)
+    out["one_bag_cold_s"] = one_bag_cold(work)
     shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -317,13 +385,22 @@ def main(argv: list[str] | None = None) -> None:
             if "skipped" in r:
                 frows.append((f"{name}", f"skipped: {r['skipped']}"))
                 continue
+            one = r["one_file"]
             frows += [
                 (f"{name}: data", r["data"]),
                 (f"{name}: ingest frames/s | steps/s", f"{r['frames_per_s']:,.0f} | {r['steps_per_s']:,.0f}"),
                 (f"{name}: limit frames/s | steps/s", f"{r['limit_frames_per_s']:,.0f} | {r['limit_steps_per_s']:,.0f}"),
                 (f"{name}: ratio_to_limit", r["ratio_to_limit"]),
+                (f"{name}: one-file ingest s, in process | on Ray ({one['unit']})", f"{one['auto_s']:.2f} | {one['ray_s']:.2f}"),
             ]
-        print_table("ingest per source format (same data: ingest vs reader + write)", frows)
+        print_table("ingest per source format (same data: ingest vs reader + write; fixed cost of one file)", frows)
+    cold = res["one_bag_cold_s"]
+    crows: list[tuple[Any, ...]] = [("data", cold["data"])]
+    for mode, label in (("auto", "in process"), ("ray", "local Ray started for it")):
+        c = cold[mode]
+        crows.append((f"one-bag ingest, fresh interpreter, {label}: wall s (imports + ingest s)",
+                      f"{c['wall_s']:.2f} ({c['in_script_s']:.2f})" if "wall_s" in c else c.get("error", "?")))
+    print_table("fixed cost of `ingest one.bag lake`", crows)
     write_json(args.json, res)
 
 

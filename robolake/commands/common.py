@@ -1,4 +1,5 @@
-"""What the `robolake` subcommands share: quiet logs, progress bars, the lake summary, error lines.
+"""What the `robolake` subcommands share: quiet logs, progress bars, the lake summary, error
+lines, and the help formatter that shows every option's default.
 
 `quiet_logging` runs once at start-up (from `robolake.cli.main`), before any command imports
 Lance or Ray; `quiet_ray` runs again after Ray is imported, because `import ray` installs its own
@@ -10,11 +11,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from typing import Any
 
 __all__ = [
+    "DefaultsHelpFormatter",
     "add_tag_arguments",
+    "checkpoint_state",
+    "help_formatter",
     "open_lake_at",
     "tag_of",
     "describe_error",
@@ -109,16 +114,25 @@ def tqdm_progress() -> Any:
 
 
 def train_progress_bar(total: int, desc: str = "train") -> Any:
-    """A tqdm bar fed by the trainer's progress callback: step, loss, samples/s (total over total), ETA."""
+    """A tqdm bar fed by the trainer's progress callback: step, loss, samples/s (total over total), ETA.
+
+    The bar is drawn at the first step, not when it is made: a run that fails while it checks its
+    inputs or opens its data prints its one error line and no empty bar above it.
+    """
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc=desc, unit="step", leave=True)
+    bars: list[Any] = []
 
     def progress(p: Any) -> None:
+        if not bars:
+            bars.append(tqdm(total=total, desc=desc, unit="step", leave=True))
+        bar = bars[0]
         if bar.total != p.total_steps:
             bar.total = p.total_steps
         bar.n = p.step
-        bar.set_postfix_str(f"loss {p.loss:.4f}, {p.samples_per_s:,.1f} samples/s", refresh=False)
+        threads = p.torch_threads
+        bar.set_postfix_str(f"loss {p.loss:.4f}, {p.samples_per_s:,.1f} samples/s, data wait {p.data_wait_fraction:.1%}"
+                            + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""), refresh=False)  # fmt: skip
         bar.refresh()
         if p.step >= p.total_steps:
             bar.close()
@@ -136,6 +150,13 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"  {'embodiment':<24} {'episodes':>9} {'steps':>9}  cameras")
         for name, e in summary["embodiments"].items():
             print(f"  {name:<24} {e['episodes']:>9} {e['steps']:>9}  {', '.join(e['cameras'])}")
+    media = summary.get("media")
+    if media and media["encodings"]:  # what the frames are, and whether any are lossy (lake.media)
+        print("  frames: " + ", ".join(f"{k}={v}" for k, v in media["fidelity"].items())
+              + " (" + ", ".join(f"{k}: {v}" for k, v in media["encodings"].items()) + ")"
+              + (f"; access copy: {media['access_copy_rows']} frames" if media["access_copy_rows"] else ""))
+        if media.get("note"):
+            print(f"  note: {media['note']}")
     if summary["quarantine"]:
         print("  quarantine: " + ", ".join(f"{k}={v}" for k, v in sorted(summary["quarantine"].items())))
     else:
@@ -159,14 +180,68 @@ def lake_state(args: argparse.Namespace) -> str:
     return f"; the lake is still at version {known[-1]}; re-run to resume"
 
 
+def checkpoint_state(args: argparse.Namespace) -> str:
+    """'; the newest checkpoint is X (re-run to resume from it)' for an interrupted train or demo."""
+    from pathlib import Path
+
+    out = getattr(args, "out", None)
+    if not isinstance(out, str) or args.command not in ("train", "demo"):
+        return ""
+    run_dir = Path(out) / "train_packed" if args.command == "demo" else Path(out)
+    found = sorted((run_dir / "checkpoints").glob("step_*")) if (run_dir / "checkpoints").is_dir() else []
+    if not found:
+        return "; no checkpoint was written yet"
+    again = "re-run without --fresh" if getattr(args, "fresh", False) else "re-run"
+    return f"; the newest checkpoint is {found[-1]} ({again} to resume from it)"
+
+
 def describe_error(e: BaseException) -> str:
-    """The one line a CLI user sees for an error: its message (typed where the type says more)."""
+    """The one line a CLI user sees for an error: its message (typed where the type says more).
+
+    A KeyError of one key (`KeyError('state')`) reads "missing key 'state'"; a KeyError raised with
+    a sentence (`KeyError("the policy was not trained on embodiment 'x'; ...")`) is that sentence.
+    """
     text = str(e) or type(e).__name__
     if isinstance(e, KeyError):
-        text = f"missing key {text}"
+        arg = e.args[0] if len(e.args) == 1 else None
+        text = arg if isinstance(arg, str) and " " in arg.strip() else f"missing key {text}"
     if not isinstance(e, (FileNotFoundError, FileExistsError, ValueError, KeyError, RuntimeError, OSError)):
         text = f"{type(e).__name__}: {text}"
     return f"{text} (run with --debug for a traceback)"
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Ends every option's help with its default: "(default: X)", "(default: off)" for a flag, or
+    "(required)"; help that already names its default (or means one with None) is left as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.help == argparse.SUPPRESS or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            return action.help
+        if re.search(r"\bdefault\b", text) or isinstance(action, argparse._SubParsersAction):
+            return text
+        if action.required and action.option_strings:
+            return f"{text} (required)"
+        if not action.option_strings and action.nargs not in ("?", "*"):
+            return text  # a required positional has no default
+        if isinstance(action, argparse._StoreTrueAction):
+            return f"{text} (default: off)"
+        if isinstance(action, argparse._StoreFalseAction):
+            return f"{text} (default: on)"
+        if action.default is None or action.default == argparse.SUPPRESS:
+            return text  # what None means belongs in the text itself (tests/unit/commands/test_help.py checks it)
+        if action.default == []:
+            return f"{text} (default: none)"
+        return f"{text} (default: %(default)s)"
+
+
+def help_formatter(base: type[argparse.HelpFormatter] = argparse.HelpFormatter) -> type[argparse.HelpFormatter]:
+    """`DefaultsHelpFormatter` over `base` (a command may keep a raw description or epilog)."""
+    if issubclass(base, DefaultsHelpFormatter):
+        return base
+    if base is argparse.HelpFormatter:
+        return DefaultsHelpFormatter
+    return type(f"Defaults{base.__name__}", (DefaultsHelpFormatter, base), {})
 
 
 def print_curation(result: Any, text: str, *, as_json: bool) -> None:

@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("lake", help="the lake directory or object-store URI")
     s.add_argument("--version", type=int, default=None, help="show this lake version (default: the newest)")
     add_tag_arguments(s)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the summary and every version as JSON (default: a table)")
     s.set_defaults(fn=run)
 
 

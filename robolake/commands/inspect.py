@@ -1,27 +1,37 @@
-"""`robolake inspect SRC [--json]`: what a source holds, per unit, so a mapping takes a minute to write.
+"""`robolake inspect SRC`: what a source holds, per unit, so a mapping takes a minute to write.
 
-For every unit discovery finds under SRC (a dataset directory, a bag, an HDF5 file, a TFDS
-directory) it prints the format, the embodiment tag and defaults the reader would use, and one
-row per topic / dataset / feature: type, shape, message count, rate and time span. Paths that
-look like data but no format reads, and units that fail to open, are listed after.
+For every unit under SRC (a dataset directory, a bag, an MCAP or HDF5 file, a TFDS directory)
+it prints what a default ingest would do with it (or why it would be quarantined), then one row
+per topic / dataset / feature: type, count, rate (as measured), shape, time span (seconds from
+the start; absolute times as ISO 8601) and its role (state, action, camera, task, or ignored and
+why). A unit that ingest cannot open is described all the same, from its files, so the command
+is useful exactly where a mapping is needed. `--suggest-map` prints a mapping to start from
+(`robolake inspect bag.mcap --suggest-map > arm.yaml`), `--map FILE` checks one, `--state-only`
+shows what ingest would do without cameras. The exit code is 0 whenever some unit was found,
+whatever ingest would make of it; 2 when nothing under SRC is readable.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
-__all__ = ["register", "run", "format_report"]
+__all__ = ["register", "run", "format_report", "inspect_units"]
 
-_COLUMNS = ("type", "shape", "count", "rate_hz", "start_s", "end_s", "span_s")
+_COLUMNS = ("type", "encoding", "count", "rate_hz", "header_rate_hz", "shape", "start_s", "end_s", "shared_stamps", "groups",
+            "camera", "role")
+_NOT_HEAD = {"path", "ingest", "suggested_mapping", "notes", "error", "contents"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="show what a source holds (topics/keys, types, counts, rates, shapes, time span)")
+    p = sub.add_parser("inspect", help="show what a source holds (topics/keys, types, counts, rates, shapes, time span, roles)")
     p.add_argument("src", help="a dataset directory, a recording file, or a folder of them")
     p.add_argument("--format", default="auto", help="only this source format (default: detect)")
-    p.add_argument("--map", default=None, metavar="FILE", help="a mapping to check against the source")
+    p.add_argument("--map", default=None, metavar="FILE", help="a mapping to check against the source (default: none)")
+    p.add_argument("--state-only", action="store_true", help="describe what ingest --state-only would do (no cameras)")
+    p.add_argument("--suggest-map", action="store_true", help="print a mapping YAML to start from (> arm.yaml), nothing else")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.set_defaults(fn=run)
 
@@ -29,8 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _cell(v: Any) -> str:
     if v is None:
         return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return f"{v:.3f}" if abs(v) >= 1e5 else f"{v:.6g}"  # an absolute stamp in full, never 1.7575e+09
     if isinstance(v, list):
         return "[" + ",".join(_cell(x) for x in v) + "]" if len(v) <= 6 else f"[{len(v)} items]"
     return str(v)
@@ -38,22 +50,36 @@ def _cell(v: Any) -> str:
 
 def _table(rows: dict[str, dict[str, Any]], indent: str) -> list[str]:
     cols = [c for c in _COLUMNS if any(c in r for r in rows.values())]
-    extra = sorted({k for r in rows.values() for k in r if k not in _COLUMNS and not isinstance(r[k], (dict, list))})
-    cols += extra[:3]
     header = ["name", *cols]
     body = [[name, *(_cell(r.get(c)) for c in cols)] for name, r in rows.items()]
-    widths = [min(max(len(x[i]) for x in [header, *body]), 48) for i in range(len(header))]
-    return [indent + "  ".join(x[i][:48].ljust(widths[i]) for i in range(len(header))).rstrip() for x in [header, *body]]
+    # names are never cut (two long keys differing at the end must stay apart); the role is last
+    widths = [max(len(x[i]) for x in [header, *body]) for i in range(len(header))]
+    out = [indent + "  ".join(x[i].ljust(widths[i]) for i in range(len(header))).rstrip() for x in [header, *body]]
+    for name, r in rows.items():
+        if r.get("frames"):
+            frames = ", ".join(f"{child} (in {v['parent']}, {v['count']})" for child, v in r["frames"].items())
+            out.append(f"{indent}  {name} frames: {frames}")
+        if r.get("joints"):
+            out.append(f"{indent}  {name} joints: {', '.join(r['joints'])}")
+        if r.get("error") or r.get("note"):
+            out.append(f"{indent}  {name}: {r.get('error') or r.get('note')}")
+    return out
 
 
 def format_report(info: dict[str, Any], indent: str = "") -> list[str]:
-    """Human-readable lines of one reader's `inspect()` dict."""
-    lines = []
-    head = [f"{k}={_cell(v)}" for k, v in info.items() if not isinstance(v, dict) and not (isinstance(v, list) and v and isinstance(v[0], dict)) and k != "path"]
-    lines.append(f"{indent}{info.get('path', '')}")
+    """Human-readable lines of one unit's `inspect()` dict."""
+    lines = [f"{indent}{info.get('path', '')}"]
+    if info.get("ingest"):
+        lines.append(f"{indent}  ingest: {info['ingest']}")
+    if info.get("error"):
+        lines.append(f"{indent}  error: {info['error']}")
+    head = [f"{k}={_cell(v)}" for k, v in info.items()
+            if k not in _NOT_HEAD and not isinstance(v, dict) and not (isinstance(v, list) and v and isinstance(v[0], dict))]
     if head:
         lines.append(f"{indent}  " + "  ".join(head))
     for k, v in info.items():
+        if k in _NOT_HEAD:
+            continue
         if isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):
             lines.append(f"{indent}  {k}:")
             lines += _table(v, indent + "    ")
@@ -62,51 +88,73 @@ def format_report(info: dict[str, Any], indent: str = "") -> list[str]:
         elif isinstance(v, list) and v and isinstance(v[0], dict):
             for item in v:
                 lines += format_report(item, indent + "  ")
+    for note in info.get("notes", ()):
+        lines.append(f"{indent}  note: {note}")
     return lines
 
 
-def _describe(format_name: str, path: str) -> dict[str, Any]:
-    from robolake.lake.sources import get_format
+def inspect_units(src: str, *, format: str = "auto", options: Any = None) -> tuple[list[dict[str, Any]], Any]:
+    """One report per unit under `src` (a unit ingest cannot open described from its files), and the scan.
 
-    fmt = get_format(format_name)
-    if fmt.inspect_unit is None:
-        return {}
-    try:
-        return {"contents": fmt.inspect_unit(path)}
-    except Exception as e:  # a unit too broken to describe
-        return {"contents_error": str(e)}
+    Raises:
+        ValueError: `src` missing or an unknown format.
+    """
+    from robolake.lake.sources import FailedUnit, SourceOptions, find_units, open_unit
+
+    options = options or SourceOptions()
+    scan = find_units(src, format=format)
+    reports: list[dict[str, Any]] = []
+    for path, fmt in scan.units:
+        opened = open_unit(path, fmt, options)
+        if isinstance(opened, FailedUnit):
+            report: dict[str, Any] = {"format": fmt.name, "path": path, "opens": False,
+                                      "ingest": f"quarantined ({opened.reason_code}): {opened.message}"}
+            if fmt.inspect_unit is not None:
+                try:
+                    described = fmt.inspect_unit(path, options)
+                    report.update({k: v for k, v in described.items() if k not in ("path", "ingest", "format")})
+                except Exception as e:  # a unit too broken to describe
+                    report["error"] = f"cannot describe it ({type(e).__name__}: {e})"
+            reports.append(report)
+            continue
+        try:
+            reports.append({"opens": True, **opened.inspect()})
+        except Exception as e:  # one unreadable unit should not hide the others
+            reports.append({"format": opened.format_name, "path": opened.root, "opens": True, "error": f"{type(e).__name__}: {e}"})
+    return reports, scan
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake.sources import SourceOptions, discover_readers, get_format
+    from robolake.lake.sources import SourceOptions
     from robolake.lake.sources.mapping import load_mapping
 
     mapping = load_mapping(args.map) if args.map else None
-    found = discover_readers(args.src, format=args.format, options=SourceOptions(mapping=mapping))
-    reports = []
-    for reader in found:
-        try:
-            reports.append(reader.inspect())
-        except Exception as e:  # one unreadable unit should not hide the others
-            reports.append({"format": reader.format_name, "path": reader.root, "error": f"{type(e).__name__}: {e}"})
+    options = SourceOptions(mapping=mapping, state_only=bool(getattr(args, "state_only", False)))
+    reports, scan = inspect_units(args.src, format=args.format, options=options)
+    if not reports:
+        print(f"robolake inspect: {scan.nothing_readable()}", file=sys.stderr)
+        return 2
+    if getattr(args, "suggest_map", False):
+        with_map = [r for r in reports if r.get("suggested_mapping")]
+        if not with_map:
+            for r in reports:
+                print(f"# {r['path']}: a {r.get('format')} unit reads without a mapping")
+            return 0
+        print(with_map[0]["suggested_mapping"], end="")
+        for r in with_map[1:]:
+            print(f"# also under {args.src}: {r['path']} ({r.get('format')}); `robolake inspect {r['path']} --suggest-map` for its own")
+        return 0
     if args.json:
         print(json.dumps({
-            "units": reports, "unrecognised": list(found.unrecognised),
-            "failed": [{"path": f.path, "format": f.format, "reason": f.message, **_describe(f.format, f.path)} for f in found.failed],
+            "units": reports, "unrecognised": list(scan.unrecognised),
+            "failed": [{"path": r["path"], "format": r.get("format"), "reason": r["ingest"]} for r in reports if not r.get("opens")],
         }, indent=2, default=str))
         return 0
     for info in reports:
         print("\n".join(format_report(info)))
+        if info.get("suggested_mapping"):
+            print(f"  mapping to start from: robolake inspect {info['path']} --suggest-map > map.yaml")
         print()
-    for f in found.failed:
-        print(f"cannot open ({f.format}): {f.message if f.message.startswith(f.path) else f'{f.path}: {f.message}'}")
-        fmt = get_format(f.format)
-        if fmt.inspect_unit is not None:
-            try:
-                print("\n".join(format_report(fmt.inspect_unit(f.path), "  ")))
-            except Exception as e:  # a unit too broken to describe
-                print(f"  (cannot describe it: {e})")
-        print()
-    for u in found.unrecognised:
+    for u in scan.unrecognised:
         print(f"not read: {u}")
     return 0

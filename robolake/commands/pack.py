@@ -8,36 +8,53 @@ from typing import Any
 
 from robolake.commands.common import add_tag_arguments, open_lake_at, quiet_ray, tqdm_progress
 
-__all__ = ["register", "run"]
+__all__ = ["DEFAULT_TOKENS_PER_VIEW", "register", "run", "spec_from_args"]
+
+# Tokens per camera view that every model preset accepts (a preset pools its patches down to it, so
+# it needs at least that many: tiny has 16, small and n15 256): shards packed with the defaults
+# train with `robolake train --preset` anything. tests/unit/commands/test_defaults.py checks it.
+DEFAULT_TOKENS_PER_VIEW = 16
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("pack", help="pack a lake into cu_seqlens shards (Ray Data) with lineage")
     s.add_argument("lake", help="the lake to pack (directory or object-store URI)")
     s.add_argument("out", help="where shards.lance and manifest.json are written")
-    s.add_argument("--max-tokens", type=int, default=4096)
-    s.add_argument("--algorithm", default="bfd", choices=["bfd", "ffd", "window"])
+    s.add_argument("--max-tokens", type=int, default=4096, help="capacity of one packed sequence, in backbone tokens")
+    s.add_argument("--algorithm", default="bfd", choices=["bfd", "ffd", "window"],
+                   help="best-fit decreasing, first-fit decreasing, or the bounded-memory window packer")  # fmt: skip
     s.add_argument("--window", type=int, default=8192, help="samples held by the window packer")
     s.add_argument("--horizon", type=int, default=16, help="action chunk length H")
-    s.add_argument("--tokens-per-view", type=int, default=64)
-    s.add_argument("--max-text-tokens", type=int, default=None)
+    s.add_argument("--tokens-per-view", type=int, default=DEFAULT_TOKENS_PER_VIEW,
+                   help="backbone tokens per camera view; the model pools each view's patches down to it, so a preset "
+                        "needs at least that many patches (tiny has 16, small and n15 256)")
+    s.add_argument("--max-text-tokens", type=int, default=None, help="cap on instruction tokens (default: no cap)")
     s.add_argument("--step-stride", type=int, default=1, help="every k-th step starts a sample")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--lake-version", type=int, default=None, help="pack an older lake version")
+    s.add_argument("--seed", type=int, default=0, help="seed of the sample shuffle and the packer")
+    s.add_argument("--lake-version", type=int, default=None, help="pack an older lake version (default: the newest)")
     add_tag_arguments(s)
     s.add_argument("--reject-oversize", action="store_true", help="record and skip samples over max-tokens")
-    s.add_argument("--image-size", type=int, default=None, help="write frames at the model's input size N x N (training rendition; the loader then never resizes)")
-    s.add_argument("--overwrite", action="store_true")
-    s.add_argument("--webdataset", default=None, metavar="DIR", help="also export WebDataset tars here")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--mix", default=None, metavar="KEY=V:W,...|FILE",
+                   help="weighted mixture, e.g. 'embodiment=gr1:0.5,so101:0.3,*:0.2' (key: embodiment, task, source, tag "
+                        "or split; * = the rest), or a YAML/JSON file; groups repeat or subsample to their shares "
+                        "(default: every sample once)")  # fmt: skip
+    s.add_argument("--mix-share", default=None, choices=["samples", "tokens"],
+                   help="what a mixture weight is a share of (default: samples, or the mixture file's `share`)")
+    s.add_argument("--image-size", type=int, default=None,
+                   help="write frames at the model's input size N x N, a training rendition the loader never resizes "
+                        "(default: the recorded size, resized when loading)")  # fmt: skip
+    s.add_argument("--overwrite", action="store_true", help="replace an existing pack output at OUT")
+    s.add_argument("--webdataset", default=None, metavar="DIR", help="also export WebDataset tars here (default: none)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bars")
     s.set_defaults(fn=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from robolake.packers import PackSpec, TokenLengthConfig, export_webdataset, pack
+def spec_from_args(args: argparse.Namespace) -> Any:
+    """The PackSpec a `robolake pack` command line asks for."""
+    from robolake.packers import PackSpec, TokenLengthConfig
+    from robolake.packers.mix import load_mix
 
-    quiet_ray()
-    spec = PackSpec(
+    return PackSpec(
         max_tokens=args.max_tokens,
         algorithm=args.algorithm,
         window=args.window,
@@ -47,7 +64,16 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         on_oversize="reject" if args.reject_oversize else "error",
         image_size=args.image_size,
+        # getattr: other commands build their spec here from a parser without the mixture options
+        mix=None if getattr(args, "mix", None) is None else load_mix(args.mix, share=getattr(args, "mix_share", None)),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    from robolake.packers import export_webdataset, pack
+
+    quiet_ray()
+    spec = spec_from_args(args)
     lake = open_lake_at(args.lake, args, args.lake_version)
     m = pack(lake, spec, args.out, overwrite=args.overwrite, progress=None if args.no_progress else tqdm_progress())
     print(
@@ -58,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
         f"  fill {m.fill:.4f}: padding in packed sequences {1 - m.fill:.1%}; padded batches of the same samples "
         f"would spend {1 - m.padded_fill:.1%} of their tokens on padding (fill {m.padded_fill:.4f})"
     )
+    if m.mixture is not None:
+        parts = ", ".join(f"{c['value']} {c['realised_share']:.3f} (target {c['target_share']:.3f}, x{c['repeats']:.2f})"
+                          for c in m.mixture["components"])  # fmt: skip
+        print(f"  mixture by {m.mixture['key']}, shares of {m.mixture['unit']}: {parts}")
     if m.rejected:
         print(f"  rejected {len(m.rejected)} samples longer than max_tokens (listed in {args.out}/manifest.json)")
     if m.num_samples == 0:

@@ -12,9 +12,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("restore", help="publish a new lake version holding exactly what version N held, or bring deleted episodes back")
     p.add_argument("lake", help="the lake URI")
     p.add_argument("version", type=int, nargs="?", default=None,
-                   help="the lake version to bring back (see `robolake info LAKE --json`)")  # fmt: skip
+                   help="the lake version to bring back (see `robolake info LAKE --json`; no default: give it or --episodes)")  # fmt: skip
     p.add_argument("--episodes", nargs="+", metavar="ID", default=None,
-                   help="instead: bring these deleted episodes back from the newest version that held them")  # fmt: skip
+                   help="instead: bring these deleted episodes back from the newest version that held them (default: none)")  # fmt: skip
     p.add_argument("--reason", default="", help="with --episodes: why, kept with the new version (default: empty)")
     p.set_defaults(fn=run)
 

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--sim", default="metaworld", choices=["metaworld", "point"], help="simulator suite")
     s.add_argument("--tasks", default=None, help="comma-separated task names (default: the suite's default tasks)")
-    s.add_argument("--init", default=None, metavar="RUN", help="behaviour-cloned run directory or checkpoint to start from")
+    s.add_argument("--init", default=None, metavar="RUN", help="behaviour-cloned run directory or checkpoint to start from (default: none; --sim metaworld needs one, --sim point starts from a fresh tiny model)")
     s.add_argument("--mode", default="async", choices=["async", "sync"], help="asynchronous pipeline or lockstep")
     s.add_argument("--steps", type=int, default=20_000, help="environment-step budget")
     s.add_argument("--out", required=True, help="output directory")
@@ -49,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0, help="seed of resets and sampling noise")
     s.add_argument("--log-every", type=float, default=2.0, help="seconds between metric rows")
     s.add_argument("--no-learn", action="store_true", help="roll out only (no updates)")
+    s.add_argument("--record-to", default=None, metavar="LAKE",
+                   help="also write every finished episode into this lake (created if missing) as a rollout episode: "
+                        "frames, states, executed actions, the chunks with their weight versions, rewards, success, seed, "
+                        "the starting checkpoint; costs a render per step (default: not recorded)")  # fmt: skip
     s.set_defaults(fn=run)
 
 
@@ -133,7 +137,15 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    result = run_rl(config, policy_factory, env_factory, metrics_path=metrics, progress=progress)
+    target = None
+    if args.record_to:
+        from robolake.rl.record import record_target
+
+        acted = {"mode": args.mode, "sigma": args.sigma, "start_noise": args.start_noise, "execute_steps": args.execute_steps,
+                 "learn": not args.no_learn, "seed": args.seed}  # fmt: skip
+        target = record_target(args.sim, args.record_to, init=args.init, policy_factory=policy_factory,
+                               run=str(out.resolve()), acted=acted)  # fmt: skip
+    result = run_rl(config, policy_factory, env_factory, metrics_path=metrics, progress=progress, record_to=target)
     s = result.summary
     (out / "summary.json").write_text(json.dumps(s, indent=2))
     with (out / "episodes.jsonl").open("w") as f:
@@ -151,4 +163,9 @@ def run(args: argparse.Namespace) -> int:
         first, second = t["success_first_half"], t["success_second_half"]
         print(f"  {task:<14} episodes {t['episodes']:>4}  success first half {first if first is not None else float('nan'):.2f}  second half {second if second is not None else float('nan'):.2f}")
     print(f"wrote {metrics}, {out / 'summary.json'}, {out / 'rl.png'}, {ckpt}")
+    if result.recorded is not None:
+        r = result.recorded
+        print(f"recorded {r['written']} episodes ({r['successes']} successful, {r['steps']} steps) into {r['lake']}"
+              + (f" version {r['lake_version']}" if r["lake_version"] is not None else "")
+              + (f"; {r['skipped']} were there already" if r["skipped"] else ""))  # fmt: skip
     return 0

@@ -10,7 +10,7 @@ __all__ = ["register", "run"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tag", help="name a lake version (tags resolve everywhere a version does: --tag NAME)")
     p.add_argument("lake", help="the lake URI")
-    p.add_argument("name", nargs="?", default=None, help="the tag's name (letters, digits and . _ : + -)")
+    p.add_argument("name", nargs="?", default=None, help="the tag's name (letters, digits and . _ : + -; default: none, which lists the tags)")
     p.add_argument("--version", type=int, default=None, help="the version to name (default: the newest)")
     p.add_argument("--reason", default="", help="why, kept with the tag (default: empty)")
     p.add_argument("--replace", action="store_true", help="move an existing tag (default: refuse)")

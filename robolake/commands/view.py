@@ -16,13 +16,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("lake", help="the lake directory or object-store URI")
     at = p.add_mutually_exclusive_group()
     at.add_argument("--version", type=int, default=None, help="show this lake version (default: the newest)")
-    at.add_argument("--tag", default=None, help="show the version (and episodes) this tag names")
+    at.add_argument("--tag", default=None, help="show the version (and episodes) this tag names (default: none)")
     at.add_argument("--split", default=None, choices=["train", "val", "test"], help="show this part of `robolake split` (default: all)")
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1; anything else exposes the lake)")
     p.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765; 0 picks a free one)")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an object-store option for Lance and fsspec (repeatable), e.g. aws_endpoint=http://127.0.0.1:9000")
-    p.add_argument("--rerun", default=None, metavar="OUT.rrd", help="write a Rerun recording of episodes to OUT.rrd and exit")
+    p.add_argument("--rerun", default=None, metavar="OUT.rrd", help="write a Rerun recording of episodes to OUT.rrd and exit (default: serve the web viewer)")
     p.add_argument("--episodes", nargs="+", default=None, metavar="ID", help="with --rerun: these episodes (default: all)")
     p.set_defaults(fn=run)
 

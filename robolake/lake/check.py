@@ -5,7 +5,10 @@ file those versions reference exists and reads, the tables agree with each other
 and frame belongs to an episode of that version, each episode has exactly `num_steps` steps and
 `num_steps x cameras` frames, no episode twice), and each embodiment has its statistics. This
 module checks each of those and, for every problem, says what to do: usually to restore the
-newest version that is intact (`robolake restore LAKE N`) and re-run the ingests after it.
+newest version that is intact (`robolake restore LAKE N`) and re-run the ingests after it. A
+version is called intact only when it passes the same checks itself: a damaged data file is
+usually shared with the versions before the one that failed, so a manifest that reads and files
+that exist are not enough.
 
 Data files are read, not only listed: every fragment's key column is scanned (a truncated
 file fails there), the small tables entirely. That costs one pass over the key columns of
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,16 +97,22 @@ def missing_files(lake_uri: str, lv: LakeVersion, storage_options: dict[str, str
     return out
 
 
-def _restore_advice(lake_uri: str, below: int, storage_options: dict[str, str] | None) -> str:
-    """Which earlier version is intact (manifest reads, files exist) and how to go back to it."""
+def _restore_advice(lake_uri: str, below: int, storage_options: dict[str, str] | None, quick: bool) -> str:
+    """Which earlier version checks clean, by the same checks as this one, and how to go back to it.
+
+    A version is recommended only if it passes `check` itself: its manifest reading and its
+    files existing is not enough, since a damaged data file is usually shared with the versions
+    before the one that first failed (an append keeps the older fragments).
+    """
     for v in reversed([v for v in list_versions(lake_uri, storage_options) if v < below]):
         try:
-            lv = read_version(lake_uri, v, storage_options)
-            if not missing_files(lake_uri, lv, storage_options):
-                return (f"the lake is intact at version {v}: `robolake restore {lake_uri} {v}` publishes it as the "
-                        "newest version; then re-run the ingests made after it")
-        except Exception:  # an older version that is damaged too: look further back
-            continue
+            clean = _check(lake_uri, v, storage_options, quick=quick, advise=False).ok
+        except Exception:  # an older version that cannot even be checked: look further back
+            clean = False
+        if clean:
+            how = "" if not quick else " (by the --quick checks; run `robolake check` without --quick to read its files too)"
+            return (f"the lake is intact at version {v}{how}: `robolake restore {lake_uri} {v}` publishes it as the "
+                    "newest version; then re-run the ingests made after it")
     return "no earlier version is intact; re-create the lake from its sources"
 
 
@@ -122,10 +132,25 @@ def check_lake(
 ) -> CheckReport:
     """Check lake version `version` (the newest if None) of the lake at `uri`.
 
-    Never raises for a damaged lake: every problem is in the report.
+    Never raises for a damaged lake: every problem is in the report. Where it advises restoring
+    an earlier version, that version passes these same checks.
     """
-    uri = normalize_uri(uri)
+    return _check(normalize_uri(uri), version, storage_options, quick=quick, advise=True)
+
+
+def _check(uri: str, version: int | None, storage_options: dict[str, str] | None, *, quick: bool, advise: bool) -> CheckReport:
+    """`check_lake`; with `advise=False` (checking a candidate to restore) no restore advice is
+    searched for and no notes on writers are taken."""
     report = CheckReport(lake_uri=uri, version=version)
+    cached: list[str] = []
+
+    def advice() -> str:
+        if not advise:
+            return "(not searched)"
+        if not cached:
+            cached.append(_restore_advice(uri, target, storage_options, quick))
+        return cached[0]
+
     try:
         read_format_marker(uri, storage_options)
     except Exception as e:
@@ -141,43 +166,40 @@ def check_lake(
     try:
         lv = read_version(uri, target, storage_options)
     except DamagedManifestError as e:
-        good = e.last_good
-        fix = (f"the lake is intact at version {good}: `robolake restore {uri} {good}`" if good is not None
-               else "no earlier manifest reads either; re-create the lake from its sources")
-        report.problems.append(Problem(what=f"version {target}'s manifest {e.path} is damaged", fix=fix))
+        report.problems.append(Problem(what=f"version {target}'s manifest {e.path} is damaged", fix=advice()))
         return report
     except ValueError as e:
         report.problems.append(Problem(what=str(e), fix="pick one of the versions listed"))
         return report
-    for v in known:
+    for v in known if advise else ():
         if v < target:
             try:
                 read_version(uri, v, storage_options)
             except DamagedManifestError as e:
                 report.notes.append(f"older version {v}'s manifest {e.path} is damaged (it cannot be restored)")
 
-    datasets = _open_tables(uri, lv, storage_options, report, quick)
+    datasets = _open_tables(uri, lv, storage_options, report, quick, advice)
     if report.problems:
         return report
     try:
         _check_consistency(uri, datasets, report)
     except Exception as e:  # a key column that does not read: a damaged file the quick check did not open
         report.problems.append(Problem(what=f"version {lv.version}'s tables cannot be read ({type(e).__name__}: {str(e)[:200]})",
-                                       fix=_restore_advice(uri, lv.version, storage_options)))
+                                       fix=advice()))
         return report
-    _check_writers(uri, lv, storage_options, datasets, report)
+    if advise:
+        _check_writers(uri, lv, storage_options, datasets, report)
     return report
 
 
 def _open_tables(
-    uri: str, lv: LakeVersion, opts: dict[str, str] | None, report: CheckReport, quick: bool
+    uri: str, lv: LakeVersion, opts: dict[str, str] | None, report: CheckReport, quick: bool, advice: Callable[[], str]
 ) -> dict[str, lance.LanceDataset]:
     datasets = {}
-    advice: str | None = None
     for table in TABLES:
         if table not in lv.tables:
             report.problems.append(Problem(what=f"version {lv.version} names no version of table {table}",
-                                           fix=advice or (advice := _restore_advice(uri, lv.version, opts))))
+                                           fix=advice()))
             continue
         turi = table_uri(uri, table)
         try:
@@ -185,7 +207,7 @@ def _open_tables(
         except Exception as e:
             report.problems.append(Problem(
                 what=f"table {table} cannot be opened at Lance version {lv.tables[table]} ({type(e).__name__}: {str(e)[:200]})",
-                fix=advice or (advice := _restore_advice(uri, lv.version, opts))))
+                fix=advice()))
             continue
         fs = filesystem(turi, opts)
         missing = [df.path for frag in ds.get_fragments() for df in frag.metadata.files
@@ -194,7 +216,7 @@ def _open_tables(
             report.problems.append(Problem(
                 what=f"table {table} of version {lv.version} references {len(missing)} data file(s) that do not exist "
                      f"(first: {join_uri(turi, 'data', missing[0])})",
-                fix=advice or (advice := _restore_advice(uri, lv.version, opts))))
+                fix=advice()))
             continue
         if not quick:
             try:
@@ -202,7 +224,7 @@ def _open_tables(
             except Exception as e:
                 report.problems.append(Problem(
                     what=f"table {table} of version {lv.version} has an unreadable data file ({type(e).__name__}: {str(e)[:200]})",
-                    fix=advice or (advice := _restore_advice(uri, lv.version, opts))))
+                    fix=advice()))
                 continue
         datasets[table] = ds
         report.counts[table] = ds.count_rows()

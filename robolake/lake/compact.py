@@ -32,7 +32,9 @@ __all__ = ["OptimizeReport", "compact_in", "needs_compaction", "optimize", "DEFA
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAGMENTS = 64
-EPISODE_TABLES = ("episodes", "steps", "media")
+# Tables whose rows belong to an episode (curation deletes, selects, merges and restores them
+# together). `streams` and `access` hold a recorded video's index and its access copy.
+EPISODE_TABLES = ("episodes", "steps", "media", "streams", "access")
 _MEDIA_FILE_BYTES = 256 * 1024 * 1024
 
 
@@ -59,8 +61,8 @@ def needs_compaction(lake: _Tables, max_fragments: int = DEFAULT_MAX_FRAGMENTS) 
     return any(n > max_fragments for n in _fragments(lake).values())
 
 
-def _media_rows_per_file(lake: _Tables) -> int:
-    ds = lake.dataset("media")
+def _media_rows_per_file(lake: _Tables, table: str = "media") -> int:
+    ds = lake.dataset(table)
     rows = ds.count_rows()
     if rows == 0:
         return 1 << 20
@@ -73,7 +75,8 @@ def compact_in(tx: LakeTransaction) -> dict[str, dict[str, int]]:
     """Compact every table with more than one fragment, as part of `tx` (what it holds so far);
     returns Lance's counts per table compacted."""
     before = _fragments(tx)
-    targets = {"episodes": 1 << 20, "steps": 1 << 20, "quarantine": 1 << 20, "media": _media_rows_per_file(tx)}
+    targets = {"episodes": 1 << 20, "steps": 1 << 20, "quarantine": 1 << 20, "media": _media_rows_per_file(tx),
+               "streams": 1 << 16, "access": _media_rows_per_file(tx, "access")}
     for table in EPISODE_TABLES:  # Lance compacts only fragments one index segment covers
         tx.create_index(table, "episode_id", merge_all=True)
     done = {}

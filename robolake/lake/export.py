@@ -16,9 +16,21 @@ Why these choices:
   the lake's float64 seconds (LeRobot's default float32 would round them). Per-step task
   indices are global indices of an ordering of tasks that keeps each episode's own task order,
   so a re-ingest gives the same per-episode task lists and per-step task indices.
-- Frames are decoded from the lake's media rows (JPEG/PNG, or key-referenced h264 from their
-  keyframe) on a few threads, a bounded window ahead of the encoder, and encoded once to h264.
-  Video is lossy: a re-ingest gives frames within codec tolerance, not the same bytes.
+- Frames come from the record (never an access copy). With `copy_video` (`--copy-video`), a
+  camera kept as the source video's own packets (`lake.record`) is copied into the mp4 without
+  re-encoding when the codec fits: the stream is h264 or AV1 in yuv420p (what the dataset's
+  info.json declares; with copy_video the dataset takes the recorded codec when every selected
+  stream has the same one), and the episode decodes alone (its first packet is a keyframe, no
+  packet of a neighbouring episode is needed). Re-ingesting such an export gives exactly the
+  lake's pixels. Everything else is decoded (images and FFV1 per row; key-referenced h264 from its
+  keyframe; recorded streams sequentially, each GOP once) on a few threads, a bounded window
+  ahead of the encoder, and encoded once: lossy, a re-ingest gives frames within codec
+  tolerance. The statistics read the decoded frames either way.
+- Nothing is written outside OUT because of what the lake holds: an embodiment tag (a
+  directory name with several embodiments) and each camera's video key (a directory name in the
+  dataset) must be safe file names (`writers.lerobot.safe_path_part`: letters, digits, '.', '_',
+  '-'), else the export is refused naming the field, before anything is written; and every
+  dataset directory must resolve inside OUT (a symlink out of it is refused).
 - Statistics are the writer's, from the exported rows and frames (the lake's cover the whole
   embodiment, not the filtered subset).
 - Memory: one episode's steps and one camera's media rows at a time, plus a few floats a step
@@ -49,11 +61,13 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.lake.lake import Lake
-from robolake.lake.media import decode_row, video_gop
-from robolake.lake.query import EpisodeFilter, sql_quote
+from robolake.lake.media import decode_row, load_streams, video_gop
+from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
+from robolake.lake.record import StreamIndex, decode_runs
 from robolake.lake.sources.lerobot import embodiment_tag
 from robolake.schemas.embodiment import EmbodimentSpec
-from robolake.writers.lerobot import LeRobotFeatures, LeRobotFiles, LeRobotWriter
+from robolake.writers.lerobot import LeRobotFeatures, LeRobotFiles, LeRobotWriter, safe_path_part
+from robolake.writers.video import REMUX_CODECS, EncodedSegment, VideoOptions
 
 __all__ = ["ExportConfig", "ExportResult", "export_lerobot", "EXPORT_FORMATS"]
 
@@ -74,9 +88,12 @@ class ExportConfig(LeRobotFiles):
 
     Attributes:
         decode_threads: Threads decoding the lake's frames ahead of the video encoder.
+        copy_video: Copy recorded video packets into the mp4s where the codec fits, instead of
+            re-encoding them (see the essay).
     """
 
     decode_threads: int = 2
+    copy_video: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -159,14 +176,45 @@ def export_lerobot(
     for r in sorted(rows, key=lambda r: (r["embodiment"], r["source_uri"], r["source_episode_index"], r["episode_id"])):
         by_tag.setdefault(r["embodiment"], []).append(r)
     specs = lake.embodiments()
+    for tag, episodes in by_tag.items():
+        if tag not in specs:
+            raise ValueError(f"lake {lake.uri} has episodes of embodiment {tag!r} but no spec for it; re-ingest them")
+        _check_names(specs[tag], episodes, several=len(by_tag) > 1)
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for tag, episodes in by_tag.items():
         dest = out if len(by_tag) == 1 else out / tag
-        if tag not in specs:
-            raise ValueError(f"lake {lake.uri} has episodes of embodiment {tag!r} but no spec for it; re-ingest them")
-        results.append(_export_one(lake, specs[tag], episodes, dest, filter, config, progress))
+        if not os.path.realpath(dest).startswith(os.path.realpath(out) + os.sep) and os.path.realpath(dest) != os.path.realpath(out):
+            raise ValueError(f"export: {dest} resolves outside {out} (a symlink); remove it and export again")
+        results.append(_export_one(lake, specs[tag], episodes, dest, filter, _codec_for(lake, episodes, config), progress))
     return results
+
+
+def _check_names(spec: EmbodimentSpec, episodes: list[dict[str, Any]], *, several: bool) -> None:
+    """Refuse names from the lake that would make a path leave OUT (see the essay)."""
+    if several and not safe_path_part(spec.tag):
+        raise ValueError(f"export: embodiment tag {spec.tag!r} is not a safe directory name (letters, digits, '.', '_', "
+                         "'-'); export it alone (--embodiment) or re-tag it")
+    for cam in _cameras(spec, episodes):
+        key = _video_key(spec, cam)
+        if not safe_path_part(key):
+            raise ValueError(f"export: camera {cam!r} of embodiment {spec.tag!r} gives the video key {key!r}, which is not a "
+                             "safe file name (letters, digits, '.', '_', '-'); rename the camera (re-ingest with --map)")
+
+
+def _codec_for(lake: Lake, episodes: list[dict[str, Any]], config: ExportConfig) -> ExportConfig:
+    """With copy_video, the dataset's codec is the recorded one when every selected stream shares it."""
+    if not config.copy_video:
+        return config
+    codecs: set[str] = set()
+    ids = [e["episode_id"] for e in episodes]
+    for i in range(0, len(ids), 512):
+        t = lake.dataset("streams").to_table(columns=["codec"], filter=sql_in("episode_id", ids[i : i + 512]))
+        codecs.update(t["codec"].to_pylist())
+    if len(codecs) == 1 and (codec := codecs.pop()) in ("h264", "av1") and codec != config.video.codec:
+        log.info("export: the recorded streams are %s; the dataset's videos are %s, copied where they fit", codec, codec)
+        return dataclasses.replace(config, video=VideoOptions(codec=codec, gop=config.video.gop))  # type: ignore[arg-type]
+    return config
 
 
 # --- one embodiment --------------------------------------------------------------------------
@@ -197,16 +245,24 @@ def _export_one(
     )  # fmt: skip
     pool = ThreadPoolExecutor(max_workers=config.decode_threads, thread_name_prefix="robolake-export")
     with pool, LeRobotWriter(dest, features, config, tasks=_task_order(ep_tasks)) as writer:
-        off_grid = 0
+        off_grid = copied = 0
         for i, (ep, names) in enumerate(zip(episodes, ep_tasks, strict=True)):
             steps = _read_steps(lake, ep)
             n = steps.num_rows
             ts = steps["timestamp"].to_numpy().astype(np.float64)
             off_grid += bool(np.abs(ts - np.arange(n) / fps).max() > _TIMESTAMP_TOLERANCE_S)
+            streams = load_streams(lake.dataset("streams"), [ep["episode_id"]])
+            frames, segments = {}, {}
+            for cam in cameras:
+                key = _video_key(spec, cam)
+                frames[key], segment = _episode_frames(lake, ep, cam, n, pool, streams.get((ep["episode_id"], cam)), config)
+                if segment is not None:
+                    segments[key] = segment
+            copied += len(segments)
             writer.add_episode(
                 state=_matrix(steps["state"], n), action=_matrix(steps["action"], n), timestamps=ts, tasks=names,
                 task_index=steps["task_index"].to_numpy(), success=success[i] if write_success else None,
-                frames={_video_key(spec, cam): _episode_frames(lake, ep, cam, n, pool) for cam in cameras},
+                frames=frames, segments=segments,
             )  # fmt: skip
             if progress is not None:
                 progress(spec.tag, i + 1, len(episodes))
@@ -220,6 +276,7 @@ def _export_one(
             "lake": lake.uri, "lake_version": lake.version, "embodiment": spec.tag,
             "filter": _filter_json(filter), "exported_at": time.time(),
             "episode_ids": [e["episode_id"] for e in episodes],
+            "copied_videos": copied, "videos_total": len(episodes) * len(cameras),
         }  # fmt: skip
         writer.finish(meta={"modality.json": modality, "robolake_export.json": lineage})
     log.info("exported %d episodes of %s to %s", len(episodes), spec.tag, dest)
@@ -354,8 +411,24 @@ def _matrix(column: pa.ChunkedArray, n: int) -> np.ndarray:
     return flat.reshape(n, -1) if n else flat.reshape(0, 0)
 
 
-def _episode_frames(lake: Lake, episode: dict[str, Any], camera: str, n: int, pool: ThreadPoolExecutor) -> Iterator[np.ndarray]:
-    """Yield the episode's decoded RGB frames of `camera`, in step order (the writer checks their sizes)."""
+def _segment(stream: StreamIndex, cells: list[bytes], config: ExportConfig) -> EncodedSegment | None:
+    """The stream's packets to copy as they are, when the dataset's codec fits and it decodes alone."""
+    fits = (config.copy_video and stream.codec == config.video.codec and stream.codec in REMUX_CODECS
+            and stream.params.get("pix_fmt") == "yuv420p" and not len(stream.extra) and bool(stream.packet_key[0]))
+    if not fits:
+        return None
+    steps = stream.packet_step.tolist()
+    return EncodedSegment(codec=stream.codec, extradata=stream.extradata, width=stream.width, height=stream.height,
+                          pix_fmt="yuv420p", packets=tuple(cells[s] for s in steps), frame_index=tuple(steps),
+                          keyframes=tuple(bool(k) for k in stream.packet_key))
+
+
+def _episode_frames(
+    lake: Lake, episode: dict[str, Any], camera: str, n: int, pool: ThreadPoolExecutor, stream: StreamIndex | None,
+    config: ExportConfig,
+) -> tuple[Iterator[np.ndarray], EncodedSegment | None]:
+    """The episode's decoded RGB frames of `camera` in step order (the writer checks their sizes),
+    and its packets to copy instead of encoding, when they fit (`_segment`)."""
     eid = episode["episode_id"]
     media = lake.to_arrow(
         "media", columns=["step_index", "encoding", "data"],
@@ -366,9 +439,21 @@ def _episode_frames(lake: Lake, episode: dict[str, Any], camera: str, n: int, po
             f"episode {eid} camera {camera!r} has {media.num_rows} frames for {n} steps; the lake is "
             "inconsistent: run `robolake check` and re-ingest the episode"
         )
+    cells, encodings = media["data"].to_pylist(), media["encoding"].to_pylist()
+    if stream is not None:
+        return _stream_frames(stream, cells), _segment(stream, cells, config)
+    return _row_frames(cells, encodings, pool), None
+
+
+def _stream_frames(stream: StreamIndex, cells: list[bytes]) -> Iterator[np.ndarray]:
+    """A recorded stream's frames, decoded in one sequential pass (each GOP once)."""
+    for _, frame in decode_runs(stream, stream.runs(range(stream.num_steps)), cells.__getitem__):
+        yield frame.to_ndarray(format="rgb24")
+
+
+def _row_frames(cells: list[bytes], encodings: list[str], pool: ThreadPoolExecutor) -> Iterator[np.ndarray]:
     # Decoding (PIL and PyAV release the GIL) runs on the pool, a bounded window ahead of the encoder.
     pending: deque[Future[np.ndarray]] = deque()
-    cells, encodings = media["data"].to_pylist(), media["encoding"].to_pylist()
     for i, (cell, enc) in enumerate(zip(cells, encodings, strict=True)):
         gop = video_gop(enc)
         key = cells[i - i % gop] if gop and i % gop else None  # rows are steps 0..n-1, checked above

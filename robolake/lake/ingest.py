@@ -14,6 +14,13 @@ statistics of the embodiments it touched, and publishes one lake version. Every 
 lands in the quarantine table with its file and reason. Killing the process at any point leaves
 the lake at its previous version; running the same ingest again resumes it.
 
+Small sources do not wait for Ray. Starting a local Ray costs seconds to tens of seconds, more
+than ingesting a bag of a few hundred messages; so below `IngestConfig.local_below_bytes` of
+source files (and with no `ray_address`), the same two stages run in this process, chunk by
+chunk, through the same stage objects and the same JSON round trip of their results, and the
+driver commits exactly as it would after Ray: the lake is the same either way
+(`IngestConfig.execution` forces one or the other).
+
 Every problem belongs to a dataset or an episode, never to the run: a dataset whose metadata
 cannot be used (the reader's constructor raises), whose episodes cannot be listed, whose spec
 cannot be built, or whose widths contradict the lake's (or an earlier dataset's of the same tag
@@ -36,19 +43,23 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.lake import faults
-from robolake.lake.compact import compact_in, needs_compaction
+from robolake.lake.access import access_rows
+from robolake.lake.compact import EPISODE_TABLES, compact_in, needs_compaction
 from robolake.lake.lake import Lake
 from robolake.lake.lease import Writer
 from robolake.lake.query import sql_quote
 from robolake.lake.sources import (
     EpisodeRef,
+    ReadLimits,
     SourceError,
     SourceOptions,
     SourceReader,
     TabularEpisode,
     discover_readers,
 )
+from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
 from robolake.lake.sources.mapping import Mapping
+from robolake.lake.sources.video import RecordedVideo
 from robolake.lake.stats import NormStatsAccumulator, accumulate_norm_stats
 from robolake.lake.transaction import (
     delete_fragment_files,
@@ -76,26 +87,53 @@ class IngestConfig:
         embodiment: Force this embodiment tag on every source dataset.
         mapping: Which streams become state, action, cameras and task (`--map FILE`).
         state_only: Accept episodes without camera frames instead of quarantining them.
-        video_frames: How frames decoded from a source video are stored: `jpeg` (one image a
-            frame; the default) or `h264` (key-referenced, within the source's bytes, ~3x slower
-            random reads and ingest); see `lake.media`.
+        video_frames: How frames are stored (`--frames`): `record` (the default: a source
+            video's own packets, images as recorded, raw pixels lossless), or the lossy `jpeg`
+            (one image a frame) and `h264` (key-referenced); see `lake.media`.
+        video_crf: CRF of the `h264` layout (`--crf`; default `lake.codecs.VIDEO_CRF`).
+        access_copy: Also write an access copy (`h264`) of the recorded videos it ingests, for
+            fast random reads (`lake.access`); None: none.
         episodes_per_task: Episodes one Ray task handles (and writes as one fragment per table).
         ray_address: Ray cluster address; None starts (or joins) a local Ray.
         num_cpus: CPUs for a local Ray; None lets Ray decide.
+        resample: `ticks` or `none` for topic logs and stamped HDF5 (`--resample`); None: the
+            mapping's `resample:` (default ticks).
+        max_read_bytes: The read budget: the most memory one read of a source may need (a
+            dataset read whole, a frame, a decompressed chunk); a source declaring more is
+            quarantined before anything is allocated (`robolake.lake.sources.limits`).
+        execution: `auto` (in this process below `local_below_bytes` of source files and with
+            no `ray_address`, else Ray), `local` or `ray`.
+        local_below_bytes: Source size below which `auto` runs without Ray.
     """
 
     format: str = "auto"
     embodiment: str | None = None
     mapping: Mapping | None = None
     state_only: bool = False
-    video_frames: str = "jpeg"
+    video_frames: str = "record"
+    video_crf: int | None = None
+    access_copy: str | None = None
     episodes_per_task: int = 8
     ray_address: str | None = None
     num_cpus: int | None = None
+    resample: str | None = None
+    max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+    execution: str = "auto"
+    local_below_bytes: int = 64 * 1024**2
 
     def __post_init__(self) -> None:
         if self.episodes_per_task < 1:
             raise ValueError(f"episodes_per_task must be >= 1, got {self.episodes_per_task}")
+        if self.execution not in ("auto", "local", "ray"):
+            raise ValueError(f"execution must be auto, local or ray, got {self.execution!r}")
+        if self.execution == "local" and self.ray_address:
+            raise ValueError("execution='local' runs without Ray; leave ray_address out (or use execution='ray')")
+        if self.local_below_bytes < 0:
+            raise ValueError(f"local_below_bytes must be >= 0, got {self.local_below_bytes}")
+        ReadLimits(max_read_bytes=self.max_read_bytes)  # validates it
+        SourceOptions(resample=self.resample, video_frames=self.video_frames, video_crf=self.video_crf)  # validates them
+        if self.access_copy not in (None, "h264"):
+            raise ValueError(f"access_copy must be 'h264' or None, got {self.access_copy!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,7 +156,9 @@ class IngestResult:
         quarantine: (path, reason) of each rejected episode.
         unrecognised: Paths under the source that look like data but that no format read.
         notes: Things readers noticed that are not errors (e.g. cameras left out under
-            `state_only`, an episode listed twice identically).
+            `state_only`, an episode listed twice identically, a trimmed span, a rounded or
+            assumed rate, messages averaged on a shared stamp), each once.
+        execution: Where the stages ran: `local` (this process) or `ray`.
     """
 
     lake_version: int
@@ -133,6 +173,7 @@ class IngestResult:
     unrecognised: list[str] = field(default_factory=list)
     duplicates: int = 0
     notes: list[str] = field(default_factory=list)
+    execution: str = "ray"
 
 
 def _now_ns() -> int:
@@ -171,7 +212,8 @@ class _CheckStage:
         for ref in self.chunks[index]:
             try:
                 ep = _read_checked(self.readers[ref.source_uri], ref)
-                out.append({"ok": True, "ref": _ref_key(ref), "hash": ep.content_hash})
+                out.append({"ok": True, "ref": _ref_key(ref), "hash": ep.content_hash,
+                            "notes": [str(n) for n in ep.metadata.get("notes", ())]})
             except SourceError as e:
                 out.append({"ok": False, "ref": _ref_key(ref), "quarantine": _quarantine_row(ref, e)})
         return out
@@ -180,12 +222,16 @@ class _CheckStage:
 class _LoadStage:
     """Ray Data stage 2: decode frames, build rows, write Lance fragments from the worker."""
 
-    def __init__(self, readers: dict[str, SourceReader], chunks: list[list[EpisodeRef]], lake_uri: str, storage_options: dict[str, str] | None):
+    def __init__(self, readers: dict[str, SourceReader], chunks: list[list[EpisodeRef]], lake_uri: str, storage_options: dict[str, str] | None,
+                 access_copy: str | None = None):
         self.readers, self.chunks, self.lake_uri, self.opts = readers, chunks, lake_uri, storage_options
+        self.access_copy = access_copy
 
     def __call__(self, index: int) -> dict[str, Any]:
         steps: list[pa.Table] = []
         media: list[pa.Table] = []
+        streams: list[pa.Table] = []
+        access: list[pa.Table] = []
         episodes: list[dict[str, Any]] = []
         quarantine: list[dict[str, Any]] = []
         for ref in self.chunks[index]:
@@ -202,9 +248,12 @@ class _LoadStage:
             episode_id = f"{ref.source_name}/{ref.episode_index:06d}-{ep.content_hash[:12]}"
             steps.append(_steps_table(episode_id, ep))
             media.append(_media_table(episode_id, ep, frames))
+            streams.append(_streams_table(episode_id, frames))
+            if self.access_copy:
+                access += _access_tables(episode_id, ep, frames)
             episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames]))
-        out: dict[str, Any] = {"episodes": episodes, "quarantine": quarantine, "steps": [], "media": []}
-        for table, parts in (("steps", steps), ("media", media)):
+        out: dict[str, Any] = {"episodes": episodes, "quarantine": quarantine, **{t: [] for t in ROW_TABLES}}
+        for table, parts in (("steps", steps), ("media", media), ("streams", streams), ("access", access)):
             if parts:
                 frags = write_table_fragments(self.lake_uri, table, pa.concat_tables(parts), self.opts)
                 out[table] = fragments_to_json(frags)
@@ -266,6 +315,27 @@ def _media_table(episode_id: str, ep: TabularEpisode, frames: list[Any]) -> pa.T
     return pa.Table.from_pydict(cols, schema=schema_for_table("media"))
 
 
+def _streams_table(episode_id: str, frames: list[Any]) -> pa.Table:
+    """The `streams` rows of the cameras whose frames are a recorded video (`lake.record`)."""
+    rows = [f.stream.to_row(episode_id, f.camera) for f in frames if isinstance(f, RecordedVideo)]
+    return pa.Table.from_pylist(rows, schema=schema_for_table("streams"))
+
+
+def _access_tables(episode_id: str, ep: TabularEpisode, frames: list[Any]) -> list[pa.Table]:
+    """Access-copy rows of the recorded cameras (derived: a failure is logged, the episode lands)."""
+    out = []
+    for f in frames:
+        if isinstance(f, RecordedVideo):
+            try:
+                t = access_rows(episode_id, f.camera, f.stream, f.images.__getitem__, ep.timestamps - ep.timestamps[0])
+            except (RuntimeError, ValueError) as e:
+                log.warning("%s camera %s: no access copy (%s); `robolake optimize --access-copy h264` retries", episode_id, f.camera, e)
+                continue
+            if t is not None:
+                out.append(t)
+    return out
+
+
 def _episode_row(episode_id: str, ep: TabularEpisode, cameras: list[str]) -> dict[str, Any]:
     return {
         "episode_id": episode_id,
@@ -285,11 +355,59 @@ def _episode_row(episode_id: str, ep: TabularEpisode, cameras: list[str]) -> dic
     }
 
 
-def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: ProgressFn | None) -> list[Any]:
+def _local_fan_out(stage: Any, num_chunks: int) -> Any:
+    """`fan_out` in this process: the same stage calls and the same JSON round trip of results."""
+    for index in range(num_chunks):
+        yield index, json.loads(json.dumps(stage(index)))
+
+
+def _chunks(items: list[EpisodeRef], max_per_task: int, local: bool) -> list[list[EpisodeRef]]:
+    if not local:
+        return chunk(items, max_per_task)
+    return [items[i : i + max_per_task] for i in range(0, len(items), max_per_task)]
+
+
+def _source_bytes(readers: list[SourceReader], limit: int) -> int:
+    """Bytes of the readers' files (stops counting past `limit`: only the comparison matters)."""
+    total = 0
+    for r in readers:
+        paths = [r.root] if os.path.isfile(r.root) else (os.path.join(d, f) for d, _, fs in os.walk(r.root) for f in fs)
+        for p in paths:
+            try:
+                total += os.path.getsize(p)
+            except OSError:
+                continue
+            if total > limit:
+                return total
+    return total
+
+
+def _collapse_notes(notes: list[str]) -> list[str]:
+    """Each note once; one said of several files once, naming how many ("path: text" notes)."""
+    by_text: dict[str, list[str]] = {}
+    order: list[str] = []
+    for n in dict.fromkeys(notes):
+        path, sep, text = n.partition(": ")
+        key = text if sep and path.startswith("/") else n
+        if key not in by_text:
+            order.append(key)
+        by_text.setdefault(key, []).append(n)
+    out = []
+    for key in order:
+        items = by_text[key]
+        if len(items) == 1:
+            out.append(items[0])
+        else:
+            first = items[0].partition(": ")[0]
+            out.append(f"{key} ({len(items)} files: {first} and {len(items) - 1} more)")
+    return out
+
+
+def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: ProgressFn | None, local: bool = False) -> list[Any]:
     """Results of `stage` over every chunk, in chunk order (so the commit order is reproducible)."""
     results: dict[int, Any] = {}
     done = 0
-    for index, res in fan_out(stage, num_chunks):
+    for index, res in (_local_fan_out(stage, num_chunks) if local else fan_out(stage, num_chunks)):
         results[index] = res
         done += len(res) if isinstance(res, list) else len(res["episodes"]) + len(res["quarantine"])
         if progress:
@@ -297,12 +415,15 @@ def _run_stage(stage: Any, num_chunks: int, name: str, total: int, progress: Pro
     return [results[i] for i in sorted(results)]
 
 
-def _check_embodiments(lake: Lake, readers: list[SourceReader]) -> dict[str, SourceError]:
+def _check_embodiments(lake: Lake, readers: list[SourceReader], passed: set[str] | None = None) -> dict[str, SourceError]:
     """Readers whose spec cannot be had, or contradicts the spec of the same tag -> the error.
 
     The spec of a tag is the lake's, or, for a tag new to the lake, that of the first reader of
     it in this run (readers come in path order): two datasets of one tag but different widths
-    must never land in one embodiment.
+    must never land in one embodiment. Only readers in `passed` (the datasets with an episode
+    that passed its own checks; None: all) set a width or are compared: a dataset whose every
+    episode was rejected (say, an info.json declaring a width its files do not have) must not
+    block a good one beside it. With `passed` empty, only the specs are built.
     """
     known = dict(lake.embodiments())
     first: dict[str, str] = {}
@@ -315,6 +436,8 @@ def _check_embodiments(lake: Lake, readers: list[SourceReader]) -> dict[str, Sou
             continue
         except Exception as e:  # a reader bug is this dataset's problem, not the whole ingest's
             problems[r.root] = SourceError("reader_error", r.root, f"cannot build the embodiment spec ({type(e).__name__}: {e})")
+            continue
+        if passed is not None and r.root not in passed:
             continue
         have = known.get(r.tag)
         if have is None:
@@ -341,6 +464,7 @@ def _episode_path(ref: EpisodeRef) -> str:
 
 
 MAX_COMMIT_ATTEMPTS = 5  # lost races (head moved, lease taken over) before an ingest gives up
+ROW_TABLES = ("steps", "media", "streams", "access")  # tables the load stage writes fragments of, per episode
 
 
 def ingest(
@@ -418,14 +542,19 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
     # Discovery first: a source with nothing readable fails here, before Ray starts or the lake is created.
     found_units = discover_readers(source, format=config.format, options=SourceOptions(
         embodiment=config.embodiment, mapping=config.mapping, state_only=config.state_only,
-        video_frames=config.video_frames))
+        video_frames=config.video_frames, video_crf=config.video_crf, resample=config.resample,
+        limits=ReadLimits(max_read_bytes=config.max_read_bytes)))
     readers = list(found_units.readers)
     if isinstance(lake, str):
         lake = Lake.open_or_create(lake)
-    ensure_ray(config.ray_address, config.num_cpus)
+    local = config.execution == "local" or (
+        config.execution == "auto" and config.ray_address is None
+        and _source_bytes(readers, config.local_below_bytes) < config.local_below_bytes)
+    if not local:
+        ensure_ray(config.ray_address, config.num_cpus)
     # Every problem stays with its dataset or episode: a unit that cannot be opened, listed or
     # given a spec is quarantined (per episode where its episodes are known), the rest goes on.
-    spec_problems = _check_embodiments(lake, readers)
+    spec_problems = _check_embodiments(lake, readers, passed=set())  # widths are compared after stage 1
     quarantine: list[dict[str, Any]] = [q for u in found_units.failed for q in _unit_rows(u)]
     notes: list[str] = []
     refs: list[EpisodeRef] = []
@@ -451,14 +580,20 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
     discovered = len(refs) + len(quarantine)
 
     # Stage 1: validate + hash; drop what the lake already holds.
-    chunks = chunk(refs, config.episodes_per_task)
-    checked = _run_stage(_CheckStage(by_root, chunks), len(chunks), "check", len(refs), progress)
+    chunks = _chunks(refs, config.episodes_per_task, local)
+    checked = _run_stage(_CheckStage(by_root, chunks), len(chunks), "check", len(refs), progress, local)
     by_key = {_ref_key(r): r for r in refs}
+    # Widths across datasets of one tag, set only by datasets with an episode that passed its own checks.
+    results = [x for part in checked for x in part]
+    widths = _check_embodiments(lake, usable, passed={by_key[x["ref"]].source_uri for x in results if x["ok"]})
+    results = [{**x, "ok": False, "quarantine": _quarantine_row(by_key[x["ref"]], widths[by_key[x["ref"]].source_uri])}
+               if x["ok"] and by_key[x["ref"]].source_uri in widths else x for x in results]
     existing = lake.content_hashes()
     this_run: dict[str, EpisodeRef] = {}
     todo: list[EpisodeRef] = []
     skipped = duplicates = 0
-    for res in (x for part in checked for x in part):
+    for res in results:
+        notes += res.get("notes", ())
         if not res["ok"]:
             quarantine.append(res["quarantine"])
         elif res["hash"] in existing:
@@ -482,11 +617,12 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
     lake_uri, lake_opts = lake.uri, lake.storage_options
 
     def load(todo: list[EpisodeRef]) -> list[dict[str, Any]]:
-        chunks = chunk(todo, config.episodes_per_task)
+        chunks = _chunks(todo, config.episodes_per_task, local)
         slot.loading = True
-        out = _run_stage(_LoadStage(by_root, chunks, lake_uri, lake_opts), len(chunks), "load", len(todo), progress)
+        out = _run_stage(_LoadStage(by_root, chunks, lake_uri, lake_opts, config.access_copy), len(chunks), "load", len(todo),
+                         progress, local)
         slot.loading = False
-        for t in ("steps", "media"):
+        for t in ROW_TABLES:
             slot.fragments.setdefault(t, []).extend(fragments_from_json([f for res in out for f in res[t]]))
         faults.hook("fragments_written")
         return out
@@ -494,7 +630,7 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
     loaded = load(todo)
     episode_rows = [e for res in loaded for e in res["episodes"]]
     quarantine += [q for res in loaded for q in res["quarantine"]]
-    frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ("steps", "media")}
+    frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ROW_TABLES}
     n_steps = sum(res["num_steps"] for res in loaded)
     n_frames = sum(res["num_frames"] for res in loaded)
 
@@ -506,7 +642,8 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
         return IngestResult(
             lake_version=lake.version, discovered=discovered, ingested=0, skipped=skipped,
             quarantined=len(quarantine), steps=0, frames=0, seconds=time.perf_counter() - t0,
-            quarantine=quarantine_list, unrecognised=list(found_units.unrecognised), duplicates=duplicates, notes=notes,
+            quarantine=quarantine_list, unrecognised=list(found_units.unrecognised), duplicates=duplicates,
+            notes=_collapse_notes(notes), execution="local" if local else "ray",
         )
 
     # One lake version: media, steps, episodes, quarantine, then statistics, then the manifest,
@@ -528,7 +665,7 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
             loaded, dropped = _recheck(lake, loaded, by_key, slot, load)
             skipped += dropped
             episode_rows = [e for res in loaded for e in res["episodes"]]
-            frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ("steps", "media")}
+            frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ROW_TABLES}
             n_steps = sum(res["num_steps"] for res in loaded)
             n_frames = sum(res["num_frames"] for res in loaded)
             to_record = _new_quarantine(lake, quarantine)
@@ -539,7 +676,8 @@ def _ingest(source: str, lake: Lake | str, config: IngestConfig | None, progress
     return IngestResult(
         lake_version=published.version, discovered=discovered, ingested=len(episode_rows), skipped=skipped,
         quarantined=len(quarantine), steps=n_steps, frames=n_frames, seconds=time.perf_counter() - t0,
-        quarantine=quarantine_list, unrecognised=list(found_units.unrecognised), duplicates=duplicates, notes=notes,
+        quarantine=quarantine_list, unrecognised=list(found_units.unrecognised), duplicates=duplicates,
+        notes=_collapse_notes(notes), execution="local" if local else "ray",
     )
 
 
@@ -556,15 +694,15 @@ def _commit(
     """Commit this ingest's rows on top of `lake`'s version under the lease and publish them."""
     with lake.begin(writer=slot.writer) as tx:
         tx.acquire()
-        tx.append("media", frags["media"])
-        tx.append("steps", frags["steps"])
+        for table in ("media", "streams", "access", "steps"):
+            tx.append(table, frags[table])
         if episode_rows:
             tx.append_table("episodes", pa.Table.from_pylist(episode_rows, schema=schema_for_table("episodes")))
         if to_record:
             tx.append_table("quarantine", pa.Table.from_pylist(to_record, schema=schema_for_table("quarantine")))
         if episode_rows:
             _update_embodiments(tx, by_root, episode_rows, [res["stats"] for res in loaded])
-            for table in ("episodes", "steps", "media"):
+            for table in EPISODE_TABLES:
                 tx.create_index(table, "episode_id")
             if needs_compaction(tx):  # many small ingests: keep reads from opening thousands of files
                 summary = {**summary, "compacted": compact_in(tx)}
@@ -591,13 +729,13 @@ def _recheck(
             keep.append(res)
             continue
         dropped += len(clash)
-        for t in ("steps", "media"):
+        for t in ROW_TABLES:
             mine = fragments_from_json(res[t])
             delete_fragment_files(lake.uri, t, mine, lake.storage_options)
             ids = {json.dumps(f.to_json(), sort_keys=True) for f in mine}
             slot.fragments[t] = [f for f in slot.fragments.get(t, []) if json.dumps(f.to_json(), sort_keys=True) not in ids]
         redo += [by_key[f"{e['source_uri']}#{e['source_episode_index']}"] for e in res["episodes"] if e["content_hash"] not in have]
-        keep.append({**res, "episodes": [], "steps": [], "media": [], "num_steps": 0, "num_frames": 0, "stats": {}})
+        keep.append({**res, "episodes": [], **{t: [] for t in ROW_TABLES}, "num_steps": 0, "num_frames": 0, "stats": {}})
     if redo:
         keep += load(sorted(redo, key=lambda r: (r.source_uri, r.episode_index)))
     return keep, dropped

@@ -15,7 +15,7 @@ import lance
 import pyarrow as pa
 
 from robolake.lake.lease import Writer
-from robolake.lake.media import FrameReader
+from robolake.lake.media import FrameReader, media_summary
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
 from robolake.lake.stats import NormStats
 from robolake.lake.storage import filesystem, normalize_uri
@@ -64,6 +64,13 @@ class Lake:
     def create(cls, uri: str, *, storage_options: dict[str, str] | None = None, exist_ok: bool = False) -> Lake:
         """Create an empty lake at `uri` (a local path or an object-store URI).
 
+        Any number of processes may race to create the same lake: each table is created with
+        Lance's create-if-absent, a table another creator made first is joined (its first version
+        is the same empty table), and lake version 1 is published with put-if-absent, so exactly
+        one creator publishes it and the others open it (or, without `exist_ok`, are told it
+        exists). Nothing is ever overwritten, so a slow creator cannot wipe a table a faster one
+        has already written to.
+
         Raises:
             FileExistsError: a lake already exists there and `exist_ok` is False.
         """
@@ -75,22 +82,14 @@ class Lake:
         if "://" not in uri:
             filesystem(uri).makedirs(uri, exist_ok=True)
         write_format_marker(uri, storage_options)
-        versions = {}
-        for name in TABLES:
-            schema = schema_for_table(name)
-            # "overwrite": a create killed before its first version leaves tables nobody can see.
-            ds = lance.write_dataset(
-                pa.Table.from_pylist([], schema=schema), table_uri(uri, name), schema=schema,
-                mode="overwrite", storage_options=storage_options,
-            )
-            versions[name] = ds.version
+        versions = {name: _create_table(uri, name, storage_options) for name in TABLES}
         info = LakeVersion(version=1, tables=versions, operation="create", created_at=time.time())
         try:
             write_version(uri, info, storage_options)
         except CommitConflictError:
             if not exist_ok:
                 raise FileExistsError(f"a lake was created at {uri} at the same time; open it with Lake.open({uri!r})") from None
-            return cls.open(uri, storage_options=storage_options)  # a concurrent create won; its tables are as empty
+            return cls.open(uri, storage_options=storage_options)  # a concurrent create won; its tables are these
         return cls(uri, info, storage_options)
 
     @classmethod
@@ -270,7 +269,7 @@ class Lake:
 
     def frames(self) -> FrameReader:
         """Random access to single camera frames at this version."""
-        return FrameReader(self.dataset("media"))
+        return FrameReader.of(self)
 
     def summary(self) -> dict[str, Any]:
         """Tables, row counts, versions, embodiments and quarantine reasons (what `robolake info` prints)."""
@@ -293,8 +292,56 @@ class Lake:
                 for e in emb
             },
             "quarantine": reasons,
+            "media": media_summary(self),
         }
 
     def __repr__(self) -> str:
         at = f", tag={self._tag.name!r}" if self._tag is not None else ""
         return f"Lake({self._uri!r}, version={self.version}{at})"
+
+
+_CREATE_TRIES = 40  # ~ 10 s of waiting for another creator's first table commit to become visible
+
+
+def _create_table(lake_uri: str, name: str, storage_options: dict[str, str] | None) -> int:
+    """Create lake table `name` empty (or join the one a concurrent creator made); returns the
+    Lance version lake version 1 names: 1, the table's empty first commit, whoever made it.
+
+    Raises:
+        ValueError: a table is there that is not robolake's (another schema) or is not empty at
+            its first version (the directory holds something else: pick a new lake URI).
+        OSError: the table could not be created or read after retries (the store's error).
+    """
+    uri = table_uri(lake_uri, name)
+    schema = schema_for_table(name)
+    last: Exception | None = None
+    for attempt in range(_CREATE_TRIES):
+        try:
+            ds = lance.write_dataset(
+                pa.Table.from_pylist([], schema=schema), uri, schema=schema, mode="create",
+                storage_options=storage_options,
+            )
+            return int(ds.version)
+        except (OSError, ValueError) as e:
+            if not _is_retryable_conflict(e):
+                raise
+            last = e
+        try:  # another creator got there first (or is mid-commit): join its first version
+            first = lance.dataset(uri, version=1, storage_options=storage_options)
+        except (OSError, ValueError) as e:  # not visible yet
+            last = e
+            time.sleep(min(0.5, 0.02 * 2**attempt))
+            continue
+        if first.schema.remove_metadata() != schema.remove_metadata() or first.count_rows() != 0:
+            raise ValueError(
+                f"{uri} holds a Lance table that is not an empty robolake {name!r} table; "
+                "create the lake at a new URI (or remove what is there)"
+            )
+        return 1
+    raise OSError(f"could not create lake table {uri} after {_CREATE_TRIES} tries: {last}")
+
+
+def _is_retryable_conflict(e: Exception) -> bool:
+    """A Lance error another writer caused, that trying again (or joining its result) resolves."""
+    text = str(e)
+    return "already exists" in text or "Retryable commit conflict" in text or "preempted by concurrent" in text

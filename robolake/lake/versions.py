@@ -35,7 +35,9 @@ from robolake.lake.storage import (
 from robolake.schemas.version import (
     LAKE_FORMAT_VERSION,
     SUPPORTED_FORMAT_VERSIONS,
+    UPGRADABLE_FORMAT_VERSIONS,
     UnsupportedLakeVersionError,
+    with_added_tables,
 )
 
 __all__ = [
@@ -98,7 +100,7 @@ class LakeVersion:
     def from_json(cls, d: dict[str, Any]) -> LakeVersion:
         return cls(
             version=int(d["version"]),
-            tables={k: int(v) for k, v in d["tables"].items()},
+            tables=with_added_tables({k: int(v) for k, v in d["tables"].items()}),
             operation=str(d.get("operation", "")),
             created_at=float(d.get("created_at", 0.0)),
             summary=dict(d.get("summary", {})),
@@ -136,6 +138,11 @@ def read_format_marker(lake_uri: str, storage_options: dict[str, str] | None = N
         )
     marker = read_json(uri, storage_options)
     found = marker.get("format_version")
+    if found in UPGRADABLE_FORMAT_VERSIONS:
+        raise UnsupportedLakeVersionError(
+            f"lake {lake_uri} has format version {found}, from an older robolake; upgrade it in place with "
+            f"`robolake optimize {lake_uri} --upgrade` (adds two empty tables, rewrites nothing) to open it"
+        )
     if found not in SUPPORTED_FORMAT_VERSIONS:
         raise UnsupportedLakeVersionError(
             f"lake {lake_uri} has format version {found!r}; this robolake reads "
@@ -200,7 +207,9 @@ def read_version(lake_uri: str, version: int, storage_options: dict[str, str] | 
         if good is None:
             advice = "no earlier version is readable either; the lake must be re-created"
         else:
-            advice = f"the lake is intact at version {good}: run `robolake restore {lake_uri} {good}` to publish it as the newest version"
+            advice = (f"the newest readable manifest is version {good} (the lake is intact at version {good} if "
+                      f"`robolake check {lake_uri} --version {good}` passes): run `robolake restore {lake_uri} {good}` "
+                      "to publish it as the newest version")
         raise DamagedManifestError(
             f"lake {lake_uri}: version {version}'s manifest {uri} is damaged ({e}); {advice}",
             version=version, path=uri, last_good=good,

@@ -7,7 +7,9 @@ the same steps as `robolake pack`, lazily:
     (spec.seed, epoch) -> this rank's share of the sequences -> SequenceMaterializer.rows
     (Lance take of frames, states, actions) -> collate_rows
 
-The first three steps are `window_sequences`, the window chain `pack` runs too.
+The first three steps are `window_sequences`, the window chain `pack` runs too. With a mixture
+(`spec.mix`), its first step is the mixture's draw for the epoch (`packers/mix.py`): each epoch
+continues every group's stream, so a subsampled group shows new samples every epoch.
 
 The sample index and the packing plan are cheap (lengths only), so every rank computes the whole
 epoch's plan and takes its share of the packed sequences with the same rule as the shard loader
@@ -42,7 +44,8 @@ from robolake.loaders.config import LoaderConfig, batch_layout
 from robolake.loaders.resume import ResumableSource
 from robolake.loaders.torch_loader import epoch_batches
 from robolake.packers.materialize import SequenceMaterializer
-from robolake.packers.pipeline import materializer_for, window_sequences
+from robolake.packers.mix import Mixture
+from robolake.packers.pipeline import materializer_for, mixture_for, window_sequences
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
 from robolake.schemas.batch import BatchLayout, LoaderState, PackedBatch
@@ -88,8 +91,8 @@ class LakeStream(ResumableSource):
 
         Args:
             lake: A Lake (read at its version) or its URI (newest version).
-            spec: Token model, max_tokens, horizon, window, packing seed and which episodes
-                (`spec.where`); default `PackSpec(algorithm="window")`.
+            spec: Token model, max_tokens, horizon, window, packing seed, which episodes
+                (`spec.where`) and their mixture (`spec.mix`); default `PackSpec(algorithm="window")`.
             config: Batch size, image size, shuffle seed, drop_last; padded widths default to the
                 widest embodiment of the lake's selected episodes.
             rank: This process's data-parallel rank (with `world_size`, or neither: torchrun's).
@@ -98,8 +101,9 @@ class LakeStream(ResumableSource):
             storage_options: Object-store options, when `lake` is a URI.
 
         Raises:
-            ValueError: no episodes to stream (see `build_sample_index`), or a setting this stream
-                cannot honour (see `check_lake_stream_config`).
+            ValueError: no episodes to stream (see `build_sample_index`), a setting this stream
+                cannot honour (see `check_lake_stream_config`), or a mixture value that names no
+                episode (`spec.mix`).
         """
         self.lake = lake if isinstance(lake, Lake) else Lake.open(lake, storage_options=storage_options)
         self.spec = spec or PackSpec(algorithm="window")
@@ -109,6 +113,7 @@ class LakeStream(ResumableSource):
         self.rank, self.world_size = where.rank, where.world_size
         self.num_threads = max(1, num_threads if num_threads is not None else self.config.num_workers)
         self.index: SampleIndex = build_sample_index(self.lake, self.spec)
+        self.mixture: Mixture | None = mixture_for(self.lake, self.index, self.spec)
         self.materializer: SequenceMaterializer = materializer_for(self.lake, self.index, self.spec)
         specs = self.lake.embodiments()
         tags = [t for t in self.index.embodiments if t in specs]
@@ -149,8 +154,12 @@ class LakeStream(ResumableSource):
         if epoch not in self._plans:
             seed = int(np.random.SeedSequence([self.spec.seed, epoch]).generate_state(1)[0])
             shuffle_seed = [self.config.seed, epoch] if self.config.shuffle else None
-            bins, rejected = window_sequences(self.index, self.spec, shuffle_seed=shuffle_seed, packer_seed=seed)
+            bins, rejected = window_sequences(self.index, self.spec, shuffle_seed=shuffle_seed, packer_seed=seed,
+                                              mixture=self.mixture, epoch=epoch)  # fmt: skip
             self.rejected = rejected.tolist()
+            if self.mixture is not None:  # every rank the same mixture: a stratified deal (`Mixture.deal`)
+                bins = self.mixture.deal(self.index, bins, self.world_size, max_tokens=self.spec.max_tokens,
+                                         seed=[self.config.seed, epoch, 0x4445])  # fmt: skip
             # The sequences are already in a shuffled order; the rank split must not reshuffle them.
             split = dataclasses.replace(self.config, shuffle=False)
             batches = epoch_batches(len(bins), epoch=epoch, rank=self.rank, world_size=self.world_size, config=split)

@@ -5,7 +5,8 @@ The "shards or lake?" decision is made here and nowhere else:
 - a pack output (a directory or prefix holding `manifest.json` + `shards.lance`), or shards
   already opened with `open_shards`: the torch shard loader (`backend="torch"`, DataLoader
   workers, resumable mid-epoch) or the Ray Data stream (`backend="ray"`);
-- a lake (a `Lake`, or the URI of one): packed on the fly by `LakeStream` with `spec`.
+- a lake (a `Lake`, or the URI of one): packed on the fly by `LakeStream` with `spec`, weighted
+  by `mix` when given (a mixture of embodiments, tasks, sources or tags: `packers/mix.py`).
 
 Rank and world size come from the caller or, when neither is given, from torchrun's environment
 (`robolake.distributed`), so under `torchrun` every rank opens only its own share whether or not
@@ -14,6 +15,7 @@ the process group has started yet.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from robolake.distributed import resolve_rank
@@ -22,6 +24,7 @@ from robolake.lake.storage import exists, join_uri, normalize_uri
 from robolake.loaders.config import LoaderConfig
 from robolake.loaders.shards import PackedShards
 from robolake.packers.manifest import MANIFEST_NAME
+from robolake.packers.mix import MixSpec, load_mix
 from robolake.packers.spec import PackSpec
 from robolake.schemas.batch import BatchSource
 
@@ -45,6 +48,7 @@ def open_batches(
     spec: PackSpec | None = None,
     backend: Backend = "torch",
     lake: Lake | str | None = None,
+    mix: MixSpec | str | None = None,
 ) -> BatchSource:
     """Open `source` as this rank's batch source.
 
@@ -59,14 +63,17 @@ def open_batches(
         backend: For packed shards: "torch" (DataLoader) or "ray" (Ray Data). A lake streams in
             a thread pool and takes "torch".
         lake: For packed shards: check they were packed from this lake at its version.
+        mix: For a lake: a weighted mixture (a `MixSpec`, the `--mix` text, or a YAML/JSON file);
+            it replaces `spec.mix`. Packed shards hold their mixture already (`pack --mix`).
 
     Returns:
         A `BatchSource`: iterate per epoch, `set_epoch`, `state_dict` / `load_state_dict`.
 
     Raises:
         FileNotFoundError: `source` is neither a pack output nor a lake.
-        ValueError: an unknown backend, `spec` given for shards, backend "ray" for a lake or
-            with world size > 1, or a config field the chosen source cannot honour.
+        ValueError: an unknown backend, `spec` or `mix` given for shards, backend "ray" for a
+            lake or with world size > 1, a config field the chosen source cannot honour, or a
+            mixture that names nothing in the lake.
         LineageError: the shards do not come from `lake`.
     """
     if backend not in ("torch", "ray"):
@@ -75,8 +82,11 @@ def open_batches(
     where = resolve_rank(rank, world_size)
     shards_given = isinstance(source, PackedShards)
     if shards_given or (isinstance(source, str) and is_pack_output(source, storage_options)):
-        if spec is not None:
-            raise ValueError(f"{source} holds packed shards, whose packing is fixed; drop `spec` (or stream from the lake)")
+        if spec is not None or mix is not None:
+            raise ValueError(
+                f"{source} holds packed shards, whose packing (and mixture) is fixed; drop `spec`/`mix`, stream from "
+                "the lake, or re-pack with `robolake pack --mix`"
+            )
         if backend == "ray":
             from robolake.loaders.ray_stream import RayPackedStream
 
@@ -101,4 +111,6 @@ def open_batches(
                 f"{source} is neither a pack output (no {MANIFEST_NAME}) nor a lake ({e}); pass the directory "
                 "`robolake pack` wrote or one `robolake ingest` wrote"
             ) from e
+    if mix is not None:
+        spec = dataclasses.replace(spec or PackSpec(algorithm="window"), mix=load_mix(mix) if isinstance(mix, str) else mix)
     return LakeStream(lake_source, spec, config, rank=where.rank, world_size=where.world_size)

@@ -3,7 +3,9 @@
 Work assignment is a pure function of (number of rows, seed, epoch, rank, world size, batch
 size), so every process computes the same plan without talking to the others:
 
-1. The epoch's order is `default_rng([seed, epoch]).permutation(num_rows)` (or 0..N-1 unshuffled).
+1. The epoch's order is `default_rng([seed, epoch]).permutation(num_rows)` (or 0..N-1 unshuffled);
+   shards packed with a mixture are dealt stratified instead (`packers.mix.deal_order` over the
+   row strata their manifest records), so every rank gets the same mixture.
 2. Rank r of W takes the rows `order[r::W]`.
 3. The rank's rows are cut into batches. DDP needs the same number of steps on every rank:
    - `drop_last=True`: every rank gets `N // (W * B)` batches of exactly B sequences; the at
@@ -53,16 +55,23 @@ __all__ = ["PackedShardDataset", "PackedLoader", "epoch_batches"]
 
 
 def epoch_batches(
-    num_rows: int, *, epoch: int, rank: int, world_size: int, config: LoaderConfig
+    num_rows: int, *, epoch: int, rank: int, world_size: int, config: LoaderConfig, strata: np.ndarray | None = None
 ) -> list[np.ndarray]:
-    """Row indices of each batch rank `rank` reads in `epoch`, in order (the plan above).
+    """Row indices of each batch rank `rank` reads in `epoch`, in order (the plan above); with
+    `strata` (one per row: a mixed pack's `row_strata`), the shuffled order is a stratified deal.
 
     Raises:
         ValueError: with drop_last=False, fewer rows than ranks (a rank would have no batch).
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
-    if config.shuffle:
+    if config.shuffle and strata is not None and world_size > 1:
+        from robolake.packers.mix import deal_order
+
+        if len(strata) != num_rows:
+            raise ValueError(f"the pack's row strata name {len(strata)} rows but the shards hold {num_rows}; re-run `robolake pack`")
+        order = deal_order(strata, world_size, seed=[config.seed, epoch])
+    elif config.shuffle:
         order = np.random.default_rng([config.seed, epoch]).permutation(num_rows)
     else:
         order = np.arange(num_rows)
@@ -204,7 +213,10 @@ class PackedShardDataset(IterableDataset):
 
     def batches(self) -> list[np.ndarray]:
         """This rank's batches (row indices) of the current epoch."""
-        return epoch_batches(self.shards.num_rows, epoch=self.epoch, rank=self.rank, world_size=self.world_size, config=self.config)
+        from robolake.packers.mix import row_strata
+
+        return epoch_batches(self.shards.num_rows, epoch=self.epoch, rank=self.rank, world_size=self.world_size, config=self.config,
+                             strata=row_strata(self.shards.manifest.mixture))  # fmt: skip
 
     def __iter__(self) -> Iterator[PackedBatch]:
         info = get_worker_info()

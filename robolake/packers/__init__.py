@@ -14,6 +14,7 @@ from robolake.packers.lengths import (
     text_token_lengths,
 )
 from robolake.packers.manifest import LineageError, PackManifest, read_manifest
+from robolake.packers.mix import MixSpec, Mixture, bind_mixture, load_mix
 from robolake.packers.pipeline import pack, padded_fill, plan_sequences
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
@@ -30,6 +31,10 @@ __all__ = [
     "sample_lengths",
     "text_token_lengths",
     "PackSpec",
+    "MixSpec",
+    "Mixture",
+    "bind_mixture",
+    "load_mix",
     "SampleIndex",
     "build_sample_index",
     "plan_sequences",

@@ -40,6 +40,10 @@ class PackManifest:
         shards_version: Lance version of the shards dataset.
         created_at: Unix seconds.
         seconds: Wall time of the run.
+        mixture: With a mixture (`spec["mix"]`): per group its weight, target and realised share,
+            pool, quota, samples and tokens drawn and repeats (`Mixture.report`), and each row's
+            stratum (`row_strata`: the shard loader deals rows to ranks by it); None without.
+            `num_samples` then counts repeats.
     """
 
     lake_uri: str
@@ -57,6 +61,7 @@ class PackManifest:
     shards_version: int = 0
     created_at: float = field(default_factory=time.time)
     seconds: float = 0.0
+    mixture: dict[str, Any] | None = None
 
     @property
     def pack_spec(self) -> PackSpec:

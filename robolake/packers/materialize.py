@@ -3,15 +3,25 @@
 Runs inside Ray tasks (for `pack`) or a loader process (for streaming from the lake). Each call
 gets a group of packed sequences, gathers every row it needs with one Lance `take` per table
 (sorted unique offsets: random access, no scan), normalises vectors with the embodiment's
-statistics and lays them out as `PackedRow`s. Shards hold self-contained images
-(`lake.media.standalone_images`): image rows as they are, h264 rows decoded from their keyframe
-and JPEG-encoded. With `spec.image_size` set, each frame is written as a training rendition at
-the model's input size: the resize happens once here instead of in the loader on every epoch,
-and the shards hold small frames.
+statistics and lays them out as `PackedRow`s. Shards hold self-contained images: image rows as
+they are, FFV1 and h264 rows decoded and JPEG-encoded (`lake.media.standalone_images`), frames
+of a camera with an access copy taken from it. With `spec.image_size` set, each frame is written
+as a training rendition at the model's input size: the resize happens once here instead of in
+the loader on every epoch, and the shards hold small frames.
+
+Recorded videos (`lake.record`) are decoded sequentially, each episode-camera once: the first
+call that needs a frame of one decodes the whole stream in one pass (each GOP once) and keeps
+the JPEG of every sample step in a per-process cache (`RecordFrameCache`, bounded by bytes, least
+recently used out first). Packed sequences mix episodes at random, so decoding only the frames a
+call asks for would decode each GOP again in every call that touches it; a pass over the stream
+costs no more than one such call. A cache too small for the lake stays correct and only decodes
+again; each Ray worker process has its own.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,14 +29,52 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-from robolake.lake.media import MEDIA_ROW_COLUMNS, standalone_images
+from robolake.lake.codecs import render_rgb
+from robolake.lake.media import MEDIA_ROW_COLUMNS, load_streams, record_images, standalone_images
 from robolake.lake.stats import NormStats
 from robolake.packers.samples import SampleIndex
 from robolake.packers.spec import PackSpec
 from robolake.schemas.packed import packed_schema
 from robolake.schemas.varlen import cu_seqlens_from_lengths
 
-__all__ = ["SequenceMaterializer"]
+__all__ = ["RECORD_CACHE_BYTES", "RecordFrameCache", "SequenceMaterializer"]
+
+RECORD_CACHE_BYTES = 1 << 30  # renditions of recorded frames kept per process
+
+
+class RecordFrameCache:
+    """Self-contained frames of recorded streams, per (table, version, episode, camera, size, stride).
+
+    Thread-safe (the lake stream materialises in threads); least recently used streams go first
+    once `max_bytes` is passed.
+    """
+
+    def __init__(self, max_bytes: int = RECORD_CACHE_BYTES):
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[object, ...], dict[int, bytes]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[object, ...]) -> dict[int, bytes] | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[object, ...], frames: dict[int, bytes]) -> None:
+        size = sum(map(len, frames.values()))
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = frames
+            self._bytes += size
+            while self._bytes > self.max_bytes and len(self._items) > 1:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= sum(map(len, old.values()))
+
+
+_CACHE = RecordFrameCache()
 
 
 def _take(ds: lance.LanceDataset, offsets: np.ndarray, columns: list[str]) -> tuple[pa.Table, np.ndarray]:
@@ -51,6 +99,8 @@ class SequenceMaterializer:
         spec: The pack spec.
         steps_uri: The lake's steps table, and its Lance version.
         media_uri: The lake's media table, and its Lance version.
+        streams_uri: The lake's streams table (recorded videos) and its version; None: none.
+        access_uri: The lake's access-copy table and its version; None: none.
         stats: Normalisation statistics per embodiment tag.
         storage_options: Lance storage options.
     """
@@ -63,6 +113,71 @@ class SequenceMaterializer:
     media_version: int
     stats: dict[str, NormStats]
     storage_options: dict[str, str] | None = None
+    streams_uri: str | None = None
+    streams_version: int | None = None
+    access_uri: str | None = None
+    access_version: int | None = None
+
+    def _open(self, uri: str | None, version: int | None) -> lance.LanceDataset | None:
+        return None if uri is None else lance.dataset(uri, version=version, storage_options=self.storage_options)
+
+    def frames(self, media: lance.LanceDataset, ep: np.ndarray, cam: np.ndarray, t: np.ndarray) -> list[bytes]:
+        """Self-contained image bytes of views (episode row, camera index, step), in order."""
+        idx, size = self.index, self.spec.image_size
+        out: list[bytes | None] = [None] * len(ep)
+        use_access = np.zeros(len(ep), dtype=bool) if idx.access_offset is None else idx.access_offset[ep, cam] >= 0
+        recorded = (np.zeros(len(ep), dtype=bool) if idx.recorded is None else idx.recorded[ep, cam]) & ~use_access
+        plain = ~use_access & ~recorded
+        for mask, ds, base in ((use_access, self._open(self.access_uri, self.access_version), idx.access_offset),
+                               (plain, media, idx.media_offset)):
+            if not mask.any() or ds is None or base is None:
+                continue
+            offs = base[ep[mask], cam[mask]] + t[mask]
+            uniq, inv = np.unique(offs, return_inverse=True)
+            rows = ds.take(uniq.tolist(), columns=MEDIA_ROW_COLUMNS)
+            images = standalone_images(ds, uniq, rows, size)
+            for i, j in zip(np.flatnonzero(mask).tolist(), inv.tolist(), strict=True):
+                out[i] = images[j]
+        if recorded.any():
+            self._recorded(media, ep, cam, t, recorded, out)
+        if any(o is None for o in out):
+            raise ValueError("a frame of a recorded camera has no access copy table or streams table to decode it; "
+                             "build the materializer with packers.pipeline.materializer_for(lake, ...)")
+        return [o for o in out if o is not None]
+
+    def _recorded(self, media: lance.LanceDataset, ep: np.ndarray, cam: np.ndarray, t: np.ndarray,
+                  mask: np.ndarray, out: list[bytes | None]) -> None:
+        """Frames of recorded streams, each stream decoded once per process (see the essay)."""
+        idx, size, stride = self.index, self.spec.image_size, int(self.index.step_stride)
+        ids, cams = idx.episodes["episode_id"], idx.episodes["cameras"]
+        wanted = sorted({(int(e), int(c)) for e, c in zip(ep[mask].tolist(), cam[mask].tolist(), strict=True)})
+        got: dict[tuple[int, int], dict[int, bytes]] = {}
+        missing = []
+        for e, c in wanted:
+            key = (self.media_uri, self.media_version, ids[e].as_py(), cams[e][c].as_py(), size, stride)
+            hit = _CACHE.get(key)
+            if hit is None:
+                missing.append((e, c, key))
+            else:
+                got[(e, c)] = hit
+        if missing:
+            streams = load_streams(self._open(self.streams_uri, self.streams_version), [k[2] for _, _, k in missing])
+            num_steps = idx.episodes["num_steps"].to_numpy()
+            for e, c, key in missing:
+                stream = streams.get((str(key[2]), str(key[3])))
+                if stream is None:
+                    raise ValueError(f"episode {key[2]} camera {key[3]} is a recorded video but the streams table has no row "
+                                     "for it; run `robolake check`")
+                base, n = int(idx.media_offset[e, c]), int(num_steps[e])
+                data = media.take(list(range(base, base + n)), columns=["data"])["data"].to_pylist()
+                frames = record_images(stream, range(0, n, stride), data.__getitem__, lambda rgb: render_rgb(rgb, size))
+                _CACHE.put(key, frames)
+                got[(e, c)] = frames
+        for i in np.flatnonzero(mask).tolist():
+            frames = got[(int(ep[i]), int(cam[i]))]
+            if int(t[i]) not in frames:  # samples sit on the stride grid, which is what the cache holds
+                raise ValueError(f"step {int(t[i])} is not a sample step of stride {stride}")
+            out[i] = frames[int(t[i])]
 
     def rows(self, bins: Sequence[np.ndarray], seq_indices: Sequence[int]) -> pa.Table:
         """Packed rows of `bins` (arrays of sample ids), numbered `seq_indices`."""
@@ -82,14 +197,13 @@ class SequenceMaterializer:
         action_tab, action_inv = _take(steps, (base[:, None] + chunk).reshape(-1), ["action"])
         cams = idx.media_offset[ep]
         view_mask = cams >= 0
-        view_off = (cams + t[:, None])[view_mask]
-        uniq_views, frame_inv = np.unique(view_off, return_inverse=True)
-        frames_tab = media.take(uniq_views.tolist(), columns=[*MEDIA_ROW_COLUMNS, "camera"])
+        view_row, view_cam = np.nonzero(view_mask)  # row-major: sample after sample, its cameras in order
+        frame_data = self.frames(media, ep[view_row], view_cam, t[view_row])
+        cam_names = idx.episodes["cameras"].to_pylist()
+        frame_cams = [cam_names[int(ep[r])][int(c)] for r, c in zip(view_row.tolist(), view_cam.tolist(), strict=True)]
 
         states = _matrix(state_tab["state"])
         actions = _matrix(action_tab["action"])
-        frame_data = standalone_images(media, uniq_views, frames_tab, spec.image_size)
-        frame_cams = frames_tab["camera"].to_pylist()
         tags = idx.episodes["embodiment"].to_pylist()
         tasks = idx.episodes["task"].to_pylist()
         ids = idx.episodes["episode_id"].to_pylist()
@@ -119,8 +233,8 @@ class SequenceMaterializer:
                 sd.append(s.shape[0])
                 ad.append(a.shape[1])
                 for _ in range(int(views_per[r])):
-                    frames.append(frame_data[frame_inv[view_pos]])
-                    fcams.append(frame_cams[frame_inv[view_pos]])
+                    frames.append(frame_data[view_pos])
+                    fcams.append(frame_cams[view_pos])
                     view_pos += 1
             lengths = idx.episode_length[ep[pos : pos + n]].astype(np.int32)
             out["seq_index"].append(int(seq))

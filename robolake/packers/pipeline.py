@@ -4,10 +4,12 @@ The flow is sample index -> plan -> materialise -> write:
 
 1. The sample index (`samples.py`) reads only metadata: the episodes table and the key columns
    of steps and media, pinned to the lake version being packed.
-2. The plan assigns samples to packed sequences. Samples are shuffled with the seed first, so
-   that equal-length neighbours (consecutive steps of one episode) spread over many sequences,
-   then packed with the chosen algorithm (`binpack.py`), and the sequences are shuffled again,
-   because best-fit emits them ordered by size.
+2. The plan assigns samples to packed sequences. With a mixture (`spec.mix`), the samples are
+   first the mixture's draw for the epoch (`epoch_samples`, the one mixture step, which the lake
+   stream runs too; `mix.py`): groups repeated or subsampled to their shares. Samples are
+   shuffled with the seed, so that equal-length neighbours (consecutive steps of one episode)
+   spread over many sequences, then packed with the chosen algorithm (`binpack.py`), and the
+   sequences are shuffled again, because best-fit emits them ordered by size.
 3. Ray Data maps over groups of sequences: each task gathers its rows with Lance `take`,
    builds `PackedRow`s (`materialize.py`) and writes them as Lance fragments of
    `<out>/shards.lance`.
@@ -24,7 +26,8 @@ write tasks read their slice of a range's plan from there. The driver then holds
 sample index and a few numbers per range, whatever the sample count (measured by
 `robolake bench scale`: `plan_peak_rss_mb`). A packed sequence only mixes samples of one range,
 a random tenth-of-a-percent of the lake's episodes or more, and the loader shuffles sequences
-across ranges every epoch.
+across ranges every epoch. With a mixture, each range draws its part of every global quota
+(`Mixture.split`), so the shares hold over the whole pack.
 """
 
 from __future__ import annotations
@@ -49,13 +52,17 @@ from robolake.lake.transaction import (
 from robolake.packers.binpack import OnOversize, best_fit_decreasing, first_fit_decreasing
 from robolake.packers.manifest import MANIFEST_NAME, SHARDS_NAME, PackManifest, write_manifest
 from robolake.packers.materialize import SequenceMaterializer
+from robolake.packers.mix import Mixture, bind_mixture
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
 from robolake.packers.window import WindowPacker
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.packed import packed_schema
 
-__all__ = ["pack", "plan_sequences", "window_sequences", "plan_ranges", "padded_fill", "materializer_for", "PLAN_RANGE_SAMPLES"]
+__all__ = [
+    "pack", "plan_sequences", "window_sequences", "epoch_samples", "plan_ranges", "padded_fill", "materializer_for",
+    "mixture_for", "PLAN_RANGE_SAMPLES",
+]  # fmt: skip
 
 PLAN_RANGE_SAMPLES = 4_000_000
 
@@ -77,8 +84,66 @@ def padded_fill(lengths: np.ndarray, batch_size: int) -> float:
     return float(lengths.sum() / (grid.max(1) * counts).sum())
 
 
+def _oversize_error(index: SampleIndex, spec: PackSpec, ids: np.ndarray, lengths: np.ndarray) -> ValueError:
+    (eid, step), = index.keys(ids[:1])
+    return ValueError(
+        f"sample (episode {eid}, step {step}) has {int(lengths[0])} tokens, more than "
+        f"max_tokens={spec.max_tokens} ({ids.size} such samples); raise max_tokens "
+        "(`robolake pack --max-tokens`), cap the instruction (`--max-text-tokens`, tokens.max_text_tokens), "
+        "or record and skip them (`--reject-oversize`, on_oversize='reject')"
+    )
+
+
+def mixture_for(lake: Lake, index: SampleIndex, spec: PackSpec) -> Mixture | None:
+    """`spec.mix` bound to `index` (None without a mixture): what `epoch_samples` draws with."""
+    return None if spec.mix is None else bind_mixture(lake, index, spec.mix, max_tokens=spec.max_tokens)
+
+
+def epoch_samples(
+    index: SampleIndex,
+    spec: PackSpec,
+    samples: np.ndarray | None = None,
+    *,
+    mixture: Mixture | None = None,
+    epoch: int = 0,
+    on_oversize: OnOversize | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sample ids one epoch packs: the one mixture step of `pack` and the lake stream.
+
+    Without a mixture, every id of `samples` (all by default) once, oversize ones included (the
+    packer rejects them or raises). With one, the mixture's draw (`Mixture.draw`: repeats and
+    subsamples, seeded by `spec.seed` and `epoch`) from the samples that fit `max_tokens`.
+
+    Returns:
+        (ids to pack, ids left out for being longer than max_tokens: only with a mixture).
+
+    Raises:
+        ValueError: `spec.mix` is set but no mixture was bound (`mixture_for`), or an oversize
+            sample with on_oversize="error" under a mixture.
+    """
+    ids = np.arange(index.num_samples, dtype=np.int64) if samples is None else np.asarray(samples, dtype=np.int64)
+    if mixture is None:
+        if spec.mix is not None:
+            raise ValueError(
+                f"the pack spec holds the mixture {spec.mix.to_text()}: bind it to the index first "
+                "(mixture=mixture_for(lake, index, spec)) and pass it on"
+            )
+        return ids, np.zeros(0, dtype=np.int64)
+    lengths = index.length_of(ids)
+    over = lengths > spec.max_tokens
+    if over.any() and (on_oversize or spec.on_oversize) == "error":
+        raise _oversize_error(index, spec, ids[over], lengths[over])
+    return mixture.draw(index, ids[~over], seed=spec.seed, epoch=epoch), ids[over]
+
+
 def plan_sequences(
-    index: SampleIndex, spec: PackSpec, samples: np.ndarray | None = None, *, seed: int | Sequence[int] | None = None
+    index: SampleIndex,
+    spec: PackSpec,
+    samples: np.ndarray | None = None,
+    *,
+    seed: int | Sequence[int] | None = None,
+    mixture: Mixture | None = None,
+    epoch: int = 0,
 ) -> tuple[list[np.ndarray], np.ndarray]:
     """Assign samples of `index` (all, or the ids in `samples`) to packed sequences.
 
@@ -87,6 +152,8 @@ def plan_sequences(
         spec: The pack spec.
         samples: Sample ids to plan (one range of a large run); None plans every sample.
         seed: Seed of the shuffles; `spec.seed` when None.
+        mixture: `spec.mix` bound to the index (`mixture_for`); required when the spec has one.
+        epoch: The epoch whose mixture draw to plan.
 
     Returns:
         (sequences, rejected): sample ids of each packed sequence, in training order; sample ids
@@ -94,30 +161,26 @@ def plan_sequences(
 
     Raises:
         ValueError: a sample is longer than max_tokens and on_oversize="error"; the message
-            names its episode and step.
+            names its episode and step. A spec with a mixture and no `mixture`.
     """
     ids = np.arange(index.num_samples, dtype=np.int64) if samples is None else np.asarray(samples, dtype=np.int64)
     all_lengths = index.length_of(ids)
     oversize = np.flatnonzero(all_lengths > spec.max_tokens)
     if oversize.size and spec.on_oversize == "error":
-        (eid, step), = index.keys(ids[oversize[:1]])
-        raise ValueError(
-            f"sample (episode {eid}, step {step}) has {int(all_lengths[oversize[0]])} tokens, more than "
-            f"max_tokens={spec.max_tokens} ({oversize.size} such samples); raise max_tokens "
-            "(`robolake pack --max-tokens`), cap the instruction (`--max-text-tokens`, tokens.max_text_tokens), "
-            "or record and skip them (`--reject-oversize`, on_oversize='reject')"
-        )
+        raise _oversize_error(index, spec, ids[oversize], all_lengths[oversize])
     del all_lengths
+    ids, left_out = epoch_samples(index, spec, ids, mixture=mixture, epoch=epoch)
     shuffle_seed = spec.seed if seed is None else seed
     if spec.algorithm == "window":  # the window packer already emits in a seeded shuffled order
-        return window_sequences(index, spec, samples=ids, shuffle_seed=shuffle_seed, packer_seed=spec.seed, on_oversize="reject")
+        sequences, rejected = _window_pack(index, spec, ids, shuffle_seed, spec.seed, "reject")
+        return sequences, np.concatenate([left_out, rejected])
     rng = np.random.default_rng(shuffle_seed)
     perm = ids[rng.permutation(len(ids))]
     packer = best_fit_decreasing if spec.algorithm == "bfd" else first_fit_decreasing
     plan = packer(index.length_of(perm), spec.max_tokens, on_oversize="reject")
     sequences = [perm[plan.bin(b)] for b in range(plan.num_bins)]
     sequences = [sequences[i] for i in rng.permutation(len(sequences))]
-    return sequences, perm[plan.rejected]
+    return sequences, np.concatenate([left_out, perm[plan.rejected]])
 
 
 def window_sequences(
@@ -128,8 +191,11 @@ def window_sequences(
     shuffle_seed: int | Sequence[int] | None,
     packer_seed: int,
     on_oversize: OnOversize | None = None,
+    mixture: Mixture | None = None,
+    epoch: int = 0,
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Sample ids -> seeded shuffle -> `WindowPacker`: the one window chain of `pack` and `LakeStream`.
+    """Sample ids -> mixture draw -> seeded shuffle -> `WindowPacker`: the one window chain of
+    `pack` and `LakeStream`.
 
     Args:
         index: The sample index.
@@ -138,15 +204,26 @@ def window_sequences(
         shuffle_seed: Seed of the shuffle of the samples before packing; None keeps their order.
         packer_seed: The window packer's seed (its per-window permutations and emit order).
         on_oversize: Overrides `spec.on_oversize`.
+        mixture: `spec.mix` bound to the index (`mixture_for`); required when the spec has one.
+        epoch: The epoch whose mixture draw to pack.
 
     Returns:
         (sequences, rejected): sample ids of each packed sequence, in the packer's emit order;
         ids of samples longer than `spec.max_tokens` (with on_oversize="reject").
 
     Raises:
-        ValueError: a sample is longer than max_tokens and on_oversize is "error".
+        ValueError: a sample is longer than max_tokens and on_oversize is "error", or a spec with
+            a mixture and no `mixture`.
     """
-    ids = np.arange(index.num_samples, dtype=np.int64) if samples is None else np.asarray(samples, dtype=np.int64)
+    ids, left_out = epoch_samples(index, spec, samples, mixture=mixture, epoch=epoch, on_oversize=on_oversize)
+    sequences, rejected = _window_pack(index, spec, ids, shuffle_seed, packer_seed, on_oversize)
+    return sequences, np.concatenate([left_out, rejected])
+
+
+def _window_pack(
+    index: SampleIndex, spec: PackSpec, ids: np.ndarray, shuffle_seed: int | Sequence[int] | None, packer_seed: int,
+    on_oversize: OnOversize | None,
+) -> tuple[list[np.ndarray], np.ndarray]:
     order = ids if shuffle_seed is None else ids[np.random.default_rng(shuffle_seed).permutation(len(ids))]
     packer = WindowPacker(max_tokens=spec.max_tokens, window=spec.window, seed=packer_seed, on_oversize=on_oversize or spec.on_oversize)
     rejected: list[int] = []
@@ -172,13 +249,15 @@ def _plan_path(plan_dir: str, r: int) -> str:
 class _PlanStage:
     """Plan one range of episodes and write its sequences to the plan directory."""
 
-    def __init__(self, index: SampleIndex, spec: PackSpec, ranges: list[np.ndarray], plan_dir: str, opts: dict[str, str] | None):
-        self.index, self.spec, self.ranges, self.dir, self.opts = index, spec, ranges, plan_dir, opts
+    def __init__(self, index: SampleIndex, spec: PackSpec, ranges: list[np.ndarray], plan_dir: str, opts: dict[str, str] | None,
+                 mixtures: list[Mixture] | None = None):  # fmt: skip
+        self.index, self.spec, self.ranges, self.dir, self.opts, self.mixtures = index, spec, ranges, plan_dir, opts, mixtures
 
     def __call__(self, r: int) -> dict[str, Any]:
         idx = self.index
         samples = idx.samples_of_episodes(self.ranges[r])
-        sequences, rejected = plan_sequences(idx, self.spec, samples, seed=[self.spec.seed, r])
+        mixture = None if self.mixtures is None else self.mixtures[r]
+        sequences, rejected = plan_sequences(idx, self.spec, samples, seed=[self.spec.seed, r], mixture=mixture)
         flat = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
         bounds = np.concatenate([[0], np.cumsum([len(q) for q in sequences])]).astype(np.int64)
         path = _plan_path(self.dir, r)
@@ -190,8 +269,11 @@ class _PlanStage:
         per_seq = len(flat) / max(1, len(sequences))
         real = int(lengths.sum())
         pf = padded_fill(lengths[np.random.default_rng([self.spec.seed, r, 1]).permutation(len(flat))], round(per_seq))
+        counts = ([], []) if mixture is None else tuple(c.tolist() for c in mixture.counts(idx, flat))
+        strata = [] if mixture is None else mixture.strata(idx, sequences, self.spec.max_tokens).tolist()
         return {"num_sequences": len(sequences), "num_samples": int(len(flat)), "total_tokens": real,
-                "padded_tokens": real / pf if pf > 0 else 0.0, "rejected": rejected.tolist()}
+                "padded_tokens": real / pf if pf > 0 else 0.0, "rejected": rejected.tolist(), "mix_counts": counts,
+                "strata": strata}  # fmt: skip
 
 
 def _load_plan(path: str, opts: dict[str, str] | None) -> tuple[np.ndarray, np.ndarray]:
@@ -210,6 +292,10 @@ def materializer_for(lake: Lake, index: SampleIndex, spec: PackSpec) -> Sequence
         media_version=lake.version_info.tables["media"],
         stats={tag: lake.norm_stats(tag) for tag in index.embodiments},
         storage_options=lake.storage_options,
+        streams_uri=lake.table_uri("streams"),
+        streams_version=lake.version_info.tables["streams"],
+        access_uri=lake.table_uri("access"),
+        access_version=lake.version_info.tables["access"],
     )
 
 
@@ -242,12 +328,15 @@ class _RangeWriteStage:
 def _pack_ranges(
     index: SampleIndex, spec: PackSpec, ranges: list[np.ndarray], mat: SequenceMaterializer, out: str,
     shards_uri: str, opts: dict[str, str] | None, sequences_per_task: int, progress: ProgressFn | None,
+    mixture: Mixture | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Plan each range on a Ray task, then materialise; returns (fragments JSON, totals)."""
     import ray
 
     plan_dir = join_uri(out, "_plan")
-    planned: dict[int, dict[str, Any]] = dict(fan_out(_PlanStage(index, spec, ranges, plan_dir, opts), len(ranges)))
+    mixtures = None if mixture is None else mixture.split(index, ranges, spec.max_tokens)
+    stage = _PlanStage(index, spec, ranges, plan_dir, opts, mixtures)
+    planned: dict[int, dict[str, Any]] = dict(fan_out(stage, len(ranges)))
     per_task = max(1, min(sequences_per_task, -(-sum(p["num_sequences"] for p in planned.values()) // (2 * max(1, int(ray.cluster_resources().get("CPU", 1)))))))
     groups: list[tuple[int, int, int, int]] = []
     first = 0
@@ -265,13 +354,18 @@ def _pack_ranges(
     fs = filesystem(plan_dir, opts)
     if fs.exists(plan_dir):
         fs.rm(plan_dir, recursive=True)
-    totals = {
+    totals: dict[str, Any] = {
         "num_sequences": first,
         "num_samples": sum(int(p["num_samples"]) for p in planned.values()),
         "total_tokens": sum(int(p["total_tokens"]) for p in planned.values()),
         "padded_tokens": sum(float(p["padded_tokens"]) for p in planned.values()),
         "rejected": np.asarray([i for r in range(len(ranges)) for i in planned[r]["rejected"]], dtype=np.int64),
     }
+    if mixture is not None:
+        totals["mixture"] = mixture.report(
+            np.sum([planned[r]["mix_counts"][0] for r in range(len(ranges))], axis=0),
+            np.sum([planned[r]["mix_counts"][1] for r in range(len(ranges))], axis=0),
+        ) | {"row_strata": [x for r in range(len(ranges)) for x in planned[r]["strata"]]}
     return [f for g in sorted(results) for f in results[g]["frags"]], totals
 
 
@@ -323,18 +417,24 @@ def pack(
         raise FileExistsError(f"{out} already holds packed shards; pass overwrite=True (--overwrite) to replace them")
     ensure_ray()
     index = build_sample_index(lake, spec)
+    mixture = mixture_for(lake, index, spec)  # before anything is written: a value naming nothing fails here
     mat = materializer_for(lake, index, spec)
     shards_uri = join_uri(out, SHARDS_NAME)
     schema = packed_schema()
     ranges = plan_ranges(index, spec, plan_range_samples)
+    mix_report: dict[str, Any] | None = None
     if len(ranges) == 1:  # plan first: an oversize sample fails before anything is written
-        sequences, rejected = plan_sequences(index, spec)
+        sequences, rejected = plan_sequences(index, spec, mixture=mixture)
+        if mixture is not None:
+            mix_report = mixture.report(*mixture.counts(index, np.concatenate(sequences) if sequences else np.zeros(0, np.int64)))
+            mix_report["row_strata"] = mixture.strata(index, sequences, spec.max_tokens).tolist()  # the shard loader's deal
     base = lance.write_dataset(pa.Table.from_pylist([], schema=schema), shards_uri, schema=schema, mode="overwrite", storage_options=opts).version
     if len(ranges) > 1:
-        frag_json, totals = _pack_ranges(index, spec, ranges, mat, out, shards_uri, opts, sequences_per_task, progress)
+        frag_json, totals = _pack_ranges(index, spec, ranges, mat, out, shards_uri, opts, sequences_per_task, progress, mixture)
         num_sequences, num_samples, total = totals["num_sequences"], totals["num_samples"], totals["total_tokens"]
         padded = total / totals["padded_tokens"] if totals["padded_tokens"] else 0.0
         rejected = totals["rejected"]
+        mix_report = totals.get("mixture")
     else:
         groups = chunk(list(range(len(sequences))), sequences_per_task)
         results: dict[int, dict[str, Any]] = {}
@@ -369,6 +469,7 @@ def pack(
         rejected=[(e, s, int(n)) for n, (e, s) in zip(rejected_lengths, index.keys(rejected), strict=True)],
         shards_version=version,
         seconds=time.perf_counter() - t0,
+        mixture=mix_report,
     )
     write_manifest(out, manifest, opts)
     return manifest

@@ -47,6 +47,10 @@ class SampleIndex:
         media_offset: int64 [E, max_cameras] row offset in the media table of each episode's
             camera-c step 0 (-1 where the episode has fewer cameras).
         embodiments: Sorted embodiment tags; embodiment ids index this tuple.
+        recorded: bool [E, max_cameras]: camera c of episode e is a recorded video (its media
+            rows are packets that decode through its `streams` row); None: none is.
+        access_offset: int64 [E, max_cameras] row offset in the access-copy table of camera c's
+            step 0 (-1 where it has no access copy); None: the lake has none.
     """
 
     episodes: pa.Table
@@ -56,6 +60,8 @@ class SampleIndex:
     step_offset: np.ndarray
     media_offset: np.ndarray
     embodiments: tuple[str, ...]
+    recorded: np.ndarray | None = None
+    access_offset: np.ndarray | None = None
 
     @property
     def num_samples(self) -> int:
@@ -189,6 +195,8 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
                     raise ValueError(f"lake {lake.uri}: episode {eid} has no frames for camera {cam!r}")
                 media_offset[e, c] = lookup[(eid, cam)]
 
+    recorded, access_offset = _record_and_access(lake, ids.to_pylist(), episodes["cameras"].to_pylist(), max_cams)
+
     # Samples: every step_stride-th step of every episode; one length per episode.
     per_ep = (num_steps + spec.step_stride - 1) // spec.step_stride
     ep_len = num_cams * spec.tokens.tokens_per_view + text_token_lengths(episodes["task"], spec.tokens)
@@ -201,4 +209,40 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
         step_offset=step_offset,
         media_offset=media_offset,
         embodiments=embodiments,
+        recorded=recorded,
+        access_offset=access_offset,
     )
+
+
+def _record_and_access(
+    lake: Lake, ids: list[str], cameras: list[list[str]], max_cams: int
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Which (episode, camera) are recorded videos, and where their access-copy rows start.
+
+    Both tables are read whole (key columns only) and matched to the selected episodes: their
+    rows are per episode-camera (streams) or per step of recorded cameras (access).
+    """
+    row_of = {e: i for i, e in enumerate(ids)}
+    col_of = [{c: j for j, c in enumerate(cams)} for cams in cameras]
+
+    def place(pairs: list[tuple[str, str]]) -> list[tuple[int, int, int]]:
+        out = []
+        for n, (e, c) in enumerate(pairs):
+            if e in row_of and c in col_of[row_of[e]]:
+                out.append((n, row_of[e], col_of[row_of[e]][c]))
+        return out
+
+    recorded = None
+    if lake.count("streams"):
+        t = lake.dataset("streams").to_table(columns=["episode_id", "camera"])
+        recorded = np.zeros((len(ids), max_cams), dtype=bool)
+        for _, e, c in place(list(zip(t["episode_id"].to_pylist(), t["camera"].to_pylist(), strict=True))):
+            recorded[e, c] = True
+    access = None
+    if lake.count("access"):
+        first, _ = _episode_starts(lake, "access", ["episode_id", "camera", "step_index"], None)
+        access = np.full((len(ids), max_cams), -1, dtype=np.int64)
+        offs = first["offset"].to_numpy()
+        for n, e, c in place(list(zip(first["episode_id"].to_pylist(), first["camera"].to_pylist(), strict=True))):
+            access[e, c] = offs[n]
+    return recorded, access

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from robolake.lake.query import EpisodeFilter
 from robolake.packers.lengths import ByteTokenizer, TextTokenizer, TokenLengthConfig
+from robolake.packers.mix import MixSpec
 
 __all__ = ["PackSpec", "ALGORITHMS", "NORMALIZATIONS"]
 
@@ -43,6 +44,8 @@ class PackSpec:
         image_size: Side in pixels of the square frames written into the shards (the model's
             input size: a training rendition, so the loader decodes small images and never
             resizes), or None to keep the lake's frames as they are.
+        mix: A weighted mixture of the selected episodes (by embodiment, task, source or tag;
+            `packers/mix.py`), or None to pack each sample once.
     """
 
     max_tokens: int = 4096
@@ -57,6 +60,7 @@ class PackSpec:
     on_oversize: Literal["error", "reject"] = "error"
     where: EpisodeFilter | None = None
     image_size: int | None = None
+    mix: MixSpec | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -104,6 +108,8 @@ class PackSpec:
             "where": None if self.where is None else self.where.to_sql(),
             "where_filter": None if self.where is None else _filter_to_json(self.where),
             "image_size": self.image_size,
+            # Only when set: a spec without a mixture keeps the digest it always had (loader states).
+            **({} if self.mix is None else {"mix": self.mix.to_json()}),
         }
 
     @classmethod
@@ -146,6 +152,7 @@ class PackSpec:
                 # cannot be parsed back into a filter; the shards themselves are unaffected.
                 logger.warning("pack spec records its episode filter as SQL only (%s); where=None", d["where"])
             image_size = d.get("image_size")
+            mix = d.get("mix")
             return cls(
                 max_tokens=int(d["max_tokens"]),
                 algorithm=d["algorithm"],
@@ -159,6 +166,7 @@ class PackSpec:
                 on_oversize=d["on_oversize"],
                 where=None if where_json is None else EpisodeFilter(**where_json),
                 image_size=None if image_size is None else int(image_size),
+                mix=None if mix is None else MixSpec.from_json(mix),
             )
         except KeyError as e:
             raise ValueError(f"pack spec JSON lacks field {e.args[0]!r}; was it written by PackSpec.to_json?") from e

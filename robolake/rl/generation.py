@@ -31,6 +31,7 @@ from robolake.rl.config import GenerationConfig, SamplerConfig
 from robolake.rl.messages import GenRequest, GenResponse
 from robolake.rl.policy import Policy, PolicyFactory
 from robolake.rl.sampler import draw_noise, sample_chains
+from robolake.training.threads import set_torch_threads
 
 __all__ = ["GenerationServer", "generate"]
 
@@ -68,7 +69,7 @@ class GenerationServer:
     """Ray actor (async): dynamic batching of observations into stochastic `get_action` calls."""
 
     def __init__(self, policy_factory: PolicyFactory, config: GenerationConfig, sampler: SamplerConfig, record: bool = False) -> None:
-        torch.set_num_threads(config.torch_threads)
+        set_torch_threads(explicit=config.torch_threads)  # this actor's own process: intra- and inter-op
         self.config = config
         self.sampler = sampler
         self.policy = policy_factory()

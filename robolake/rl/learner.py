@@ -32,6 +32,7 @@ from robolake.rl.messages import EpisodeKey, EpisodeRecord, Segment, Transition
 from robolake.rl.objective import GroupBaseline, policy_loss
 from robolake.rl.policy import Policy, PolicyFactory
 from robolake.rl.sampler import chain_log_prob
+from robolake.training.threads import set_torch_threads
 
 __all__ = ["Learner", "LearnerActor"]
 
@@ -264,7 +265,7 @@ class LearnerActor:
     def __init__(self, policy_factory: PolicyFactory, config: LearnerConfig, sampler: SamplerConfig, record: bool = False) -> None:
         from robolake.rl.generation import actor_device
 
-        torch.set_num_threads(config.torch_threads)
+        set_torch_threads(explicit=config.torch_threads)  # this actor's own process: intra- and inter-op
         self._factory = policy_factory
         self._record = record
         policy = policy_factory()

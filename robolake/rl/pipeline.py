@@ -11,6 +11,10 @@ then the learner updates on every full micro-batch that became ready and the ser
 new weights; only then do the environments move again. Pieces of episodes reach the learner in
 environment order, so a run is reproducible and equals the plain loop of `reference.py`.
 
+With a `RolloutTarget` (`robolake rl --record-to LAKE`), every episode that finishes is recorded
+by its worker and, after the run, written into the lake as rollout episodes in one version
+(`robolake.lake.rollouts`); `RLResult.recorded` says what landed.
+
 Both modes count the same things the same way, so the comparison isolates scheduling: env steps/s
 (total over wall time), learner samples/s, and each component's idle fraction, 1 - busy / wall
 (environments: stepping, including injected latency; server: sampling; learner: updating).
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from robolake.lake.rollouts import RolloutTarget
 from robolake.rl.config import RLConfig
 from robolake.rl.env import EnvFactory
 from robolake.rl.policy import PolicyFactory
@@ -51,6 +56,8 @@ class RLResult:
         weights: Final policy weights (CPU state dict).
         trajectories: Per episode, its transitions (with `record_trajectories`).
         served: Request ids the server answered, in order (with `record_trajectories`).
+        recorded: With a `RolloutTarget`: the lake, version, episodes written and skipped,
+            successes and steps; None without.
     """
 
     summary: dict[str, Any]
@@ -59,6 +66,7 @@ class RLResult:
     weights: dict[str, Any]
     trajectories: dict[str, Any] = field(default_factory=dict)
     served: list[str] = field(default_factory=list)
+    recorded: dict[str, Any] | None = None
 
 
 def success_curve(episodes: list[dict[str, Any]], env_steps: int, bins: int = 10) -> list[list[float]]:
@@ -87,6 +95,7 @@ class Pipeline:
         *,
         metrics_path: str | Path | None = None,
         progress: Progress | None = None,
+        record_to: RolloutTarget | None = None,
     ) -> None:
         from robolake.ray_tasks import ensure_ray
 
@@ -100,6 +109,8 @@ class Pipeline:
         self.ray = ray
         self.config = config
         self.env_factory = env_factory
+        self.record_to = record_to
+        self.recorded: dict[str, Any] | None = None
         self.progress = progress
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.rows: list[dict[str, Any]] = []
@@ -145,13 +156,25 @@ class Pipeline:
             self.run_async(on_tick)
         else:
             self.run_sync(on_tick)
+        if self.record_to is not None:
+            self.recorded = self.write_recorded()
         return self.result()
+
+    def write_recorded(self) -> dict[str, Any]:
+        """Take every worker's recorded episodes and write them into the `RolloutTarget`'s lake."""
+        assert self.record_to is not None  # run() calls this only with a target
+        episodes = [e for part in self.ray.get([w.take_recorded.remote() for w in self.workers]) for e in part]
+        if not episodes:
+            return {"lake": self.record_to.lake, "lake_version": None, "written": 0, "skipped": 0, "successes": 0, "steps": 0}
+        r = self.record_to.write(episodes)
+        return {"lake": r.lake_uri, "lake_version": r.lake_version, "written": r.written, "skipped": r.skipped,
+                "successes": r.successes, "steps": r.steps}  # fmt: skip
 
     def _new_worker(self, index: int) -> Any:
         c = self.config
         return self._worker_cls.options(
             max_concurrency=c.envs_per_worker + 8, **c.worker_resources.ray_options()
-        ).remote(index, self.incarnations[index], c, self.env_factory, self.server, self.learner)
+        ).remote(index, self.incarnations[index], c, self.env_factory, self.server, self.learner, self.record_to)
 
     # -- measuring -------------------------------------------------------------------------------
 
@@ -403,6 +426,7 @@ class Pipeline:
             weights=ray.get(self.learner.weights.remote()),
             trajectories=trajectories,
             served=served,
+            recorded=self.recorded,
         )
 
     def shutdown(self) -> None:
@@ -421,9 +445,11 @@ def run_rl(
     metrics_path: str | Path | None = None,
     progress: Progress | None = None,
     on_tick: Callable[[Pipeline], None] | None = None,
+    record_to: RolloutTarget | None = None,
 ) -> RLResult:
-    """Run RL fine-tuning in `config.mode` on Ray and return its measurements and final weights."""
-    pipe = Pipeline(config, policy_factory, env_factory, metrics_path=metrics_path, progress=progress)
+    """Run RL fine-tuning in `config.mode` on Ray and return its measurements and final weights;
+    with `record_to`, every finished episode is also written into that lake."""
+    pipe = Pipeline(config, policy_factory, env_factory, metrics_path=metrics_path, progress=progress, record_to=record_to)
     try:
         return pipe.run(on_tick)
     finally:

@@ -1,8 +1,9 @@
 """What an RL run leaves behind: metrics plots and a checkpoint the evaluator can load.
 
-The fine-tuned weights are written as a checkpoint in the trainer's format, carrying the initial
-checkpoint's model config and policy card (`extra`), so `robolake eval --checkpoint OUT` scores
-the RL policy exactly as it scored the behaviour-cloned one.
+The fine-tuned weights are written as a checkpoint in the trainer's format (safetensors weights,
+JSON beside them), carrying the initial checkpoint's model config, policy card (`extra`) and
+lineage, so `robolake eval --checkpoint OUT` scores the RL policy exactly as it scored the
+behaviour-cloned one and `robolake lineage OUT` traces it to the same episodes.
 """
 
 from __future__ import annotations
@@ -83,24 +84,19 @@ def plot_comparison(runs: Mapping[str, Mapping[str, Any]], path: str | os.PathLi
 
 
 def save_policy_checkpoint(init: str | None, weights: Mapping[str, Any], out_dir: str | os.PathLike[str], step: int) -> Path:
-    """Write `weights` as `out_dir/step_{step:08d}.pt`, with `init`'s extra (model config, policy card).
+    """Write `weights` as checkpoint `out_dir/step_{step:08d}/`, with `init`'s extra (model config,
+    policy card) and lineage, through the trainer's checkpoint writer (safetensors and JSON).
 
     Raises:
         FileNotFoundError: `init` names no checkpoint.
+        LegacyCheckpointError: `init` is a pickled checkpoint that must be converted first.
     """
-    import torch
+    from robolake.training.checkpoint import read_checkpoint, write_checkpoint
 
     extra: dict[str, Any] = {}
+    lineage = None
     if init is not None:
-        from robolake.sim.learned import resolve_checkpoint
-
-        payload = torch.load(resolve_checkpoint(init), map_location="cpu", weights_only=False)
-        extra = dict(payload.get("extra", {}))
+        source = read_checkpoint(init)  # JSON only: its tensors are not needed here
+        extra, lineage = source.extra, source.lineage
     extra["rl_init"] = init
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"step_{step:08d}.pt"
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save({"step": step, "model": dict(weights), "extra": extra}, tmp)
-    os.replace(tmp, path)
-    return path
+    return write_checkpoint(out_dir, step=step, tensors={"model": dict(weights)}, meta={"extra": extra, "lineage": lineage})

@@ -16,6 +16,13 @@ its episodes never repeat the lost ones.
 
 Per-step delays of a `LatencyProfile` are slept in the stepping thread (a simulator waiting on
 rendering or contacts), and counted as the environment's busy time.
+
+Recording (`robolake rl --record-to LAKE`, a `RolloutTarget`): each environment also keeps what
+a lake episode needs, observing before every action rather than once per chunk (so recording
+costs a render per step): the state and frames the policy would see, the action executed, its
+reward, and every whole chunk with the weight version that generated it. A finished episode
+becomes a `RolloutEpisode` the worker holds until the coordinator takes it (`take_recorded`);
+episodes cut off by the budget, or lost with their worker, are not recorded.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from robolake.lake.rollouts import RolloutEpisode, RolloutTarget
 from robolake.rl.config import RLConfig
 from robolake.rl.env import Env, EnvFactory, Observation
 from robolake.rl.messages import (
@@ -59,8 +67,12 @@ class EnvSlot:
     """One environment and its current episode (used by the worker and the reference loop)."""
 
     def __init__(
-        self, env_index: int, worker: int, incarnation: int, config: RLConfig, env_factory: EnvFactory, env: Env | None = None
+        self, env_index: int, worker: int, incarnation: int, config: RLConfig, env_factory: EnvFactory, env: Env | None = None,
+        record: RolloutTarget | None = None,
     ) -> None:
+        self.record = record
+        self.recording: _Recording | None = None
+        self.recorded: list[RolloutEpisode] = []
         self.env_index = env_index
         self.worker = worker
         self.incarnation = incarnation
@@ -87,6 +99,7 @@ class EnvSlot:
         self.key = EpisodeKey(self.env_index, self.incarnation, self.episode)
         self.seed = env_seed(self.config.seed, self.env_index, self.incarnation, self.episode)
         self.obs = self.env.reset(self.seed)
+        self.recording = _Recording() if self.record is not None else None
         self.chunk, self.piece, self.pending = 0, 1, []
         self.busy_s += time.perf_counter() - t0
         return Segment(self.key, self.task, self.seed, self.worker, 0), self.request()
@@ -115,8 +128,15 @@ class EnvSlot:
         t0 = time.perf_counter()
         done = success = False
         steps = 0
+        rec = self.recording
+        if rec is not None:
+            rec.chunk(resp.actions, resp.version)
         for a in resp.actions[: self.config.execute_steps]:
+            if rec is not None:
+                rec.before(self.obs if steps == 0 else self.env.observe(), a)
             result = self.env.step(a)
+            if rec is not None:
+                rec.rewards.append(result.reward)
             delay = self.config.latency.draw(self.rng)
             if delay:
                 time.sleep(delay)
@@ -130,6 +150,8 @@ class EnvSlot:
         self.chunk += 1
         out: list[Segment] = []
         if done:
+            if rec is not None and self.record is not None:
+                self.recorded.append(rec.episode(self.record, task=self.task, seed=self.seed, success=success, key=str(self.key)))
             out.append(self._piece(final=True, success=success))
             self.episodes += 1
             self.busy_s += time.perf_counter() - t0
@@ -147,6 +169,45 @@ class EnvSlot:
         return self._piece(final=True, truncated=True)
 
 
+class _Recording:
+    """The steps of one episode being recorded (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.states: list[np.ndarray] = []
+        self.frames: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.chunks: list[np.ndarray] = []
+        self.chunk_steps: list[int] = []
+        self.versions: list[int] = []
+        self.instruction = ""
+
+    def chunk(self, actions: np.ndarray, version: int) -> None:
+        self.chunks.append(np.asarray(actions, np.float32))
+        self.chunk_steps.append(len(self.actions))
+        self.versions.append(int(version))
+
+    def before(self, obs: Observation, action: np.ndarray) -> None:
+        self.instruction = obs.instruction
+        self.states.append(np.asarray(obs.state, np.float32))
+        self.frames.append(np.asarray(obs.image, np.uint8))
+        self.actions.append(np.asarray(action, np.float32))
+
+    def episode(self, target: RolloutTarget, *, task: str, seed: int, success: bool, key: str) -> RolloutEpisode:
+        """Raises: ValueError when the observations have another number of views than the target's cameras."""
+        frames = np.stack(self.frames)  # [T, V, H, W, 3]
+        cams = target.spec.cameras
+        if frames.shape[1] != len(cams):
+            raise ValueError(f"observations have {frames.shape[1]} views but the rollout target names cameras {list(cams)}")
+        return RolloutEpisode(
+            embodiment=target.spec.tag, task=self.instruction, seed=seed, states=np.stack(self.states),
+            actions=np.stack(self.actions), frames=tuple((c, np.ascontiguousarray(frames[:, v])) for v, c in enumerate(cams)),
+            rewards=np.asarray(self.rewards, np.float32), success=success, chunks=np.stack(self.chunks),
+            chunk_steps=np.asarray(self.chunk_steps, np.int64), fps=target.spec.fps,
+            info={"rl_task": task, "rl_episode": key, "policy_versions": self.versions},
+        )  # fmt: skip
+
+
 class EnvWorker:
     """Ray actor holding `config.envs_per_worker` environments (see the module docstring)."""
 
@@ -158,13 +219,15 @@ class EnvWorker:
         env_factory: EnvFactory,
         server: Any,
         learner: Any,
+        record: RolloutTarget | None = None,
     ) -> None:
         self.worker = worker
+        self.record = record
         self.config = config
         self.server = server
         self.learner = learner
         first = worker * config.envs_per_worker
-        self.slots = [EnvSlot(first + j, worker, incarnation, config, env_factory) for j in range(config.envs_per_worker)]
+        self.slots = [EnvSlot(first + j, worker, incarnation, config, env_factory, record=record) for j in range(config.envs_per_worker)]
         self._stop = threading.Event()
         self._t0 = time.perf_counter()
         self._cpu0 = time.process_time()
@@ -180,12 +243,19 @@ class EnvWorker:
         if config.envs_per_worker != self.config.envs_per_worker or config.tasks != self.config.tasks:
             raise ValueError("restart keeps the environments: envs_per_worker and tasks must not change")
         self.config = config
-        self.slots = [EnvSlot(s.env_index, self.worker, 0, config, self._env_factory, env=s.env) for s in self.slots]
+        self.slots = [EnvSlot(s.env_index, self.worker, 0, config, self._env_factory, env=s.env, record=self.record) for s in self.slots]
         self._t0 = time.perf_counter()
         return len(self.slots)
 
     def ready(self) -> int:
         return len(self.slots)
+
+    def take_recorded(self) -> list[RolloutEpisode]:
+        """The episodes recorded since the last call (with a `RolloutTarget`), in slot order."""
+        out = [e for s in self.slots for e in s.recorded]
+        for s in self.slots:
+            s.recorded = []
+        return out
 
     def reset_clock(self) -> None:
         self._t0 = time.perf_counter()

@@ -18,6 +18,7 @@ __all__ = [
     "EpisodeRow",
     "StepRow",
     "MediaRow",
+    "StreamRow",
     "QuarantineRow",
     "EmbodimentRow",
     "TABLES",
@@ -64,7 +65,14 @@ class StepRow:
 
 @dataclass(frozen=True, kw_only=True)
 class MediaRow:
-    """One encoded camera frame: read alone, without decoding a video."""
+    """One camera frame of one step (the `media` table: the record; the `access` table: a copy).
+
+    `encoding` says what `data` is and how faithful it is (`robolake.lake.media.fidelity`):
+    `video;codec=h264` is the source video's own packet that carries this step's frame (its
+    stream's `streams` row decodes it), `jpeg` / `png` / `webp` an image as the source recorded
+    it, `ffv1;size=WxH` raw pixels compressed losslessly, and `jpeg;q=80` / `h264;gop=16;crf=22`
+    lossy re-encodes (opt-in in the media table; what the access table holds).
+    """
 
     episode_id: str = _col(pa.string(), "Episode this frame belongs to.")
     camera: str = _col(pa.string(), "Camera name (modality.json video key).")
@@ -72,8 +80,38 @@ class MediaRow:
     timestamp: float = _col(pa.float64(), "Seconds from the episode's first step.")
     width: int = _col(pa.int32(), "Frame width in pixels.")
     height: int = _col(pa.int32(), "Frame height in pixels.")
-    encoding: str = _col(pa.string(), "Image codec of `data` (jpeg).")
-    data: bytes = _col(pa.large_binary(), "Encoded image bytes.")
+    encoding: str = _col(pa.string(), "Codec of `data` and its parameters (see the class docstring).")
+    data: bytes = _col(pa.large_binary(), "The encoded frame (an image, or one packet of a video stream).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamRow:
+    """One camera's source video of one episode, kept as recorded: what decoding its packets needs.
+
+    The packets themselves are the `data` of the episode's `video;codec=...` media rows (one per
+    step, the packet that carries that step's frame). The lists here run over the stream's
+    packets in decode order; a packet that carries no frame of this episode (it belongs to the
+    episode before, in a file that holds many, and this episode's first frames reference it)
+    has step -1 and its bytes in `extra_packets`. See `robolake.lake.record`.
+    """
+
+    episode_id: str = _col(pa.string(), "Episode the stream belongs to.")
+    camera: str = _col(pa.string(), "Camera name.")
+    codec: str = _col(pa.string(), "Codec name (h264, hevc, av1, ...).")
+    decoder: str = _col(pa.string(), "The FFmpeg decoder the source decode uses (h264, libdav1d, ...).")
+    extradata: bytes = _col(pa.binary(), "Codec parameters from the container (avcC, hvcC, av1C); may be empty.")
+    width: int = _col(pa.int32(), "Coded width.")
+    height: int = _col(pa.int32(), "Coded height.")
+    time_base_num: int = _col(pa.int64(), "Numerator of the time base of packet_pts / packet_dts.")
+    time_base_den: int = _col(pa.int64(), "Denominator of that time base.")
+    params: str = _col(pa.string(), "JSON: container-level decoder settings (colour range, space, primaries, transfer) and the pixel format.")
+    packet_step: list[int] = _col(pa.list_(pa.int32()), "Per packet in decode order: the step whose frame it carries, -1 for an extra packet.")
+    packet_pts: list[int] = _col(pa.list_(pa.int64()), "Per packet: presentation time stamp, as in the source.")
+    packet_dts: list[int] = _col(pa.list_(pa.int64()), "Per packet: decode time stamp, as in the source.")
+    packet_key: list[bool] = _col(pa.list_(pa.bool_()), "Per packet: whether the source marks it a keyframe.")
+    extra_packets: list[bytes] = _col(pa.list_(pa.large_binary()), "Bytes of the packets with step -1, in decode order.")
+    source_path: str = _col(pa.string(), "The video file, relative to the episode's source_uri.")
+    source_digest: str = _col(pa.string(), "sha256 of that file.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +142,8 @@ TABLES: dict[str, type] = {
     "episodes": EpisodeRow,
     "steps": StepRow,
     "media": MediaRow,
+    "streams": StreamRow,
+    "access": MediaRow,  # access copies: same columns as media, rebuilt from it (robolake.lake.access)
     "quarantine": QuarantineRow,
     "embodiments": EmbodimentRow,
 }

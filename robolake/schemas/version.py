@@ -1,11 +1,35 @@
-"""The lake's on-disk format version."""
+"""The lake's on-disk format version, and what each version added.
+
+Format 1 kept camera frames only as images (or key-referenced h264) in `media`. Format 2 adds
+the record layout of source videos (the `streams` table) and access copies (the `access`
+table). A lake of format 1 is upgraded in place by `robolake optimize LAKE --upgrade`: it creates
+the two tables empty and rewrites nothing, and every lake version published before the upgrade
+reads them at their first, empty, Lance version (`TABLES_ADDED`): those versions held no stream
+and no access copy. Opening a format-1 lake without upgrading it fails with that instruction.
+"""
 
 from __future__ import annotations
 
-__all__ = ["LAKE_FORMAT_VERSION", "SUPPORTED_FORMAT_VERSIONS", "UnsupportedLakeVersionError"]
+__all__ = [
+    "LAKE_FORMAT_VERSION",
+    "SUPPORTED_FORMAT_VERSIONS",
+    "UPGRADABLE_FORMAT_VERSIONS",
+    "TABLES_ADDED",
+    "with_added_tables",
+    "UnsupportedLakeVersionError",
+]
 
-LAKE_FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = frozenset({1})
+LAKE_FORMAT_VERSION = 2
+SUPPORTED_FORMAT_VERSIONS = frozenset({2})
+UPGRADABLE_FORMAT_VERSIONS = frozenset({1})  # `robolake optimize LAKE --upgrade` brings these to the current one
+# Table -> the format version that added it. A lake version manifest written before it names no
+# Lance version of the table; it reads the table's first Lance version, which is always empty.
+TABLES_ADDED: dict[str, int] = {"streams": 2, "access": 2}
+
+
+def with_added_tables(tables: dict[str, int]) -> dict[str, int]:
+    """A manifest's table versions, with version 1 (empty) for tables added after it was written."""
+    return {**{t: 1 for t in TABLES_ADDED if t not in tables}, **tables}
 
 
 class UnsupportedLakeVersionError(RuntimeError):

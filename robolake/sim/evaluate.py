@@ -13,16 +13,21 @@ closed-loop actions/s (all environments together, policy time included) are repo
 
 `evaluate_checkpoint` is what `robolake eval` and the demo run: it writes the JSON result, a bar
 plot of success per task (policy, expert, floor, with the intervals) and a few rollout GIFs.
+With `record_to` it also writes every episode of the policy into a lake (`record_to_lake.py`):
+observations, executed actions, the policy's chunks, rewards, success, seed and checkpoint, as
+episodes tagged `source=rollout` (and `meta.seed_range = 'eval'`: train on them and these seeds
+are no longer unseen, so evaluate on another `--seed`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,12 +50,14 @@ __all__ = [
     "evaluate_checkpoint",
     "evaluate_policy",
     "plot_success",
+    "success_figure",
     "summarize",
     "wilson_interval",
     "write_gif",
 ]
 
 log = logging.getLogger(__name__)
+ProgressFn = Callable[[str, int, int], None]  # progress(which policy, episodes finished, episodes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,13 +142,19 @@ def summarize(result: RolloutResult) -> dict[str, Any]:
     }
 
 
+def _stage(progress: ProgressFn | None, name: str) -> Callable[[int, int], None] | None:
+    return None if progress is None else functools.partial(progress, name)
+
+
 def _baselines(
-    specs: list[EpisodeSpec], config: EvalConfig, floors: Mapping[str, Policy] | None, pool: EnvPool
+    specs: list[EpisodeSpec], config: EvalConfig, floors: Mapping[str, Policy] | None, pool: EnvPool,
+    progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
-    plain = [dataclasses.replace(s, record_video=False) for s in specs]
-    base: dict[str, Any] = {"expert": summarize(rollout(ExpertPolicy(), plain, config.rollout, pool=pool))}
+    plain = [dataclasses.replace(s, record_video=False, record_steps=False) for s in specs]
+    expert = rollout(ExpertPolicy(), plain, config.rollout, pool=pool, progress=_stage(progress, "expert"))
+    base: dict[str, Any] = {"expert": summarize(expert)}
     for name, floor in (floors or {"random": RandomPolicy(seed=config.seed)}).items():
-        base[name] = summarize(rollout(floor, plain, config.rollout, pool=pool))
+        base[name] = summarize(rollout(floor, plain, config.rollout, pool=pool, progress=_stage(progress, name)))
     return base
 
 
@@ -150,8 +163,13 @@ def evaluate_policy(
     config: EvalConfig,
     *,
     floors: Mapping[str, Policy] | None = None,
+    progress: ProgressFn | None = None,
+    record_steps: bool = False,
 ) -> tuple[dict[str, Any], RolloutResult]:
     """Run `policy` (and, with `config.baselines`, the expert and `floors`) on the same seeds.
+
+    `progress(name, done, total)` hears from each rollout in turn: "policy", "expert", then each floor.
+    `record_steps` keeps every step of the policy's episodes (frames, states, rewards, chunks).
 
     Returns:
         (result JSON, the policy's rollout). The JSON holds {"tasks": {TASK: {"success_rate",
@@ -159,9 +177,10 @@ def evaluate_policy(
         "baselines": {name: summary}, "config": ...}.
     """
     specs = eval_specs(config.tasks, config.episodes, config.seed, config.videos)
+    mine = [dataclasses.replace(s, record_steps=True) for s in specs] if record_steps else specs
     with EnvPool(config.tasks, config.rollout) as pool:  # one start-up for the policy and every baseline
-        main = rollout(policy, specs, config.rollout, pool=pool)
-        base = _baselines(specs, config, floors, pool) if config.baselines else None
+        main = rollout(policy, mine, config.rollout, pool=pool, progress=_stage(progress, "policy"))
+        base = _baselines(specs, config, floors, pool, progress) if config.baselines else None
     out = summarize(main)
     out["policy"] = policy.name
     out["config"] = {
@@ -188,18 +207,44 @@ def evaluate_policy(
     return out, main
 
 
-def write_gif(frames: np.ndarray, path: str, *, fps: int = 20, scale: int = 4) -> str:
-    """Write uint8 [T, H, W, 3] frames as an animated GIF, upscaled `scale` x (nearest)."""
+BANNER_COLOURS = {True: (20, 140, 40), False: (190, 30, 30)}  # success green, failure red
+
+
+def _banner(frames: np.ndarray, text: str, success: bool) -> np.ndarray:
+    """`frames` with a band on top, green on success and red on failure, holding `text`."""
+    from PIL import Image, ImageDraw
+
+    height = 14
+    band = Image.new("RGB", (frames.shape[2], height), BANNER_COLOURS[success])
+    ImageDraw.Draw(band).text((4, 2), text, fill=(255, 255, 255))
+    top = np.broadcast_to(np.asarray(band, np.uint8), (frames.shape[0], height, frames.shape[2], 3))
+    return np.concatenate([top, frames], axis=1)
+
+
+def write_gif(
+    frames: np.ndarray, path: str, *, fps: int = 20, scale: int = 4, caption: str | None = None, success: bool | None = None
+) -> str:
+    """Write uint8 [T, H, W, 3] frames as an animated GIF, upscaled `scale` x (nearest).
+
+    With `success`, every frame carries a band on top saying how the episode ended (green
+    "success", red "failure", then `caption`), so a GIF seen on its own says what it shows.
+    """
     import imageio.v3 as iio
 
     big = np.repeat(np.repeat(np.asarray(frames, np.uint8), scale, axis=1), scale, axis=2)
+    if success is not None:
+        big = _banner(big, " ".join(p for p in ("success" if success else "failure", caption) if p), success)
     iio.imwrite(path, big, extension=".gif", duration=1000 / fps, loop=0)
     return path
 
 
-def plot_success(result: Mapping[str, Any], path: str) -> str:
-    """Bar plot of success per task: policy, expert and floor, with Wilson 95% intervals."""
-    from robolake.plots import _pyplot
+def success_figure(result: Mapping[str, Any]) -> Any:
+    """Bars of success per task: policy, expert and floors, with Wilson 95% intervals.
+
+    The legend sits right of the axes and a 0.00 bar shows as a stub on the axis
+    (`robolake.plots`), so a floor at zero is visibly zero, not missing.
+    """
+    from robolake.plots import _pyplot, mark_zero_bars, outside_legend
 
     plt = _pyplot()
     tasks = list(result["tasks"])
@@ -210,23 +255,29 @@ def plot_success(result: Mapping[str, Any], path: str) -> str:
     x = np.arange(len(tasks))
     width = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(tasks)), 4))
+    ax.set_ylim(0, 1.05)
     for i, (name, per) in enumerate(series):
         rates = np.array([per[t]["success_rate"] for t in tasks])
         lo = np.array([per[t]["ci95"][0] for t in tasks])
         hi = np.array([per[t]["ci95"][1] for t in tasks])
-        ax.bar(x + (i - (len(series) - 1) / 2) * width, rates, width, label=name,
-               yerr=np.stack([rates - lo, hi - rates]), capsize=3)  # fmt: skip
+        bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, rates, width, label=name,
+                      yerr=np.stack([rates - lo, hi - rates]), capsize=3)  # fmt: skip
+        mark_zero_bars(ax, bars)
     ax.set_xticks(x)
     ax.set_xticklabels(tasks)
-    ax.set_ylim(0, 1.05)
     ax.set_ylabel("success rate (95% Wilson CI)")
     n = result["tasks"][tasks[0]]["episodes"] if tasks else 0
     ax.set_title(f"closed-loop success, {n} episodes per task (unseen seeds)")
-    ax.legend(fontsize=8)
+    outside_legend(ax, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def plot_success(result: Mapping[str, Any], path: str) -> str:
+    """`success_figure` saved to `path`."""
+    from robolake.plots import save_figure
+
+    return save_figure(success_figure(result), path)
 
 
 def evaluate_checkpoint(
@@ -236,15 +287,21 @@ def evaluate_checkpoint(
     out_dir: str | None = None,
     json_path: str | None = None,
     device: str = "cpu",
+    progress: ProgressFn | None = None,
+    record_to: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate a trained checkpoint (file, checkpoints dir or run dir) in closed loop.
 
-    Writes, when `out_dir` is given: eval.json, success.png and rollout GIFs under videos/;
-    `json_path` overrides where the JSON goes.
+    Writes, when `out_dir` is given: eval.json, success.png and rollout GIFs under videos/ (each
+    says on its frames whether the episode succeeded); `json_path` overrides where the JSON goes.
+    `progress(name, done, total)` hears from the policy's rollout and each baseline's. With
+    `record_to` (a lake URI, created if missing), every episode of the policy is written into it
+    as a rollout episode (`result["recorded"]` says what landed).
 
     Raises:
         FileNotFoundError: no checkpoint at `checkpoint`.
-        ValueError: the checkpoint lacks its model config or policy card.
+        ValueError: the checkpoint lacks its model config or policy card, or the lake at
+            `record_to` has another spec of the embodiment.
     """
     from robolake.sim.env import EMBODIMENT
     from robolake.sim.learned import LearnedPolicy, resolve_checkpoint
@@ -255,15 +312,26 @@ def evaluate_checkpoint(
     )
     mean_action = policy.normalizer.stats[EMBODIMENT].action.mean
     floors = {"random": RandomPolicy(seed=config.seed), "mean-action": MeanActionPolicy(mean_action)}
-    result, main = evaluate_policy(policy, config, floors=floors)
+    result, main = evaluate_policy(policy, config, floors=floors, progress=progress, record_steps=record_to is not None)
     result["checkpoint"] = str(resolve_checkpoint(checkpoint))
+    if record_to is not None:
+        from robolake.sim.record_to_lake import record_rollouts, rollout_origin
+
+        acted = {"replan": config.rollout.replan, "noise_scale": config.noise_scale,
+                 "num_inference_steps": config.num_inference_steps, "eval_seed": config.seed}  # fmt: skip
+        origin = rollout_origin(checkpoint, producer="eval", run=os.path.abspath(out_dir) if out_dir else "eval", policy=acted)
+        wrote = record_rollouts(record_to, main, origin, config.rollout.env, info={"seed_range": "eval"})
+        result["recorded"] = {"lake": wrote.lake_uri, "lake_version": wrote.lake_version, "written": wrote.written,
+                              "skipped": wrote.skipped, "successes": wrote.successes, "steps": wrote.steps}  # fmt: skip
+    gifs = {(s.task, s.seed) for s in eval_specs(config.tasks, config.episodes, config.seed, config.videos) if s.record_video}
     if out_dir:
         os.makedirs(os.path.join(out_dir, "videos"), exist_ok=True)
         videos = []
         for e in main.episodes:
-            if e.frames is not None:
+            if e.frames is not None and (e.task, e.seed) in gifs:  # recorded episodes keep frames too
                 name = f"{e.task}_seed{e.seed}_{'success' if e.success else 'fail'}.gif"
-                videos.append(write_gif(e.frames, os.path.join(out_dir, "videos", name)))
+                caption = f"{e.task}, {e.steps} steps"
+                videos.append(write_gif(e.frames, os.path.join(out_dir, "videos", name), caption=caption, success=e.success))
         result["videos"] = videos
         result["plot"] = plot_success(result, os.path.join(out_dir, "success.png"))
     path = json_path or (os.path.join(out_dir, "eval.json") if out_dir else None)

@@ -8,7 +8,9 @@ id the pack gave the embodiment. `act` runs one `get_action` on that
 batch (one forward pass for every environment of a tick), keeps the embodiment's action width
 and undoes the normalisation, so the chunk is in the units the environment takes. Everything it
 needs besides the weights comes from the checkpoint (`extra["model_config"]` and the policy card,
-`training/normalize.py`), so a checkpoint copied to another machine acts the same.
+`training/normalize.py`), so a checkpoint copied to another machine acts the same. A checkpoint
+is read by `robolake.training.checkpoint`, which never unpickles (safetensors and JSON), so
+evaluating someone else's checkpoint cannot run their code.
 
 `build_batch` and `model` are public so that RL (robolake.rl) can score log-probabilities of
 chunks on exactly the inputs the policy acted on.
@@ -36,21 +38,15 @@ __all__ = ["LearnedPolicy", "resolve_checkpoint"]
 
 
 def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
-    """The checkpoint file of `path`: a .pt file, a checkpoints directory, or a run directory.
+    """The checkpoint `path` names: a checkpoint directory, a checkpoints directory or a run
+    directory (its newest checkpoint), or a legacy `.pt` file (`training.checkpoint.resolve_checkpoint`).
 
     Raises:
         FileNotFoundError: no checkpoint there.
     """
-    from robolake.training.checkpoint import latest_checkpoint
+    from robolake.training.checkpoint import resolve_checkpoint as resolve
 
-    p = Path(path)
-    if p.is_file():
-        return p
-    for d in (p, p / "checkpoints"):
-        ckpt = latest_checkpoint(d)
-        if ckpt is not None:
-            return ckpt
-    raise FileNotFoundError(f"no checkpoint at {p} (looked for step_*.pt in it and in {p / 'checkpoints'}); train one with `robolake train`")
+    return resolve(path)
 
 
 class LearnedPolicy(Policy):
@@ -115,21 +111,23 @@ class LearnedPolicy(Policy):
 
         Raises:
             FileNotFoundError: no checkpoint at `path`.
+            LegacyCheckpointError: a pickled checkpoint of an older robolake that must be
+                converted first (`robolake convert-checkpoint RUN --trust`; nothing is unpickled).
             ValueError: the checkpoint has no model config or policy card (written before they
                 were saved: retrain with `robolake train`).
         """
+        from robolake.training.checkpoint import read_checkpoint
         from robolake.training.model import GrootModel
 
-        ckpt = resolve_checkpoint(path)
-        payload = torch.load(ckpt, map_location="cpu", weights_only=False)
-        extra = payload.get("extra", {})
+        ckpt = read_checkpoint(path)  # JSON and safetensors: loading never unpickles
+        extra = ckpt.extra
         if "model_config" not in extra or POLICY_CARD_KEY not in extra:
             raise ValueError(
-                f"checkpoint {ckpt} lacks the model config or the policy card (normalisation statistics); "
+                f"checkpoint {ckpt.path} lacks the model config or the policy card (normalisation statistics); "
                 "it predates them: retrain with `robolake train` to get a checkpoint a policy can act from"
             )
         model = GrootModel(ModelConfig(**extra["model_config"]))
-        model.load_state_dict(payload["model"])
+        model.load_state_dict(ckpt.model_state())
         return cls(model, PolicyCard.from_json(extra[POLICY_CARD_KEY]), **kwargs)
 
     def _view(self, image: np.ndarray | None) -> np.ndarray:

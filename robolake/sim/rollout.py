@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,11 +42,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """One episode to run: the task's short name, the seed, and whether to keep its frames."""
+    """One episode to run: the task's short name, the seed, whether to keep its frames, and
+    whether to keep every step (`record_steps`: frames, states, rewards and the policy's whole
+    chunks, what `robolake eval --record-to` writes into a lake)."""
 
     task: str
     seed: int
     record_video: bool = False
+    record_steps: bool = False
 
 
 @dataclass
@@ -63,6 +66,11 @@ class EpisodeResult:
         reward: Sum of rewards.
         actions: float32 [steps, ACTION_DIM] actions executed.
         frames: uint8 [steps + 1, H, W, 3] camera frames when the episode was recorded, else None.
+        states: float32 [steps, STATE_DIM] state before each action (with `record_steps`).
+        rewards: float32 [steps] reward of each action (with `record_steps`).
+        chunks: float32 [calls, H, ACTION_DIM] every chunk the policy returned for the episode,
+            all H actions of it, of which the first `replan` ran (with `record_steps`).
+        chunk_steps: int64 [calls] the step at which each chunk was asked for (with `record_steps`).
     """
 
     task: str
@@ -73,6 +81,10 @@ class EpisodeResult:
     reward: float
     actions: np.ndarray
     frames: np.ndarray | None = None
+    states: np.ndarray | None = None
+    rewards: np.ndarray | None = None
+    chunks: np.ndarray | None = None
+    chunk_steps: np.ndarray | None = None
 
 
 @dataclass
@@ -85,6 +97,10 @@ class _Slot:
     frames: list[np.ndarray] = field(default_factory=list)
     reward: float = 0.0
     flags: int = 0
+    states: list[np.ndarray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    chunks: list[np.ndarray] = field(default_factory=list)
+    chunk_steps: list[int] = field(default_factory=list)
 
 
 class EnvWorker:
@@ -111,12 +127,13 @@ class EnvWorker:
     def _start_next(self, i: int) -> None:
         s = self.slots[i]
         s.spec, s.obs, s.actions, s.frames, s.reward, s.flags = None, None, [], [], 0.0, 0
+        s.states, s.rewards, s.chunks, s.chunk_steps = [], [], [], []
         if not s.queue:
             return
         s.spec = s.queue.pop(0)
         s.env = self._env(i, s.spec.task)
         s.obs = s.env.reset(s.spec.seed)
-        if s.spec.record_video:
+        if s.spec.record_video or s.spec.record_steps:
             s.frames.append(s.obs.image if s.obs.image is not None else s.env.render())
 
     def start(self, queues: Sequence[Sequence[EpisodeSpec]], render: bool | None = None) -> list[Observation | None]:
@@ -132,20 +149,31 @@ class EnvWorker:
             self._start_next(i)
         return [s.obs for s in self.slots]
 
-    def step(self, chunks: Sequence[np.ndarray | None]) -> tuple[list[Observation | None], list[EpisodeResult]]:
-        """Execute each live slot's chunk ([k, ACTION_DIM]); returns new observations and finished episodes."""
+    def step(
+        self, chunks: Sequence[np.ndarray | None], replan: int | None = None
+    ) -> tuple[list[Observation | None], list[EpisodeResult]]:
+        """Execute each live slot's chunk ([k, ACTION_DIM]), its first `replan` actions when given;
+        returns new observations and finished episodes."""
         done: list[EpisodeResult] = []
         for i, (s, chunk) in enumerate(zip(self.slots, chunks, strict=True)):
             if s.spec is None or chunk is None or s.env is None:
                 continue
             finished = False
-            for a in np.asarray(chunk, dtype=np.float32).reshape(-1, ACTION_DIM):
+            full = np.asarray(chunk, dtype=np.float32).reshape(-1, ACTION_DIM)
+            if s.spec.record_steps:
+                s.chunks.append(full)
+                s.chunk_steps.append(len(s.actions))
+            for a in full[:replan]:
+                if s.spec.record_steps:
+                    assert s.obs is not None  # a live slot has its observation
+                    s.states.append(s.obs.state)
                 r = s.env.step(a)
                 s.actions.append(np.clip(a, -1.0, 1.0))
                 s.reward += r.reward
+                s.rewards.append(r.reward)
                 s.flags += int(r.success)
                 s.obs = r.observation
-                if s.spec.record_video:
+                if s.spec.record_video or s.spec.record_steps:
                     s.frames.append(r.observation.image if r.observation.image is not None else s.env.render())
                 if r.success or r.truncated:
                     finished = True
@@ -161,6 +189,7 @@ class EnvWorker:
                         reward=s.reward,
                         actions=np.stack(s.actions).astype(np.float32),
                         frames=np.stack(s.frames) if s.frames else None,
+                        **(_recorded_steps(s) if s.spec.record_steps else {}),
                     )
                 )
                 self._start_next(i)
@@ -170,6 +199,15 @@ class EnvWorker:
         for env in self._envs.values():
             env.close()
         self._envs.clear()
+
+
+def _recorded_steps(s: _Slot) -> dict[str, np.ndarray]:
+    return {
+        "states": np.stack(s.states).astype(np.float32),
+        "rewards": np.asarray(s.rewards, dtype=np.float32),
+        "chunks": np.stack(s.chunks).astype(np.float32),
+        "chunk_steps": np.asarray(s.chunk_steps, dtype=np.int64),
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,7 +330,12 @@ class EnvPool:
 
 
 def rollout(
-    policy: Policy, specs: Sequence[EpisodeSpec], config: RolloutConfig | None = None, *, pool: EnvPool | None = None
+    policy: Policy,
+    specs: Sequence[EpisodeSpec],
+    config: RolloutConfig | None = None,
+    *,
+    pool: EnvPool | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RolloutResult:
     """Run every episode of `specs` with `policy` in closed loop.
 
@@ -301,6 +344,8 @@ def rollout(
         specs: The episodes.
         config: Replanning horizon, and the pool to start when `pool` is None.
         pool: Workers to run on (left running); None starts one for this call and stops it.
+        progress: Called as progress(episodes finished, episodes) when the rollout starts and
+            whenever an episode ends.
 
     Raises:
         ValueError: a spec names a task outside the suite (or the pool), or `specs` is empty.
@@ -315,7 +360,7 @@ def rollout(
     missing = sorted(set(names) - pool.tasks)
     if missing:
         raise ValueError(f"tasks {missing} are not in this EnvPool's tasks {sorted(pool.tasks)}; start the pool with them")
-    render = policy.needs_images or any(s.record_video for s in specs)
+    render = policy.needs_images or any(s.record_video or s.record_steps for s in specs)
     per_slot = pool.config.envs_per_worker
     queues: list[list[EpisodeSpec]] = [[] for _ in range(pool.slots)]
     for i, spec in enumerate(specs):
@@ -327,6 +372,8 @@ def rollout(
     calls = batch_total = 0
     try:
         obs: list[list[Observation | None]] = pool.call("start", per_worker, render=render)
+        if progress is not None:
+            progress(0, len(specs))
         while any(o is not None for wo in obs for o in wo):
             live = [(w, j, o) for w, wo in enumerate(obs) for j, o in enumerate(wo) if o is not None]
             chunks = policy.act([o for _, _, o in live])
@@ -334,11 +381,14 @@ def rollout(
             batch_total += len(live)
             per: list[list[np.ndarray | None]] = [[None] * len(wo) for wo in obs]
             for (w, j, _), chunk in zip(live, chunks, strict=True):
-                per[w][j] = chunk[: config.replan]
-            replies = pool.call("step", per)
+                per[w][j] = chunk  # whole: a recorded episode keeps it; the worker runs `replan` of it
+            replies = pool.call("step", per, replan=config.replan)
             obs = [r[0] for r in replies]
+            finished = len(results)
             for r in replies:
                 results.extend(r[1])
+            if progress is not None and len(results) > finished:
+                progress(len(results), len(specs))
     finally:
         if own:
             pool.close()

@@ -5,8 +5,12 @@ h5py, TFRecord framing with TFDS metadata), in the layouts real recorders produc
 known values so that what a reader returns can be checked exactly:
 
 - `images`: test frames and their JPEG / PNG bytes;
-- `ros`: ROS 2 bags (sqlite3 or MCAP), ROS 1 bags and non-ROS JSON MCAP files of a teleop rig;
-- `hdf5`: ALOHA/ACT, robomimic, robosuite and a home-grown HDF5 layout;
+- `ros`: ROS 2 bags (sqlite3 or MCAP), ROS 1 bags and non-ROS JSON MCAP files of a teleop rig
+  (poses, odometry, IMU, TF, twists and bursts on one stamp among the extra streams);
+- `mcap`: the same rig as MCAP in ROS 1, protobuf and mixed encodings (the mcap-ros1 and
+  mcap-protobuf writers of the dev extra);
+- `hdf5`: ALOHA/ACT, robomimic (with Isaac Lab's nested groups, odd cameras), robosuite, flat
+  `states_{i}` / `actions_{i}` families and a home-grown HDF5 layout;
 - `rlds`: prepared TFDS (RLDS / Open-X) directories.
 
 They live in the package, not in tests/, so that `robolake bench ingest` and the notebooks work
@@ -14,6 +18,6 @@ from an installed wheel. Importing them is cheap: each writer imports its format
 (rosbags, mcap, h5py, PIL) when it runs.
 """
 
-from robolake.testing import hdf5, images, rlds, ros
+from robolake.testing import hdf5, images, mcap, rlds, ros
 
-__all__ = ["hdf5", "images", "rlds", "ros"]
+__all__ = ["hdf5", "images", "mcap", "rlds", "ros"]

@@ -1,9 +1,11 @@
-"""HDF5 recordings in the layouts real recorders write: ALOHA/ACT, robomimic, robosuite, a custom one.
+"""HDF5 recordings in the layouts real recorders write: ALOHA/ACT, robomimic, robosuite, custom ones.
 
 These write real files with h5py (imported when a writer runs), for tests, benchmarks and demos.
 Each writer mirrors its recorder's own layout and attributes, so the HDF5 reader's layout
-detection sees what it sees in the field; `CUSTOM_MAPPING` is the `--map` that reads the
-home-grown layout of `write_custom`.
+detection sees what it sees in the field: `write_robomimic` can add what Isaac Lab Mimic writes
+(a nested `obs/datagen_info` group) and odd cameras (grayscale, 5-D); `write_indexed` is the flat
+`states_{i}` / `actions_{i}` layout of many home-grown recorders; `CUSTOM_MAPPING` is the `--map`
+that reads the home-grown layout of `write_custom`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 
 from robolake.testing.images import frames, jpeg
 
-__all__ = ["write_aloha", "write_robomimic", "write_robosuite", "write_custom", "CUSTOM_MAPPING"]
+__all__ = ["write_aloha", "write_robomimic", "write_robosuite", "write_custom", "write_indexed", "CUSTOM_MAPPING"]
 
 
 def write_aloha(path: Path, *, steps: int = 30, cams: tuple[str, ...] = ("cam_high", "cam_left_wrist"), compress: bool = False,
@@ -56,16 +58,24 @@ def write_aloha(path: Path, *, steps: int = 30, cams: tuple[str, ...] = ("cam_hi
 
 
 def write_robomimic(path: Path, *, env: str = "Lift", robot: str = "Panda", demos: int = 3, steps: int = 20,
-                    object_dim: int = 10, images: bool = True, seed: int = 0) -> Path:
-    """robomimic's dataset layout: data/demo_N with obs/, actions, rewards, dones, and train/valid masks."""
+                    object_dim: int = 10, images: bool = True, seed: int = 0, control_freq: int | None = 20,
+                    datagen_info: bool = False, gray_camera: bool = False, stacked_camera: bool = False) -> Path:
+    """robomimic's dataset layout: data/demo_N with obs/, actions, rewards, dones, and train/valid masks.
+
+    `control_freq=None` leaves the rate out of env_args; `datagen_info` adds Isaac Lab Mimic's
+    nested `obs/datagen_info` group; `gray_camera` a uint8 [T, H, W] `obs/depth_image`;
+    `stacked_camera` a 5-D [T, 2, H, W, 3] `obs/stereo_image` (no camera layout robolake reads).
+    """
     import h5py
 
     rng = np.random.default_rng(seed)
     with h5py.File(path, "w") as f:
         data = f.create_group("data")
         data.attrs["total"] = demos * steps
-        data.attrs["env_args"] = json.dumps({"env_name": env, "type": 1, "env_kwargs": {
-            "robots": [robot], "control_freq": 20, "has_renderer": False, "camera_names": ["agentview", "robot0_eye_in_hand"]}})
+        kwargs = {"robots": [robot], "has_renderer": False, "camera_names": ["agentview", "robot0_eye_in_hand"]}
+        if control_freq is not None:
+            kwargs["control_freq"] = control_freq
+        data.attrs["env_args"] = json.dumps({"env_name": env, "type": 1, "env_kwargs": kwargs})
         for d in range(demos):
             g = data.create_group(f"demo_{d}")
             g.attrs["num_samples"] = steps
@@ -78,6 +88,15 @@ def write_robomimic(path: Path, *, env: str = "Lift", robot: str = "Panda", demo
             if images:
                 obs.create_dataset("agentview_image", data=frames(steps, 32, 32, seed=d))
                 obs.create_dataset("robot0_eye_in_hand_image", data=frames(steps, 32, 32, seed=d + 50))
+            if datagen_info:
+                info = obs.create_group("datagen_info")
+                info.create_dataset("eef_pose", data=rng.normal(size=(steps, 4, 4)))
+                info.create_dataset("target_eef_pose", data=rng.normal(size=(steps, 4, 4)))
+                info.create_group("object_pose").create_dataset("cube", data=rng.normal(size=(steps, 4, 4)))
+            if gray_camera:
+                obs.create_dataset("depth_image", data=frames(steps, 16, 16, seed=d)[..., 0])
+            if stacked_camera:
+                obs.create_dataset("stereo_image", data=np.stack([frames(steps, 8, 8, seed=d)] * 2, axis=1))
             g.create_dataset("actions", data=rng.uniform(-1, 1, (steps, 7)))
             g.create_dataset("rewards", data=np.r_[np.zeros(steps - 1), 1.0])
             g.create_dataset("dones", data=np.r_[np.zeros(steps - 1), 1].astype(np.int64))
@@ -131,6 +150,26 @@ def write_custom(path: Path, *, seconds: float = 2.0, joint_hz: float = 100.0, c
         f.create_dataset("camera/t", data=tv)
         f.create_dataset("camera/rgb", data=frames(len(tv), 24, 32, seed=seed))
         f.attrs["instruction"] = "stack the red block"
+    return path
+
+
+def write_indexed(path: Path, *, episodes: int = 4, steps: int = 12, state_dim: int = 5, action_dim: int = 3,
+                  images: bool = False, fps: float | None = None, seed: int = 0, skip: tuple[int, ...] = ()) -> Path:
+    """A flat file of key families, one episode per index: `states_<i>` [T, S], `actions_<i>` [T, A]
+    (and `images_<i>` uint8 [T, 16, 16, 3]); the values of episode i start at i (state) and -i (action)."""
+    import h5py
+
+    rng = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        for i in range(episodes):
+            if i in skip:
+                continue
+            f.create_dataset(f"states_{i}", data=i + np.cumsum(rng.normal(0, 0.1, (steps, state_dim)), axis=0))
+            f.create_dataset(f"actions_{i}", data=-i + rng.uniform(-1, 1, (steps, action_dim)))
+            if images:
+                f.create_dataset(f"images_{i}", data=frames(steps, 16, 16, seed=seed + i))
+        if fps is not None:
+            f.attrs["fps"] = fps
     return path
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "write_ros2",
     "write_ros1",
     "write_mcap_json",
+    "ros1_typestore",
 ]
 
 JOINTS = ("shoulder", "elbow", "wrist")
@@ -86,6 +87,7 @@ class Layout:
     camera_offset_s: float = 0.0         # shift the camera stream in time (no-overlap case)
     gaps: tuple[float, ...] = ()         # pauses inserted (seconds) after each `seconds` block
     offset_s: float = 0.0                # shift every stream (the second file of a split bag)
+    burst: int = 1                       # joint messages published in bursts of this many sharing one stamp
     extra: dict[str, Any] = field(default_factory=dict)  # topic -> (kind, [(t, value), ...]) also recorded
 
 
@@ -125,7 +127,9 @@ def _messages(layout: Layout) -> tuple[list[tuple[int, str, int, Any]], Recorded
     """(log_ns, topic, stamp_ns, payload) sorted by log time, and what was recorded."""
     s = schedule(layout)
     jt = s["joint"].copy()
-    jv = joint_values(jt)
+    jv = joint_values(jt)  # each message its own state, even when a burst shares one stamp
+    if layout.burst > 1:
+        jt = jt[(np.arange(len(jt)) // layout.burst) * layout.burst]
     stamps = jt.copy()
     if layout.backwards_at is not None:
         stamps[layout.backwards_at] -= 0.5
@@ -202,10 +206,35 @@ def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tu
         v = np.asarray(value, np.float64)
         return "geometry_msgs/msg/PoseStamped", T["geometry_msgs/msg/PoseStamped"](
             header=header, pose=Pose(position=P(x=v[0], y=v[1], z=v[2]), orientation=Q(x=v[3], y=v[4], z=v[5], w=v[6])))
-    if kind == "twist":
-        V, Tw = T["geometry_msgs/msg/Vector3"], T["geometry_msgs/msg/Twist"]
+    V, Q = T["geometry_msgs/msg/Vector3"], T["geometry_msgs/msg/Quaternion"]
+    if kind in ("twist", "twist_stamped"):
         v = np.asarray(value, np.float64)
-        return "geometry_msgs/msg/Twist", Tw(linear=V(x=v[0], y=v[1], z=v[2]), angular=V(x=v[3], y=v[4], z=v[5]))
+        tw = T["geometry_msgs/msg/Twist"](linear=V(x=v[0], y=v[1], z=v[2]), angular=V(x=v[3], y=v[4], z=v[5]))
+        if kind == "twist":
+            return "geometry_msgs/msg/Twist", tw
+        return "geometry_msgs/msg/TwistStamped", T["geometry_msgs/msg/TwistStamped"](header=header, twist=tw)
+    if kind == "tf":  # [(parent, child, [x y z qx qy qz qw]), ...] in one TFMessage
+        trs = []
+        for parent, child, v in value:
+            h = Header(stamp=stamp, frame_id=parent) if ros2 else Header(seq=0, stamp=stamp, frame_id=parent)
+            tr = T["geometry_msgs/msg/Transform"](translation=V(x=v[0], y=v[1], z=v[2]), rotation=Q(x=v[3], y=v[4], z=v[5], w=v[6]))
+            trs.append(T["geometry_msgs/msg/TransformStamped"](header=h, child_frame_id=child, transform=tr))
+        return "tf2_msgs/msg/TFMessage", T["tf2_msgs/msg/TFMessage"](transforms=trs)
+    if kind == "odometry":  # x y z qx qy qz qw, vx vy vz wx wy wz
+        v = np.asarray(value, np.float64)
+        pose = T["geometry_msgs/msg/Pose"](position=T["geometry_msgs/msg/Point"](x=v[0], y=v[1], z=v[2]),
+                                           orientation=Q(x=v[3], y=v[4], z=v[5], w=v[6]))
+        tw = T["geometry_msgs/msg/Twist"](linear=V(x=v[7], y=v[8], z=v[9]), angular=V(x=v[10], y=v[11], z=v[12]))
+        return "nav_msgs/msg/Odometry", T["nav_msgs/msg/Odometry"](
+            header=header, child_frame_id="base_link",
+            pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.full(36, 0.01)),
+            twist=T["geometry_msgs/msg/TwistWithCovariance"](twist=tw, covariance=np.full(36, 0.02)))
+    if kind == "imu":  # qx qy qz qw, wx wy wz, ax ay az
+        v = np.asarray(value, np.float64)
+        return "sensor_msgs/msg/Imu", T["sensor_msgs/msg/Imu"](
+            header=header, orientation=Q(x=v[0], y=v[1], z=v[2], w=v[3]), orientation_covariance=np.full(9, 0.1),
+            angular_velocity=V(x=v[4], y=v[5], z=v[6]), angular_velocity_covariance=np.full(9, 0.1),
+            linear_acceleration=V(x=v[7], y=v[8], z=v[9]), linear_acceleration_covariance=np.full(9, 0.1))
     if kind.startswith("custom:"):  # ("custom:<type>", message builder taking the typestore)
         return kind.split(":", 1)[1], value(ts, header)
     raise ValueError(kind)
@@ -236,14 +265,24 @@ def write_ros2(path: Path, layout: Layout, *, storage: str = "sqlite3", version:
     return rec
 
 
+TF_MSG = "geometry_msgs/TransformStamped[] transforms\n"
+
+
+def ros1_typestore(custom_types: dict[str, Any] | None = None) -> Any:
+    """rosbags' ROS 1 (Noetic) type store, with tf2_msgs/TFMessage (which it lacks) and `custom_types`."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    ts = get_typestore(Stores.ROS1_NOETIC)
+    extra = {} if "tf2_msgs/msg/TFMessage" in ts.types else get_types_from_msg(TF_MSG, "tf2_msgs/msg/TFMessage")
+    ts.register({**extra, **(custom_types or {})})
+    return ts
+
+
 def write_ros1(path: Path, layout: Layout, *, custom_types: dict[str, Any] | None = None, compression: str | None = None) -> Recorded:
     """A ROS 1 bag written by rosbags' rosbag1 Writer (definitions embedded, as rosbag does; chunks bz2/lz4)."""
     from rosbags.rosbag1 import Writer
-    from rosbags.typesys import Stores, get_typestore
 
-    ts = get_typestore(Stores.ROS1_NOETIC)
-    if custom_types:
-        ts.register(custom_types)
+    ts = ros1_typestore(custom_types)
     msgs, rec = _messages(layout)
     w = Writer(path)
     if compression:
@@ -286,8 +325,11 @@ JSON_SCHEMAS = {
 }
 
 
-def write_mcap_json(path: Path, layout: Layout, *, profile: str = "", protobuf_topic: str | None = None) -> Recorded:
-    """An MCAP file of JSON messages, written with the `mcap` writer."""
+def write_mcap_json(path: Path, layout: Layout, *, profile: str = "", foreign_topic: str | None = None) -> Recorded:
+    """An MCAP file of JSON messages, written with the `mcap` writer.
+
+    `foreign_topic` adds a channel in an encoding robolake does not read (flatbuffer), with one message.
+    """
     import base64
     import json
 
@@ -302,7 +344,7 @@ def write_mcap_json(path: Path, layout: Layout, *, profile: str = "", protobuf_t
 
         def channel(topic: str, schema: str, encoding: str = "json") -> int:
             if topic not in channels:
-                sid = w.register_schema(name=schema, encoding="jsonschema" if encoding == "json" else "protobuf",
+                sid = w.register_schema(name=schema, encoding="jsonschema" if encoding == "json" else encoding,
                                         data=json.dumps(JSON_SCHEMAS.get(schema, {})).encode())
                 channels[topic] = w.register_channel(topic=topic, message_encoding=encoding, schema_id=sid)
             return channels[topic]
@@ -330,8 +372,8 @@ def write_mcap_json(path: Path, layout: Layout, *, profile: str = "", protobuf_t
             else:
                 raise ValueError(kind)
             w.add_message(channel_id=cid, log_time=log_ns, publish_time=log_ns, sequence=seq, data=json.dumps(body).encode())
-        if protobuf_topic:
-            cid = channel(protobuf_topic, "robot.Odometry", encoding="protobuf")
+        if foreign_topic:
+            cid = channel(foreign_topic, "robot.Odometry", encoding="flatbuffer")
             w.add_message(channel_id=cid, log_time=T0_NS + 10_000_000, publish_time=T0_NS, data=b"\x08\x01")
         w.finish()
     return rec

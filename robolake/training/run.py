@@ -21,10 +21,11 @@ from robolake.loaders import LoaderConfig, PackedShards, open_batches, open_shar
 from robolake.loaders.open import is_pack_output
 from robolake.packers import PackSpec, TokenLengthConfig
 from robolake.packers.manifest import MANIFEST_NAME
-from robolake.training.checkpoint import latest_checkpoint
+from robolake.training.checkpoint import checkpoint_step, latest_checkpoint
 from robolake.training.config import ModelConfig
 from robolake.training.distributed import setup_distributed, teardown_distributed
 from robolake.training.fp8 import FP8Recipe
+from robolake.training.lineage import run_lineage
 from robolake.training.normalize import (
     POLICY_CARD_KEY,
     policy_card_from_lake,
@@ -58,6 +59,9 @@ class RunConfig:
             False starts over (and removes that run's old checkpoints and metrics).
         record_samples: Write `out/samples/rank{R}.jsonl`, one line per batch with its samples.
         allow_stale: Train on packed shards even when a later lake version deleted episodes they hold.
+        torch_threads: torch intra-op threads; None chooses them from the cores left after the
+            loader's `num_workers` (`training/threads.py`; ROBOLAKE_TORCH_THREADS and an explicit
+            OMP_NUM_THREADS are honoured).
     """
 
     out: str
@@ -76,12 +80,15 @@ class RunConfig:
     resume: bool = True
     record_samples: bool = False
     allow_stale: bool = False
+    torch_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.fp8 not in ("none", "auto", "te", "torchao"):
             raise ValueError(f"fp8 must be none, auto, te or torchao, got {self.fp8!r}")
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ValueError(f"torch_threads must be >= 1 (or None: chosen from the free cores), got {self.torch_threads}")
 
 
 def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None = None) -> TrainResult:
@@ -145,7 +152,10 @@ def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None 
             checkpoint_every=run.checkpoint_every,
             resume=run.resume,
             checkpoint_extra={POLICY_CARD_KEY: card.to_json()},  # what the policy needs to act
+            lineage=run_lineage(data, None if is_pack else spec),  # what `robolake lineage RUN` walks back
             record_samples_dir=os.path.join(run.out, "samples") if run.record_samples else None,
+            torch_threads=run.torch_threads,
+            reserved_cores=run.num_workers,  # the loader's worker processes each keep a core busy
         )
         return train(config, batches, progress=progress, dist_info=dist)
     finally:
@@ -176,7 +186,7 @@ def _check_not_finished(run: RunConfig) -> None:
     ckpt = latest_checkpoint(os.path.join(run.out, "checkpoints"))
     if ckpt is None:
         return
-    step = int(ckpt.stem.split("_")[-1])  # checkpoints are named step_{step:08d}.pt
+    step = checkpoint_step(ckpt)
     if step >= run.steps:
         raise ValueError(
             f"{run.out} is already at step {step} (asked for {run.steps}); pass --steps N with N > {step} "

@@ -9,11 +9,14 @@ every `log_every` steps (`metrics.py`).
 
 Metrics, one JSON object per line and step: loss, lr, grad_norm, the step's samples/s and
 effective tokens/s (real backbone tokens only, so packed and padded runs compare on useful work),
-the padding fraction of the computed token grid, the time spent waiting for data, the step time,
-and the FP8 backend that actually ran. On CUDA a step's time is the host's, so the device's
-backlog lands in the step that syncs; summed over steps it is the wall time. Summaries
-(`TrainResult.samples_per_s`, the progress callback) are totals over totals: samples of all steps
-over their summed wall time, never a mean of per-step rates (which over-weights fast steps).
+the padding fraction of the computed token grid, the time spent waiting for the next batch
+(`data_wait_s`: the `next()` on the batch source alone) and its share of the step
+(`data_wait_fraction`), the step time, the FP8 backend that actually ran, and torch's thread
+counts (chosen by `train` from the cores left after the loader's workers, `threads.py`, and
+restored afterwards). On CUDA a step's time is the host's, so the device's backlog lands in the
+step that syncs; summed over steps it is the wall time. Summaries (`TrainResult.samples_per_s`,
+the progress callback) are totals over totals: samples of all steps over their summed wall
+time, never a mean of per-step rates (which over-weights fast steps).
 
 With `record_samples_dir`, every rank appends one JSON line per batch to `rank{R}.jsonl` there
 (`metrics.SampleRecords`), so a checkpoint can be traced to exactly the samples it saw.
@@ -37,13 +40,19 @@ import torch
 from torch import nn
 
 from robolake.schemas.batch import BatchSource, PackedBatch, PaddedBatch
-from robolake.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from robolake.training.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    sample_ledger,
+    save_checkpoint,
+)
 from robolake.training.config import ModelConfig
 from robolake.training.distributed import DistInfo, setup_distributed, teardown_distributed
 from robolake.training.fp8 import FP8Conversion, FP8Recipe, apply_fp8
 from robolake.training.metrics import SampleRecords, StepMetrics
 from robolake.training.model import GrootModel
 from robolake.training.schedule import build_scheduler
+from robolake.training.threads import ThreadChoice, set_torch_threads
 
 __all__ = ["TrainConfig", "TrainProgress", "TrainResult", "TrainState", "build_optimizer", "train", "train_step"]
 
@@ -82,6 +91,13 @@ class TrainConfig:
         record_samples_dir: Directory for per-rank `rank{R}.jsonl` sample records, or None.
         checkpoint_extra: JSON-able metadata saved in every checkpoint's `extra` (e.g. the
             policy card of `training/normalize.py`); the model config is always saved beside it.
+        lineage: JSON-able record of the data trained on (lake URI, version and tag, the pack
+            manifest's hash and spec; `training/lineage.py`), saved in every checkpoint with each
+            rank's sample ledger (`checkpoint.sample_ledger`) when samples are recorded.
+        torch_threads: torch intra-op threads while training; None chooses them from the cores
+            left after `reserved_cores` (`training/threads.py`: ROBOLAKE_TORCH_THREADS and an
+            explicit OMP_NUM_THREADS are honoured).
+        reserved_cores: Cores the run's other busy processes use (the loader's worker processes).
     """
 
     model: ModelConfig = field(default_factory=lambda: ModelConfig.preset("tiny"))
@@ -105,6 +121,9 @@ class TrainConfig:
     stop_at_step: int | None = None
     record_samples_dir: str | None = None
     checkpoint_extra: dict[str, Any] = field(default_factory=dict)
+    lineage: dict[str, Any] = field(default_factory=dict)
+    torch_threads: int | None = None
+    reserved_cores: int = 0
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.total_steps < 1 or self.warmup_steps < 0:
@@ -123,6 +142,8 @@ class TrainConfig:
             raise ValueError(f"log_every must be >= 1, got {self.log_every}")
         if self.stop_at_step is not None and self.stop_at_step < 1:
             raise ValueError(f"stop_at_step must be >= 1, got {self.stop_at_step}")
+        if (self.torch_threads is not None and self.torch_threads < 1) or self.reserved_cores < 0:
+            raise ValueError(f"need torch_threads >= 1 (or None) and reserved_cores >= 0; got {self.torch_threads}, {self.reserved_cores}")
 
 
 @dataclass
@@ -148,6 +169,8 @@ class TrainResult:
         metrics_path: JSONL metrics file, if any.
         checkpoint: Last checkpoint written, if any.
         fp8_backend: FP8 backend that ran ("none" without FP8).
+        threads: torch's thread counts while training, and the rule that chose them.
+        data_wait_s: Seconds this call's steps spent waiting for their next batch.
     """
 
     model: nn.Module
@@ -159,11 +182,18 @@ class TrainResult:
     samples: int = 0
     seconds: float = 0.0
     first_step: int = 0
+    threads: ThreadChoice | None = None
+    data_wait_s: float = 0.0
 
     @property
     def samples_per_s(self) -> float:
         """Samples of this call's steps over their wall time (a total over a total)."""
         return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def data_wait_fraction(self) -> float:
+        """Share of this call's wall time spent waiting for the next batch, in [0, 1]."""
+        return min(1.0, self.data_wait_s / self.seconds) if self.seconds > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -177,6 +207,9 @@ class TrainProgress:
             `TrainConfig.log_every` steps, so the step's own loss reaches progress at the next sync).
         samples_per_s: Samples since this call started over the wall time since then.
         eta_s: Seconds left at that rate.
+        torch_threads: torch intra-op threads the trainer set.
+        data_wait_fraction: Share of the wall time since this call started spent waiting for
+            the next batch (a total over a total), in [0, 1].
     """
 
     step: int
@@ -184,6 +217,8 @@ class TrainProgress:
     loss: float
     samples_per_s: float
     eta_s: float
+    torch_threads: int = 0
+    data_wait_fraction: float = 0.0
 
 
 ProgressFn = Callable[[TrainProgress], None]
@@ -338,7 +373,12 @@ def train(
     owns_dist = dist_info is None
     dist_info = setup_distributed(config.device) if dist_info is None else dist_info
     try:
-        return _train(config, batches, model, progress, dist_info)
+        previous = torch.get_num_threads()
+        threads = set_torch_threads(reserved=config.reserved_cores, explicit=config.torch_threads)
+        try:
+            return _train(config, batches, model, progress, dist_info, threads)
+        finally:
+            torch.set_num_threads(previous)  # the caller's setting outlives the run (inter-op is set once per process)
     finally:
         if owns_dist:
             teardown_distributed(dist_info)
@@ -350,6 +390,7 @@ def _train(
     model: nn.Module | None,
     progress: ProgressFn | None,
     dist_info: DistInfo,
+    threads: ThreadChoice,
 ) -> TrainResult:
     state, model, conversion = _build(config, model, dist_info)
     step, skip = _restore(config, state, model, batches, dist_info)
@@ -361,15 +402,17 @@ def _train(
     records = SampleRecords(config.record_samples_dir, dist_info.rank)
     last_ckpt = None
     first_step, samples_seen, t_start = step, 0, time.perf_counter()
+    waited = 0.0  # seconds spent in next(stream): the data wait
     model.train()
     try:
         while step < end:
             t0 = time.perf_counter()
             host = next(stream)  # read what the row needs on the host: no device sync for it
+            wait = time.perf_counter() - t0
+            waited += wait
             padded = host.to_padded() if config.layout == "padded" else None
             pad = padded.padding_fraction if padded is not None else 0.0
             batch = (padded or host).to(dist_info.device, non_blocking=True)
-            t1 = time.perf_counter()
             lr = state.optimizer.param_groups[0]["lr"]
             state.generator.manual_seed(_step_seed(config.seed, dist_info.rank, step))
             loss, grad_norm = train_step(state, batch)
@@ -390,17 +433,21 @@ def _train(
                     "samples_per_s": host.num_samples / (t2 - t0),
                     "effective_tokens_per_s": host.total_tokens / (t2 - t0),
                     "padding_fraction": pad,
-                    "data_wait_s": t1 - t0,
+                    "data_wait_s": wait,
+                    "data_wait_fraction": wait / (t2 - t0) if t2 > t0 else 0.0,
                     "step_time_s": t2 - t0,
                     "layout": config.layout,
                     "fp8": conversion.backend,
+                    "torch_threads": threads.intra_op,
+                    "interop_threads": threads.inter_op,
                 }
             )
             if progress is not None and dist_info.is_main:
                 elapsed = time.perf_counter() - t_start
                 rate = samples_seen / elapsed if elapsed > 0 else 0.0
                 per_step = elapsed / max(1, step - first_step)
-                progress(TrainProgress(step=step, total_steps=end, loss=metrics.last_loss, samples_per_s=rate, eta_s=per_step * (end - step)))
+                progress(TrainProgress(step=step, total_steps=end, loss=metrics.last_loss, samples_per_s=rate, eta_s=per_step * (end - step),
+                                      torch_threads=threads.intra_op, data_wait_fraction=min(1.0, waited / elapsed) if elapsed > 0 else 0.0))
             if checkpoint:
                 last_ckpt = _save(config, dist_info, step, model, state, batches)
     finally:
@@ -410,19 +457,21 @@ def _train(
         records.close()
     return TrainResult(
         model, step, metrics.losses, metrics.path, last_ckpt, conversion.backend,
-        samples=samples_seen, seconds=time.perf_counter() - t_start, first_step=first_step,
+        samples=samples_seen, seconds=time.perf_counter() - t_start, first_step=first_step, threads=threads,
+        data_wait_s=waited,
     )
 
 
 def _save(
     config: TrainConfig, dist_info: DistInfo, step: int, model: nn.Module, state: TrainState, batches: Any
 ) -> Path | None:
-    """Rank 0 writes the checkpoint, with every rank's loader state (gathered to it)."""
+    """Rank 0 writes the checkpoint, with every rank's loader state and sample ledger (gathered to it)."""
     mine = batches.state_dict() if isinstance(batches, BatchSource) else None
-    gathered: list[Any] = [mine]
+    ledger = sample_ledger(config.record_samples_dir, dist_info.rank)
+    gathered: list[Any] = [(mine, ledger)]
     if dist_info.world_size > 1:  # also the barrier: every rank has reached this step
         gathered = [None] * dist_info.world_size if dist_info.is_main else []
-        torch.distributed.gather_object(mine, gathered if dist_info.is_main else None, dst=0)
+        torch.distributed.gather_object((mine, ledger), gathered if dist_info.is_main else None, dst=0)
     if not dist_info.is_main or config.checkpoint_dir is None:
         return None
     return save_checkpoint(
@@ -432,6 +481,7 @@ def _save(
         optimizer=state.optimizer,
         scheduler=state.scheduler,
         generator=state.generator,
-        loader_states=None if mine is None else dict(enumerate(gathered)),
+        loader_states=None if mine is None else {r: g[0] for r, g in enumerate(gathered)},
         extra={"layout": config.layout, "model_config": dataclasses.asdict(config.model), **config.checkpoint_extra},
+        lineage={**config.lineage, "samples": None if ledger is None else {str(r): g[1] for r, g in enumerate(gathered)}},
     )

@@ -1,15 +1,16 @@
 """One camera frame as a browser (or Rerun) can show it: `frame_bytes` -> (bytes, MIME type).
 
-The viewer never converts what it does not have to. A media row whose encoding a browser
-decodes natively (`jpeg`, `png`) is sent exactly as the lake stores it: no decode, no
-re-encode, no generation loss, and what the page shows is byte for byte what training reads.
-Any other layout (the key-referenced h264 access copy today, the "record" layout that keeps a
-source video's own packets tomorrow) is decoded by `robolake.lake.media.FrameReader`, the one
-reader that knows every layout, and sent as PNG: lossless, so the pixels the page draws equal
-the pixels `FrameReader` returns, and a frame compared in the browser against the lake compares
-equal. PNG at compression level 1 costs ~2 ms for a 256x256 frame here, well under a frame
-period at 20 fps; JPEG would be smaller but would add a second lossy step between the lake
-and the eye.
+The viewer shows the record, never an access copy, and never converts what it does not have
+to. A media row whose encoding a browser decodes natively (`jpeg`, `png`, with or without
+parameters) is sent exactly as the lake stores it: no decode, no re-encode, no generation loss.
+Every other layout (a source video's own packets, `video;codec=...`, decoded through its stream
+from the preceding keyframe; FFV1 raw pixels; lossy key-referenced h264) is decoded by
+`robolake.lake.media.FrameReader` with `exact=True` (the record even where an access copy
+exists: the pixels the camera recorded) and sent as PNG: lossless, so the pixels the page draws
+equal the pixels the source decode gives. PNG at compression level 1 costs ~2 ms for a 256x256
+frame here, well under a frame period at 20 fps; JPEG would be smaller but would add a lossy
+step between the lake and the eye. A recorded frame deep in a long GOP costs a decode from its
+keyframe (tens of ms on the GR00T data), which a person stepping through frames can afford.
 
 This is the only place that maps a media row to bytes for display: the web app and the Rerun
 export both call it, so a new media layout is taught to the viewer by changing this function
@@ -47,8 +48,8 @@ def png_bytes(rgb: np.ndarray) -> bytes:
 def frame_bytes(lake: Lake, reader: FrameReader, episode_id: str, camera: str, step: int) -> tuple[bytes, str]:
     """The bytes to show for one camera frame, and their MIME type.
 
-    Rows stored as jpeg/png are returned as stored; every other encoding is decoded by `reader`
-    and returned as PNG.
+    Rows stored as jpeg/png are returned as stored; every other encoding (recorded video packets
+    included) is decoded from the record by `reader` and returned as PNG.
 
     Args:
         lake: The lake handle `reader` was made from (its media table, same version).
@@ -69,7 +70,7 @@ def frame_bytes(lake: Lake, reader: FrameReader, episode_id: str, camera: str, s
     mime = BROWSER_ENCODINGS.get(encoding.split(";", 1)[0].strip().lower())
     if mime is not None:
         return bytes(row["data"][0].as_py()), mime
-    return png_bytes(reader.read(episode_id, camera, int(step))), "image/png"
+    return png_bytes(reader.read(episode_id, camera, int(step), exact=True)), "image/png"
 
 
 class FrameSource:

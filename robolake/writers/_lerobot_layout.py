@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from robolake.writers.video import PIX_FMT, Mp4Writer, VideoOptions
+from robolake.writers.video import PIX_FMT, EncodedSegment, Mp4Remuxer, Mp4Writer, VideoOptions
 
 __all__ = [
     "LeRobotFeatures",
@@ -232,12 +232,26 @@ def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
-def _encode(mp4: Mp4Writer, frames: Iterable[np.ndarray]) -> int:
-    """Append one episode's frames, the first a keyframe; returns how many."""
+def _encode(mp4: Mp4Writer | Mp4Remuxer, frames: Iterable[np.ndarray], segment: EncodedSegment | None = None) -> int:
+    """Append one episode's frames, the first a keyframe (or copy its packets, still reading the
+    frames, which the statistics count); returns how many."""
+    if segment is not None and isinstance(mp4, Mp4Remuxer):
+        n = sum(1 for _ in frames)
+        if n != len(segment.packets):
+            raise ValueError(f"{mp4.path}: {n} frames for {len(segment.packets)} packets to copy")
+        return mp4.write_segment(segment)
+    if not isinstance(mp4, Mp4Writer):
+        raise ValueError(f"{mp4.path} holds copied packets; frames to encode go to a new file")
     start = mp4.frames
     for frame in frames:
         mp4.write(frame, keyframe=mp4.frames == start)
     return mp4.frames - start
+
+
+def _open_mp4(path: Path, size: tuple[int, int], fps: float, options: VideoOptions, segment: EncodedSegment | None) -> Mp4Writer | Mp4Remuxer:
+    if segment is not None:
+        return Mp4Remuxer(path, fps=fps, first=segment)
+    return Mp4Writer(path, width=size[1], height=size[0], fps=fps, options=options)
 
 
 class V2Files:
@@ -253,11 +267,12 @@ class V2Files:
         pq.write_table(table, path)
         return {}
 
-    def write_video(self, episode_index: int, key: str, size: tuple[int, int], frames: Iterable[np.ndarray]) -> tuple[int, dict[str, Any]]:
+    def write_video(self, episode_index: int, key: str, size: tuple[int, int], frames: Iterable[np.ndarray],
+                    segment: EncodedSegment | None = None) -> tuple[int, dict[str, Any]]:
         chunk = episode_index // self._files.chunks_size
         path = self._root / V2_VIDEO_PATH.format(episode_chunk=chunk, video_key=key, episode_index=episode_index)
-        with Mp4Writer(path, width=size[1], height=size[0], fps=self._fps, options=self._files.video) as mp4:
-            n = _encode(mp4, frames)
+        with _open_mp4(path, size, self._fps, self._files.video, segment) as mp4:
+            n = _encode(mp4, frames, segment)
         self.videos += 1
         return n, {}
 
@@ -286,7 +301,7 @@ class V3Files:
         self._video: dict[str, _Rolling] = {}
         self._parquet: pq.ParquetWriter | None = None
         self._sink: pa.NativeFile | None = None
-        self._mp4: dict[str, Mp4Writer] = {}
+        self._mp4: dict[str, Mp4Writer | Mp4Remuxer] = {}
         self.videos = 0
 
     def write_data(self, episode_index: int, table: pa.Table) -> dict[str, Any]:
@@ -302,18 +317,20 @@ class V3Files:
         self._data.added(table.num_rows)
         return {"data/chunk_index": self._data.chunk, "data/file_index": self._data.file}
 
-    def write_video(self, episode_index: int, key: str, size: tuple[int, int], frames: Iterable[np.ndarray]) -> tuple[int, dict[str, Any]]:
+    def write_video(self, episode_index: int, key: str, size: tuple[int, int], frames: Iterable[np.ndarray],
+                    segment: EncodedSegment | None = None) -> tuple[int, dict[str, Any]]:
         rolling = self._video.setdefault(key, _Rolling(self._files, self._files.video_files_size_in_mb))
         mp4 = self._mp4.get(key)
-        if mp4 is not None and rolling.roll(mp4.encoded_bytes, 1):
+        # A file holds encoded frames or copied packets of one set of codec parameters, not both.
+        if mp4 is not None and rolling.roll(mp4.encoded_bytes, 1, force=not mp4.accepts(segment)):
             self._mp4.pop(key).close()
             mp4 = None
         if mp4 is None:
             path = self._root / V3_VIDEO_PATH.format(video_key=key, chunk_index=rolling.chunk, file_index=rolling.file)
-            mp4 = self._mp4[key] = Mp4Writer(path, width=size[1], height=size[0], fps=self._fps, options=self._files.video)
+            mp4 = self._mp4[key] = _open_mp4(path, size, self._fps, self._files.video, segment)
             self.videos += 1
         start = mp4.frames
-        n = _encode(mp4, frames)
+        n = _encode(mp4, frames, segment)
         rolling.added(n)
         return n, {f"videos/{key}/chunk_index": rolling.chunk, f"videos/{key}/file_index": rolling.file,
                    f"videos/{key}/from_timestamp": start / self._fps, f"videos/{key}/to_timestamp": mp4.frames / self._fps}  # fmt: skip
@@ -353,15 +370,16 @@ class _Rolling:
         self.chunk, self.file = 0, 0
         self._frames, self._episodes = 0, 0
 
-    def roll(self, size_bytes: int, new_frames: int) -> bool:
-        """Whether the next episode goes to a new file (then the indices have moved on to it)."""
-        if self._episodes == 0:
+    def roll(self, size_bytes: int, new_frames: int, *, force: bool = False) -> bool:
+        """Whether the next episode goes to a new file (then the indices have moved on to it);
+        `force`: it must (the current file cannot hold it)."""
+        if self._episodes == 0 and not force:
             return False
         per_file = self._files.episodes_per_file
         # LeRobot's estimate: the file's bytes per frame so far, times the frames to come.
         per_frame = size_bytes / self._frames if self._frames else 0.0
         full = (size_bytes + per_frame * new_frames) / (1024 * 1024) >= self._limit_mb
-        if not full and (per_file is None or self._episodes < per_file):
+        if not force and not full and (per_file is None or self._episodes < per_file):
             return False
         last = self.file == self._files.chunks_size - 1
         self.chunk, self.file = (self.chunk + 1, 0) if last else (self.chunk, self.file + 1)

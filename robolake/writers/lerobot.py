@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -88,7 +89,7 @@ from robolake.writers._lerobot_layout import (
     write_json,
 )
 from robolake.writers._lerobot_stats import DatasetStats, pixel_counts, to_jsonable
-from robolake.writers.video import VideoCodec, VideoOptions
+from robolake.writers.video import EncodedSegment, VideoCodec, VideoOptions
 
 __all__ = [
     "EpisodeArrays",
@@ -99,6 +100,7 @@ __all__ = [
     "PARTIAL_SUFFIX",
     "VERSIONS",
     "write_lerobot_dataset",
+    "safe_path_part",
     "V2_DATA_PATH",
     "V2_VIDEO_PATH",
     "V3_DATA_PATH",
@@ -107,6 +109,7 @@ __all__ = [
 ]
 
 PARTIAL_SUFFIX = ".robolake-partial"
+_SAFE_PART = re.compile(r"[A-Za-z0-9._-]+")
 _COUNT_AHEAD = 16  # frames whose pixel counts may be pending (bounds the frames held)
 
 
@@ -131,6 +134,10 @@ class LeRobotWriter:
     ) -> None:
         self.root = Path(os.path.abspath(root))
         self.features, self.files = features, files or LeRobotFiles()
+        unsafe = [k for k in features.video_keys if not safe_path_part(k)]
+        if unsafe:  # a video key is a directory name in the dataset: it must not leave it
+            raise ValueError(f"video key {unsafe[0]!r} is not a safe file name (letters, digits, '.', '_', '-'; not '.' "
+                             "or '..'); rename the camera")
         if (self.root / "meta" / "info.json").exists():
             raise FileExistsError(f"{self.root} already holds a LeRobot dataset; write to a new directory")
         if self.root.exists() and (not self.root.is_dir() or any(self.root.iterdir())):
@@ -177,6 +184,7 @@ class LeRobotWriter:
         timestamps: np.ndarray | None = None,
         frames: Mapping[str, Iterable[np.ndarray]] | None = None,
         success: bool | None = None,
+        segments: Mapping[str, EncodedSegment] | None = None,
     ) -> None:
         """Write one episode of T steps.
 
@@ -189,6 +197,8 @@ class LeRobotWriter:
             frames: Each video key -> its T uint8 RGB [H, W, 3] frames (an iterator is read once,
                 frame by frame); a key's frames have one even size throughout the dataset.
             success: Whether the episode succeeded (needed when `features.success`).
+            segments: Video keys whose frames are copied as these encoded packets instead of
+                encoded (`Mp4Remuxer`); their `frames` are still read, for the statistics.
 
         Raises:
             ValueError: shapes, tasks, frames or success that do not fit the features. The
@@ -231,7 +241,7 @@ class LeRobotWriter:
         for key in f.video_keys:
             hists[key] = np.zeros((3, 256), dtype=np.int64)
             size, checked = self._checked(key, frames[key], i, hists[key])
-            written, placed = self._layout.write_video(i, key, size, checked)
+            written, placed = self._layout.write_video(i, key, size, checked, (segments or {}).get(key))
             if written != n:
                 raise ValueError(f"episode {i}: {key} has {written} frames for {n} steps")
             row.update(placed)
@@ -410,6 +420,12 @@ def write_lerobot_dataset(
         for ep in episodes:
             writer.add_episode(state=ep.state, action=ep.action, tasks=[ep.task], timestamps=ep.timestamps, frames=ep.frames)
         return writer.finish(meta=None if modality is None else {"modality.json": dict(modality)})
+
+
+def safe_path_part(name: str) -> bool:
+    """Whether `name` can be one component of a path the writer creates, staying where it is put:
+    letters, digits, '.', '_' and '-', not '.' or '..' (no separator, NUL or drive)."""
+    return bool(_SAFE_PART.fullmatch(name)) and name not in (".", "..")
 
 
 def _names(key: str, names: Sequence[str] | None, width: int) -> tuple[str, ...]:

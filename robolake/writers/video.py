@@ -23,14 +23,24 @@ give on small frames (measured: 64x64 x264 runs ~30% faster on one thread), so f
 `SINGLE_THREAD_PIXELS` are encoded on one thread. SVT-AV1 prints its banner to stderr; set
 SVT_LOG=1 in the environment to quiet it.
 
-The lake's key-referenced h264 media (`robolake.lake.media.KeyframeEncoder`) is a different
+`Mp4Remuxer` writes packets that are already encoded (an export of the lake's record with
+`--copy-video`): no encoder runs, the bytes are the source's. Each segment's packets keep their
+decode order; frame n of the file is stamped n / fps and every packet's dts is its decode
+position less a fixed reorder delay (16 frames, H.264's largest, for streams with B-frames; 0
+otherwise), so dts stays below pts across segments laid end to end. The muxer needs the stream's
+codec parameters (`extradata`): PyAV takes them from an opened codec context, so the remuxer
+opens the codec's encoder (never fed a frame) and then sets the source's extradata on it. A
+file holds segments of one set of parameters (codec, extradata, size, pixel format); a segment
+of others starts a new file (`accepts`).
+
+The lake's key-referenced h264 media (`robolake.lake.codecs.KeyframeEncoder`) is a different
 stream (raw h264 packets, each P frame predicted from its GOP's keyframe) with its own settings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
@@ -47,6 +57,8 @@ __all__ = [
     "PIX_FMT",
     "SINGLE_THREAD_PIXELS",
     "CodecSettings",
+    "EncodedSegment",
+    "Mp4Remuxer",
     "Mp4Writer",
     "VideoCodec",
     "VideoOptions",
@@ -147,6 +159,10 @@ class Mp4Writer:
         self._container: av.container.OutputContainer | None = container
         self._stream = stream
 
+    def accepts(self, segment: EncodedSegment | None) -> bool:
+        """Whether the next episode can go into this file: frames to encode, not packets to copy."""
+        return segment is None
+
     def write(self, frame: np.ndarray, *, keyframe: bool = False) -> None:
         """Append one uint8 RGB [H, W, 3] frame; `keyframe` forces an IDR frame (a segment start)."""
         import av
@@ -212,3 +228,116 @@ def encode_video(
             for i in range(len(seg)):
                 mp4.write(seg[i], keyframe=i == 0)
         return mp4.frames
+
+
+_REMUX_ENCODERS = {"h264": "libx264", "hevc": "libx265", "av1": "libsvtav1"}  # opened only for codec parameters
+REMUX_CODECS = tuple(_REMUX_ENCODERS)
+_MAX_REORDER = 16  # frames a decoder may hold back (H.264's largest DPB)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EncodedSegment:
+    """One episode's frames as encoded packets, to be copied into an mp4 without re-encoding.
+
+    Attributes:
+        codec: `h264`, `hevc` or `av1`.
+        extradata: The stream's codec parameters (avcC, hvcC, av1C).
+        width: Frame width.
+        height: Frame height.
+        pix_fmt: Pixel format of the decoded frames.
+        packets: Packet bytes in decode order; the first is a keyframe.
+        frame_index: Per packet, its frame's position in the segment (0..n-1, presentation order).
+        keyframes: Per packet, whether the source marks it a keyframe (the mp4's seek index).
+    """
+
+    codec: str
+    extradata: bytes
+    width: int
+    height: int
+    pix_fmt: str
+    packets: tuple[bytes, ...]
+    frame_index: tuple[int, ...] = field(default=())
+    keyframes: tuple[bool, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if len(self.keyframes) != len(self.packets) or not self.keyframes or not self.keyframes[0]:
+            raise ValueError("keyframes must flag every packet, and a segment must start on a keyframe")
+        if self.codec not in _REMUX_ENCODERS:
+            raise ValueError(f"can copy {sorted(_REMUX_ENCODERS)} packets into mp4, not {self.codec!r}")
+        if sorted(self.frame_index) != list(range(len(self.packets))):
+            raise ValueError("frame_index must give each packet one frame position 0..n-1")
+
+    @property
+    def params(self) -> tuple[str, bytes, int, int, str]:
+        return (self.codec, bytes(self.extradata), self.width, self.height, self.pix_fmt)
+
+    @property
+    def reorder(self) -> int:
+        """How many frames its decode order runs ahead of its presentation order (0: no B-frames)."""
+        return max((i - f for i, f in enumerate(self.frame_index)), default=0)
+
+
+class Mp4Remuxer:
+    """An mp4 that segments of encoded packets are appended to, frame n stamped n / fps.
+
+    Attributes:
+        path: The file.
+        frames: Frames written so far.
+        encoded_bytes: Packet bytes written so far.
+    """
+
+    def __init__(self, path: str | Path, *, fps: float, first: EncodedSegment):
+        import av
+
+        self.path, self.frames, self.encoded_bytes, self._packets = Path(path), 0, 0, 0
+        self._params = first.params
+        self._delay = 0 if first.reorder == 0 else _MAX_REORDER
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        rate = Fraction(fps).limit_denominator(1001)
+        self._tb = 1 / rate
+        container = av.open(str(self.path), mode="w")
+        stream = cast("av.video.stream.VideoStream", container.add_stream(_REMUX_ENCODERS[first.codec], rate=rate))
+        stream.width, stream.height, stream.pix_fmt = first.width, first.height, first.pix_fmt
+        stream.time_base = self._tb
+        ctx = stream.codec_context
+        ctx.time_base = self._tb
+        ctx.open()  # the muxer takes its parameters from an opened context; the encoder never runs
+        ctx.extradata = bytes(first.extradata)
+        self._container: av.container.OutputContainer | None = container
+        self._stream = stream
+
+    def accepts(self, segment: EncodedSegment | None) -> bool:
+        """Whether `segment` can follow in this file (same parameters, reorder within the delay)."""
+        return segment is not None and segment.params == self._params and segment.reorder <= self._delay
+
+    def write_segment(self, segment: EncodedSegment) -> int:
+        """Append one segment's packets; returns its number of frames."""
+        import av
+
+        if self._container is None:
+            raise ValueError(f"{self.path} is closed")
+        if not self.accepts(segment):
+            raise ValueError(f"{self.path}: a segment of other codec parameters or deeper reordering cannot join this file")
+        for i, (data, f) in enumerate(zip(segment.packets, segment.frame_index, strict=True)):
+            p = av.Packet(data)
+            p.stream = self._stream
+            p.time_base = self._tb
+            p.pts, p.dts = self.frames + f, self._packets + i - self._delay
+            if segment.keyframes[i]:
+                p.is_keyframe = True
+            self._container.mux(p)
+            self.encoded_bytes += len(data)
+        self._packets += len(segment.packets)
+        self.frames += len(segment.packets)
+        return len(segment.packets)
+
+    def close(self) -> None:
+        if self._container is not None:
+            self._container.close()
+            self._container = None
+
+    def __enter__(self) -> Mp4Remuxer:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()

@@ -57,14 +57,30 @@ def test_pack_says_when_packing_cannot_beat_padding(packed_data, tmp_path, capsy
 
 
 def test_rerunning_a_finished_train_says_what_to_do(packed_data, tmp_path, capsys):
+    # The README's train line, run twice: the second run says the run is finished and exits 0.
     args = ["train", "--shards", str(packed_data.packed), "--out", str(tmp_path / "run"), "--steps", "2",
             "--workers", "0", "--device", "cpu", "--no-progress"]
     assert main(args) == 0
     capsys.readouterr()
     rc = main(args)
-    err = capsys.readouterr().err
-    assert rc == 2 and "already at step 2" in err and "--steps N" in err and "--fresh" in err
-    assert "nan" not in err
+    captured = capsys.readouterr()
+    assert rc == 0 and captured.err == ""
+    assert "already finished: trained to step 2" in captured.out and "nothing to do" in captured.out
+    assert "--steps N with N > 2" in captured.out and "--fresh" in captured.out
+    assert main([*args[:6], "3", *args[7:]]) == 0  # more steps: it resumes from step 2
+    assert "trained steps 3..3" in capsys.readouterr().out
+
+
+def test_pack_defaults_then_train_preset_tiny(packed_data, tmp_path, capsys):
+    # `robolake pack LAKE OUT` with no --tokens-per-view, then `robolake train --preset tiny` on it
+    out = tmp_path / "packed"
+    assert main(["pack", str(packed_data.lake), str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    rc = main(["train", "--shards", str(out), "--preset", "tiny", "--steps", "1", "--out", str(tmp_path / "run"),
+               "--workers", "0", "--device", "cpu", "--no-progress"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "trained steps 1..1" in captured.out and "threads     torch threads" in captured.out
 
 
 def test_commands_print_only_robolake_lines(packed_data, tmp_path):

@@ -58,7 +58,7 @@ def test_crash_before_publish_then_rerun(source, tmp_path, ray_session, monkeypa
 SCRIPT = """
 import sys
 from robolake.lake.ingest import ingest, IngestConfig
-ingest(sys.argv[1], sys.argv[2], IngestConfig(num_cpus=2, episodes_per_task=1))
+ingest(sys.argv[1], sys.argv[2], IngestConfig(num_cpus=2, episodes_per_task=1, execution="ray"))
 """
 
 

@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from robolake.loaders import LakeStream, LoaderConfig, PackedLoader
 from robolake.packers import PackSpec, TokenLengthConfig
 from robolake.training import ModelConfig, latest_checkpoint
+from robolake.training.checkpoint import read_checkpoint
 
 REPO = str(Path(__file__).resolve().parents[2])
 
@@ -73,7 +73,7 @@ def test_torchrun_on_packed_shards_reads_disjoint_data(packed_data, tmp_path):
     # The checkpoint at the end holds both ranks' loader states, keyed by rank.
     ckpt = latest_checkpoint(tmp_path / "run" / "checkpoints")
     assert ckpt is not None
-    saved = torch.load(ckpt, map_location="cpu", weights_only=False)["loaders"]
+    saved = read_checkpoint(ckpt).meta["loaders"]  # JSON beside the safetensors weights
     assert sorted(saved) == ["0", "1"] and [saved[r]["rank"] for r in ("0", "1")] == [0, 1]
     # Resumed mid-epoch 1 on two ranks, each continues with its own next batches of that epoch.
     assert per_rank > 2, "the resume must stop mid-epoch"

@@ -7,7 +7,7 @@ claims a path reads it). To add a format: write `robolake/lake/sources/<name>.py
 
 from __future__ import annotations
 
-from robolake.lake.sources import hdf5, lerobot, mcap_json, rlds, rosbag
+from robolake.lake.sources import hdf5, lerobot, mcap_file, rlds, rosbag
 from robolake.lake.sources.base import (
     EncodedFrames,
     EpisodeRef,
@@ -17,16 +17,21 @@ from robolake.lake.sources.base import (
     content_hash,
 )
 from robolake.lake.sources.lerobot import LeRobotReader
+from robolake.lake.sources.limits import ReadLimits
 from robolake.lake.sources.registry import (
+    RESAMPLE_MODES,
     DiscoveryResult,
     FailedUnit,
     SourceFormat,
     SourceOptions,
+    UnitScan,
     discover_readers,
+    find_units,
     format_choices,
     format_names,
     formats,
     get_format,
+    open_unit,
     register_format,
 )
 
@@ -38,7 +43,12 @@ __all__ = [
     "TabularEpisode",
     "content_hash",
     "LeRobotReader",
+    "ReadLimits",
+    "RESAMPLE_MODES",
     "DiscoveryResult",
+    "UnitScan",
+    "find_units",
+    "open_unit",
     "FailedUnit",
     "SourceFormat",
     "SourceOptions",
@@ -59,7 +69,7 @@ for _format in (
     rosbag.ROS2_FORMAT,
     rosbag.ROS2_FILE_FORMAT,
     rosbag.ROS1_FORMAT,
-    mcap_json.MCAP_FORMAT,
+    mcap_file.MCAP_FORMAT,
 ):
     register_format(_format)
 

@@ -42,7 +42,8 @@ class SourceError(Exception):
         reason_code: Class of problem (`corrupt_file`, `missing_column`, `missing_video`,
             `corrupt_video`, `frame_count`, `frame_size`, `non_finite`, `timestamps`, `shape`,
             `empty`, `bad_metadata`, `unknown_task`, `duplicate_index`, `unlisted`, `duplicate`,
-            `encode_failed`).
+            `encode_failed`, `too_large` (declares more than the read budget), `outside_source`
+            (points at data outside the source)).
         path: The file at fault.
         message: What is wrong and what to do about it; it names the file and the field.
         episodes: Episode indices a unit-level error applies to (empty: unknown or per episode).
@@ -105,7 +106,8 @@ class TabularEpisode:
         ref: Where it came from.
         state: float32 [T, state_dim].
         action: float32 [T, action_dim].
-        timestamps: float64 [T], seconds, strictly increasing (as recorded; may not start at 0).
+        timestamps: float64 [T], seconds, increasing (as recorded; may not start at 0): strictly
+            on fixed-rate ticks; with `resample: none`, messages that share a stamp share it.
         task_index: int32 [T], index into `tasks` per step.
         tasks: Instructions of the episode.
         success: Whether it succeeded, when the source records it.

@@ -4,7 +4,9 @@ Three pieces, as for the other formats: `lerobot_meta` reads and checks the data
 (info.json, modality.json, the episode and task tables; a dataset it cannot trust raises one
 `bad_metadata` error), `lerobot_plan` resolves the cameras, the spec and each episode's files
 and time spans, and this module reads what the plan points at: an episode's parquet rows, then
-its frames, decoded from the videos (or taken from image columns) one at a time.
+its frames: by default the videos' own packets, kept as recorded and checked to decode
+(`sources.video.read_record`); with a lossy layout, decoded and re-encoded one at a time; image
+columns byte for byte.
 
 Real datasets have quirks this tolerates: timestamps that do not start at 0, no `frame_index`
 column (or no `timestamp` one, when `frame_index / fps` stands in), tasks listed per episode
@@ -18,6 +20,7 @@ and frame counts. Each is a `SourceError` naming the file, and ingest quarantine
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -29,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from robolake.lake.media import VIDEO_FRAME_LAYOUTS, KeyframeEncoder, encode_frame
+from robolake.lake.codecs import jpeg_encoding
+from robolake.lake.media import VIDEO_CRF, VIDEO_FRAME_LAYOUTS, KeyframeEncoder, encode_frame
 from robolake.lake.sources.base import (
     EncodedFrames,
     EpisodeRef,
@@ -42,11 +46,12 @@ from robolake.lake.sources.lerobot_meta import (
     STATE_KEY,
     LeRobotMeta,
     embodiment_tag,
+    inside_dataset,
     is_lerobot_dataset,
 )
 from robolake.lake.sources.lerobot_plan import LeRobotPlan
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
-from robolake.lake.sources.video import file_digest, iter_video_frames
+from robolake.lake.sources.video import file_digest, iter_video_frames, read_record
 from robolake.schemas.embodiment import EmbodimentSpec
 
 __all__ = ["LeRobotReader", "is_lerobot_dataset", "embodiment_tag", "FORMAT"]
@@ -62,8 +67,10 @@ class LeRobotReader:
         embodiment: Embodiment tag to give its episodes; defaults to its robot_type in snake_case.
         state_only: Take state and action alone where declared videos are missing, instead of
             quarantining the episodes.
-        video_frames: How frames decoded from the videos are stored: `jpeg` (one image a frame)
-            or `h264` (key-referenced, no bigger than the source); see `lake.media`.
+        video_frames: How the videos' frames are stored: `record` (the videos' own packets, the
+            default), `jpeg` (re-encoded, one image a frame) or `h264` (re-encoded,
+            key-referenced); see `lake.media`.
+        video_crf: CRF of the `h264` layout (default `lake.codecs.VIDEO_CRF`).
 
     Attributes:
         notes: Things a user should hear about that are not errors (cameras left out under
@@ -75,11 +82,13 @@ class LeRobotReader:
             the dataset declares when they can be read.
     """
 
-    def __init__(self, root: str, *, embodiment: str | None = None, state_only: bool = False, video_frames: str = "jpeg"):
+    def __init__(self, root: str, *, embodiment: str | None = None, state_only: bool = False, video_frames: str = "record",
+                 video_crf: int | None = None):
         if video_frames not in VIDEO_FRAME_LAYOUTS:
             raise ValueError(f"video_frames must be one of {VIDEO_FRAME_LAYOUTS}, got {video_frames!r}")
         self.state_only = state_only
         self.video_frames = video_frames
+        self.video_crf = VIDEO_CRF if video_crf is None else video_crf
         self.meta = LeRobotMeta(root)
         self.root = self.meta.root
         self.notes = self.meta.notes
@@ -128,7 +137,11 @@ class LeRobotReader:
     # --- episode rows ----------------------------------------------------------------------
 
     def _read_rows(self, ref: EpisodeRef) -> tuple[pa.Table, str]:
-        path = os.path.join(self.root, ref.get("data_path"))
+        rel = str(ref.get("data_path"))
+        path = os.path.join(self.root, rel)
+        if not inside_dataset(rel):  # the metadata checks refuse such templates; never open one regardless
+            raise SourceError("bad_metadata", os.path.join(self.root, "meta", "info.json"),
+                              f"data_path of episode {ref.episode_index} is {rel!r}, outside the dataset; fix meta/info.json")
         if not os.path.exists(path):
             raise SourceError("missing_file", path, "episode parquet file is missing; re-export the dataset")
         try:
@@ -173,6 +186,9 @@ class LeRobotReader:
         key = self.plan.video_keys[cam]
         if rel is None and self.meta.dtype(key) == "image":
             return None
+        if rel is not None and not inside_dataset(rel):  # never open a file outside the dataset
+            raise SourceError("bad_metadata", os.path.join(self.root, "meta", "info.json"),
+                              f"video_path of camera {cam!r} is {rel!r}, outside the dataset; fix meta/info.json")
         path = os.path.join(self.root, rel) if rel is not None else None
         if path is not None and os.path.isfile(path):
             return path
@@ -286,7 +302,7 @@ class LeRobotReader:
     # --- episode frames --------------------------------------------------------------------
 
     def read_frames(self, episode: TabularEpisode) -> Iterator[EncodedFrames]:
-        """Decode each camera's frames of the episode and encode them per frame.
+        """Each camera's frames of the episode: recorded packets (`RecordedVideo`), or re-encoded frames.
 
         Raises:
             SourceError: a video is missing, undecodable, holds a different number of frames
@@ -303,34 +319,47 @@ class LeRobotReader:
             if path is None:  # state_only, and this episode has no video of this camera
                 log.info("%s: episode %d has no video of camera %r; --state-only: left out", self.root, ref.episode_index, cam)
                 continue
-            images: list[bytes] = []
             declared = self.meta.declared_size(key)
+            if self.video_frames == "record":
+                rec = read_record(path, start_s=ref.get(f"from:{cam}"), end_s=ref.get(f"to:{cam}"), fps=self.fps,
+                                  source_path=str(ref.get(f"video:{cam}")), digest=file_digest(path))
+                self._check_size(path, cam, key, declared, None, (rec.height, rec.width), 0)
+                self._check_count(path, cam, ref, rec.stream.num_steps, n)
+                yield dataclasses.replace(rec, camera=cam)
+                continue
+            images: list[bytes] = []
             size: tuple[int, int] | None = None
             encoder: KeyframeEncoder | None = None
             for _, rgb, height, width in iter_video_frames(path, start_s=ref.get(f"from:{cam}"), end_s=ref.get(f"to:{cam}"), fps=self.fps,
                                                            encode_jpeg=False):
                 self._check_size(path, cam, key, declared, size, (height, width), len(images))
                 if size is None and self.video_frames == "h264" and not (height % 2 or width % 2):
-                    encoder = KeyframeEncoder(height, width)  # odd sizes cannot be yuv420p: those stay JPEG
+                    encoder = KeyframeEncoder(height, width, crf=self.video_crf)  # odd sizes cannot be yuv420p: JPEG
                 size = (height, width)
                 try:
                     images.append(encoder.add(rgb) if encoder is not None else encode_frame(rgb))  # type: ignore[arg-type]
                 except (RuntimeError, ValueError) as e:
                     raise SourceError(
                         "encode_failed", path,
-                        f"camera {cam!r} frame {len(images)} could not be stored ({e}); ingest with --video-frames jpeg",
+                        f"camera {cam!r} frame {len(images)} could not be stored ({e}); ingest with --frames record",
                     ) from e
                 if len(images) > n:
                     break
-            if len(images) != n:
-                raise SourceError(
-                    "frame_count", path,
-                    f"camera {cam!r} has {'more than ' if len(images) > n else ''}{len(images)} frames for "
-                    f"episode {ref.episode_index} but the episode has {n} rows; the video is short, long or truncated",
-                )
-            assert size is not None
-            yield EncodedFrames(camera=cam, images=tuple(images), encoding=encoder.encoding if encoder else "jpeg",
+            self._check_count(path, cam, ref, len(images), n, at_least=len(images) > n)
+            if size is None:  # unreachable: _check_count refused an episode without frames
+                raise SourceError("frame_count", path, f"camera {cam!r} has no frames")
+            yield EncodedFrames(camera=cam, images=tuple(images), encoding=encoder.encoding if encoder else jpeg_encoding(),
                                 height=size[0], width=size[1])
+
+    @staticmethod
+    def _check_count(path: str, cam: str, ref: EpisodeRef, got: int, n: int, *, at_least: bool = False) -> None:
+        """A camera has one frame per row of the episode."""
+        if got != n:
+            raise SourceError(
+                "frame_count", path,
+                f"camera {cam!r} has {'more than ' if at_least else ''}{got} frames for "
+                f"episode {ref.episode_index} but the episode has {n} rows; the video is short, long or truncated",
+            )
 
     @staticmethod
     def _check_size(
@@ -378,7 +407,8 @@ class LeRobotReader:
 
 
 def _open_lerobot(path: str, options: SourceOptions) -> LeRobotReader:
-    return LeRobotReader(path, embodiment=options.embodiment, state_only=options.state_only, video_frames=options.video_frames)
+    return LeRobotReader(path, embodiment=options.embodiment, state_only=options.state_only,
+                         video_frames=options.video_frames, video_crf=options.video_crf)
 
 
 FORMAT = SourceFormat(

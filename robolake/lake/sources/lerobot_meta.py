@@ -14,7 +14,9 @@ Real datasets have quirks this tolerates: no `codebase_version` (the layout on d
 `total_chunks` of 0, `chunks_size` of 0, an episode listed twice identically (read once, with a
 note). What it does not tolerate is *dataset metadata* that cannot be trusted: info.json missing,
 not JSON, not an object, an unknown `codebase_version`, `fps` missing/null/0, features without
-`observation.state` / `action` widths, a missing or malformed `data_path`, missing
+`observation.state` / `action` widths, a missing or malformed `data_path` (or a `data_path` /
+`video_path` that points outside the dataset: absolute, `..`, NUL; nothing outside the source
+root is ever opened because of the metadata), missing
 `episodes.jsonl` / `tasks.jsonl` (v3.0: `meta/episodes/`, `tasks.parquet`), an invalid
 `modality.json`. Each raises one `SourceError("bad_metadata", ...)` whose message names the
 file and the field and says what to do, and which carries the episodes the dataset declares
@@ -42,7 +44,7 @@ import pyarrow.parquet as pq
 
 from robolake.lake.sources.base import SourceError
 
-__all__ = ["LeRobotMeta", "is_lerobot_dataset", "embodiment_tag", "STATE_KEY", "ACTION_KEY", "VERSIONS"]
+__all__ = ["LeRobotMeta", "is_lerobot_dataset", "embodiment_tag", "inside_dataset", "STATE_KEY", "ACTION_KEY", "VERSIONS"]
 
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
@@ -85,6 +87,16 @@ def embodiment_tag(robot_type: str, fallback: str) -> str:
     text = robot_type or fallback
     text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text)
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "robot"
+
+
+def inside_dataset(rel: str) -> bool:
+    """Whether a path from the dataset's metadata names a file under its root (lexically:
+    relative, no '..' component, no NUL). Symlinks inside the root are followed as the OS does
+    (Hugging Face's cache links every file to a blob outside the snapshot directory)."""
+    if not rel or "\0" in rel or os.path.isabs(rel) or rel.startswith(("/", "\\")):
+        return False
+    parts = rel.replace("\\", "/").split("/")
+    return ".." not in parts and not re.match(r"^[A-Za-z]:", rel)
 
 
 def _kind(value: Any) -> str:
@@ -256,6 +268,10 @@ class LeRobotMeta:
         if first == moved:
             raise self.bad("meta/info.json", f"{key} {template!r} gives every episode the same file; it needs "
                                              f"{{{names[-1]}}}, e.g. {example!r}")
+        if not inside_dataset(first) or not inside_dataset(moved):
+            raise self.bad("meta/info.json", f"{key} {template!r} points outside the dataset (an absolute path, '..' "
+                                             f"or a NUL byte); robolake reads only files under the dataset root: use a "
+                                             f"relative template like {example!r}")
         return template
 
     def _load_modality(self) -> dict[str, Any] | None:

@@ -32,7 +32,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robolake.lake.sources.base import EpisodeRef, SourceError
-from robolake.lake.sources.lerobot_meta import ACTION_KEY, STATE_KEY, LeRobotMeta, is_int
+from robolake.lake.sources.lerobot_meta import (
+    ACTION_KEY,
+    STATE_KEY,
+    LeRobotMeta,
+    inside_dataset,
+    is_int,
+)
 from robolake.schemas.embodiment import EmbodimentSpec
 
 __all__ = ["LeRobotPlan"]
@@ -106,6 +112,13 @@ class LeRobotPlan:
                     raise
                 meta.notes.append(f"{meta.root}: {e.message}; --state-only: ingesting state and action without cameras")
                 return tuple(c for c, k in mapping.items() if k not in videos), {c: k for c, k in mapping.items() if k not in videos}
+        for key in videos:
+            # A feature name fills {video_key}: one that climbs out of the dataset must not be read.
+            sample = ({"video_key": key, "chunk_index": 0, "file_index": 0} if meta.layout == "v3"
+                      else {"video_key": key, "episode_chunk": 0, "episode_index": 0})
+            if not inside_dataset(meta.info["video_path"].format(**sample)):
+                raise meta.bad("meta/info.json", f"features key {key!r} makes video_path point outside the dataset "
+                                                 "(an absolute path, '..' or a NUL byte); rename the feature")
         kept: dict[str, str] = {}
         for cam, key in mapping.items():
             dtype = meta.dtype(key)

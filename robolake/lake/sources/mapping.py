@@ -8,9 +8,12 @@ command sent to it; a mapping does, in a small YAML or JSON file given with `--m
     task_from: /instruction            # the topic / key holding the text
     clock: header                      # header | log   (ROS: header.stamp or log/receive time)
     fps: 30                            # target rate (default: rate of the first state stream)
+    resample: ticks                    # ticks | none (a step per message of the first state stream)
     state:                             # concatenated in order
       - {source: /joint_states, field: position, names: [j1, j2, j3]}
       - {source: /gripper, field: data}
+      - {source: /tf, child_frame: tool0}
+      - {source: /odom, field: pose.pose}
     action:
       - {source: /cmd_joint, field: position}
     action_from_state: false           # true: action = state one tick ahead (recorded in metadata)
@@ -18,12 +21,21 @@ command sent to it; a mapping does, in a small YAML or JSON file given with `--m
     split: {by: file}                  # | {by: topic, source: /episode_active} | {by: gap, seconds: 2.0}
 
 `source` is a topic (bags, MCAP), an HDF5 dataset path or an RLDS feature key. `field` is a
-dotted path into a message (`pose.position`); array datasets leave it out. `names` selects and
-orders the joints of a JointState by name. `stamps` (HDF5 and other array formats) names the
-dataset holding the stream's per-row times in seconds, so streams recorded at different rates can
-be aligned; without it every row is one tick at `fps`. `episodes` (HDF5) names a group whose
-child groups are episodes (`data` for robomimic-like files); the sources are then relative to
-each child.
+dotted path into a message, with list indices as numbers (`pose.pose`, `transforms.0.transform`,
+`position.2`); array datasets leave it out, and without it a message's numeric fields are
+flattened (the header and covariances skipped). `names` selects and orders the joints of a
+JointState by name. `child_frame` picks, from a `tf2_msgs/TFMessage` topic (`/tf`), the
+transform of that child frame (x y z qx qy qz qw, stamped by its own header; messages without
+it are skipped). `stamps` (HDF5 and other array formats) names the dataset holding the stream's
+per-row times in seconds, so streams recorded at different rates can be aligned; without it
+every row is one tick at `fps`. `episodes` (HDF5) names a group whose child groups are episodes
+(`data` for robomimic-like files); the sources are then relative to each child. An HDF5 source
+holding `{i}` (`states_{i}`) names a family of datasets, one episode per index the file holds.
+
+`cameras: {}` (present but empty) means no cameras at all; leaving `cameras` out keeps the
+reader's default cameras. `resample: none` lands every message of the first state stream as a
+step at its own time instead of fixed-rate ticks (`resample`). `msg_dirs` are read as given
+(relative to the mapping file); one outside the mapping's folder is read and reported.
 
 The file is loaded into frozen dataclasses and validated here, with errors that name the file
 and the key, so a typo fails before Ray starts; whether the sources exist is checked per
@@ -43,8 +55,9 @@ from robolake.lake.sources.base import SourceError
 __all__ = ["StreamMap", "CameraMap", "SplitMap", "Mapping", "load_mapping", "mapping_from_dict", "check_sources"]
 
 _TOP_KEYS = ("embodiment", "task", "task_from", "clock", "fps", "state", "action", "action_from_state",
-             "cameras", "split", "episodes", "msg_dirs")
-_STREAM_KEYS = ("source", "field", "names", "stamps")
+             "cameras", "split", "episodes", "msg_dirs", "resample")
+_STREAM_KEYS = ("source", "field", "names", "stamps", "child_frame")
+_RESAMPLE = ("ticks", "none")
 _SPLIT_KEYS = ("by", "source", "seconds")
 
 
@@ -57,20 +70,25 @@ class StreamMap:
         field: Dotted path into each message (`position`, `pose.position`); None for arrays.
         names: Joint names to select, in this order (JointState-like messages).
         stamps: Dataset / key holding this stream's times in seconds (array formats).
+        child_frame: The transform to take from a TF topic (its `child_frame_id`).
     """
 
     source: str
     field: str | None = None
     names: tuple[str, ...] | None = None
     stamps: str | None = None
+    child_frame: str | None = None
 
     def __post_init__(self) -> None:
         if not self.source:
             raise ValueError("a mapped stream needs a non-empty 'source'")
+        if self.child_frame is not None and not self.child_frame.strip("/"):
+            raise ValueError(f"{self.source}: child_frame must name a frame (e.g. base_link)")
 
     @property
     def label(self) -> str:
-        return self.source + (f".{self.field}" if self.field else "")
+        return (self.source + (f"[{self.child_frame}]" if self.child_frame else "")
+                + (f".{self.field}" if self.field else ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +148,10 @@ class Mapping:
         episodes: Group whose children are episodes (HDF5).
         msg_dirs: Directories of `.msg` definitions for custom ROS types a bag does not carry
             (sqlite3 ROS 2 bags), relative to the mapping file.
+        cameras_given: The mapping has a `cameras:` key; an empty one means no cameras at all
+            (without the key the reader's default cameras are used).
+        resample: `ticks` (fixed-rate ticks) or `none` (a step per message of the first state
+            stream); see `resample`.
         path: The file it was loaded from (for messages).
     """
 
@@ -145,10 +167,14 @@ class Mapping:
     split: SplitMap = SplitMap()
     episodes: str | None = None
     msg_dirs: tuple[str, ...] = ()
+    cameras_given: bool = False
+    resample: str = "ticks"
     path: str = "<mapping>"
 
     def __post_init__(self) -> None:
         where = self.path
+        if self.resample not in _RESAMPLE:
+            raise ValueError(f"{where}: 'resample' must be ticks or none, got {self.resample!r}")
         if not self.state:
             raise ValueError(f"{where}: 'state' must list at least one stream ({{source: ..., field: ...}})")
         if not self.action and not self.action_from_state:
@@ -164,6 +190,18 @@ class Mapping:
         names = [c.name for c in self.cameras]
         if len(set(names)) != len(names):
             raise ValueError(f"{where}: camera names repeat: {names}")
+
+    def msg_dir_paths(self) -> tuple[list[str], list[str]]:
+        """(absolute `msg_dirs`, notes on those outside the mapping file's folder)."""
+        base = os.path.dirname(os.path.abspath(self.path)) if self.path != "<mapping>" else os.getcwd()
+        dirs, notes = [], []
+        for d in self.msg_dirs:
+            full = os.path.realpath(d if os.path.isabs(d) else os.path.join(base, d))
+            dirs.append(full)
+            if os.path.commonpath([full, os.path.realpath(base)]) != os.path.realpath(base):
+                notes.append(f"mapping {self.path} msg_dirs: {d!r} is {full}, outside the mapping's folder; "
+                             ".msg files are read from it because the mapping names it")
+        return dirs, notes
 
     def sources(self) -> list[tuple[str, str]]:
         """(key in the mapping, source) of every stream it names."""
@@ -201,10 +239,11 @@ def _stream(item: Any, path: str, key: str) -> StreamMap:
     names = item.get("names")
     if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not names):
         raise _fail(path, f"{key}.names", f"expected a non-empty list of joint names, got {names!r}")
-    for opt in ("field", "stamps"):
+    for opt in ("field", "stamps", "child_frame"):
         if item.get(opt) is not None and not isinstance(item[opt], str):
             raise _fail(path, f"{key}.{opt}", f"expected a string, got {item[opt]!r}")
-    return StreamMap(source=item["source"], field=item.get("field"), names=tuple(names) if names else None, stamps=item.get("stamps"))
+    return StreamMap(source=item["source"], field=item.get("field"), names=tuple(names) if names else None,
+                     stamps=item.get("stamps"), child_frame=item.get("child_frame"))
 
 
 def _streams(value: Any, path: str, key: str) -> tuple[StreamMap, ...]:
@@ -218,7 +257,7 @@ def _streams(value: Any, path: str, key: str) -> tuple[StreamMap, ...]:
 
 
 def _cameras(value: Any, path: str) -> tuple[CameraMap, ...]:
-    if value is None:
+    if value is None or value == {}:
         return ()
     if not isinstance(value, dict):
         raise _fail(path, "cameras", f"expected {{name: source}}, got {type(value).__name__}")
@@ -258,6 +297,11 @@ def mapping_from_dict(d: dict[str, Any], path: str = "<mapping>") -> Mapping:
         msg_dirs = [msg_dirs]
     if not isinstance(msg_dirs, list) or not all(isinstance(x, str) for x in msg_dirs):
         raise _fail(path, "msg_dirs", f"expected a list of directories, got {msg_dirs!r}")
+    resample = d.get("resample", "ticks")
+    if resample is False or resample is None:  # YAML reads a bare `none` as a string, `no`/`null` as these
+        resample = "none"
+    if resample not in _RESAMPLE:
+        raise _fail(path, "resample", f"expected ticks or none, got {resample!r}")
     if not isinstance(d.get("action_from_state", False), bool):
         raise _fail(path, "action_from_state", f"expected true or false, got {d['action_from_state']!r}")
     try:
@@ -276,6 +320,8 @@ def mapping_from_dict(d: dict[str, Any], path: str = "<mapping>") -> Mapping:
             split=split,
             episodes=d.get("episodes"),
             msg_dirs=tuple(msg_dirs),
+            cameras_given="cameras" in d,
+            resample=resample,
             path=path,
         )
     except (TypeError, ValueError) as e:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from robolake.lake.media import VIDEO_FRAME_LAYOUTS
 from robolake.lake.sources.base import SourceError, SourceReader
+from robolake.lake.sources.limits import ReadLimits
 
 if TYPE_CHECKING:
     from robolake.lake.sources.mapping import Mapping
@@ -38,6 +39,10 @@ __all__ = [
     "SourceFormat",
     "FailedUnit",
     "DiscoveryResult",
+    "UnitScan",
+    "RESAMPLE_MODES",
+    "find_units",
+    "open_unit",
     "register_format",
     "formats",
     "format_names",
@@ -55,6 +60,9 @@ DATA_SUFFIXES = (
 )
 # Aliases accepted by --format: the synthetic generator writes LeRobot datasets.
 _ALIASES = {"synthetic": "lerobot"}
+# How streams become steps: `ticks` (fixed-rate ticks, the default) or `none` (every message of
+# the first state stream is a step at its own time); see `resample`.
+RESAMPLE_MODES = ("ticks", "none")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,21 +74,43 @@ class SourceOptions:
         mapping: Which keys/topics become state, action, cameras and task (from `--map FILE`).
         state_only: Accept episodes without camera frames (a LeRobot dataset whose videos are
             missing, a log without a camera topic) instead of quarantining them.
-        video_frames: How frames decoded from a source video are stored in the lake: `jpeg`
-            (one image a frame) or `h264` (key-referenced, within the source's bytes, ~3x slower
-            random reads); see `robolake.lake.media`.
+        video_frames: How frames are stored (`--frames`): `record` (a source video's own packets,
+            images as recorded, raw pixels lossless; the default), or the lossy `jpeg` / `h264`
+            (key-referenced); see `robolake.lake.media`.
+        video_crf: CRF of the `h264` layout (None: `robolake.lake.codecs.VIDEO_CRF`).
+        resample: How topic-log and time-stamped HDF5 streams become steps: `ticks` (fixed-rate
+            ticks) or `none` (every message of the first state stream is a step at its own
+            time); None: the mapping's `resample:` (default `ticks`).
+        limits: The memory one read may take (`robolake.lake.sources.limits`); a source that
+            declares more is quarantined before anything is allocated.
     """
 
     embodiment: str | None = None
     mapping: Mapping | None = None
     state_only: bool = False
-    video_frames: str = "jpeg"
+    video_frames: str = "record"
+    video_crf: int | None = None
+    resample: str | None = None
+    limits: ReadLimits = field(default_factory=ReadLimits)
 
     def __post_init__(self) -> None:
         if self.embodiment is not None and not self.embodiment.strip():
             raise ValueError("embodiment tag must be a non-empty string (or leave --embodiment out)")
         if self.video_frames not in VIDEO_FRAME_LAYOUTS:
             raise ValueError(f"video_frames must be one of {VIDEO_FRAME_LAYOUTS}, got {self.video_frames!r}")
+        if self.video_crf is not None and (self.video_frames != "h264" or not 0 <= self.video_crf <= 51):
+            raise ValueError(f"video_crf {self.video_crf} needs video_frames='h264' and a value in [0, 51] (--frames h264 --crf N)")
+        if self.resample is not None and self.resample not in RESAMPLE_MODES:
+            raise ValueError(f"resample must be one of {RESAMPLE_MODES}, got {self.resample!r}")
+        if not isinstance(self.limits, ReadLimits):
+            raise ValueError(f"limits must be a ReadLimits, got {type(self.limits).__name__}")
+
+    @property
+    def resample_mode(self) -> str:
+        """`resample`, else the mapping's, else `ticks`."""
+        if self.resample is not None:
+            return self.resample
+        return self.mapping.resample if self.mapping is not None else "ticks"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,8 +125,10 @@ class SourceFormat:
         open: A reader over one detected unit. Raises ValueError/SourceError when the unit is
             unreadable as a whole (discovery reports it as failed).
         unit: Whether a unit is a directory (not descended into) or a single file.
-        inspect_unit: Optional: describe a unit that `open` rejects (an HDF5 file of an unknown
-            layout, before its mapping exists), for `robolake inspect`.
+        inspect_unit: Optional: describe a unit whatever `open` makes of it (a bag with no
+            JointState, an HDF5 file of an unknown layout, before its mapping exists): what it
+            holds, what a default ingest would do with each stream, and a suggested mapping, for
+            `robolake inspect`. Called with the unit's path and the options; must not need a plan.
     """
 
     name: str
@@ -104,7 +136,7 @@ class SourceFormat:
     detect: Callable[[str], bool]
     open: Callable[[str, SourceOptions], SourceReader]
     unit: Literal["directory", "file"]
-    inspect_unit: Callable[[str], dict[str, Any]] | None = None
+    inspect_unit: Callable[[str, SourceOptions], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
@@ -216,33 +248,35 @@ def _claim(path: str, candidates: list[SourceFormat]) -> SourceFormat | None:
     return None
 
 
-def discover_readers(
-    src: str,
-    *,
-    format: str = "auto",
-    options: SourceOptions | None = None,
-    embodiment: str | None = None,
-) -> DiscoveryResult:
-    """Readers for every unit of a known format at or below `src` (the whole tree).
+@dataclass(frozen=True, kw_only=True)
+class UnitScan:
+    """What a walk of a source path found, before any reader is opened.
 
-    Args:
-        src: A unit (dataset directory or data file) or a directory holding any number of them,
-            at any depth.
-        format: `auto` (detect each unit's format) or one format name: only that format is read,
-            and units of other formats are reported as unrecognised.
-        options: Embodiment, mapping and state-only choices, passed to every reader.
-        embodiment: Shorthand for `options.embodiment` (kept for older callers).
+    Attributes:
+        src: The absolute source path.
+        units: (path, format) of each unit a selected format claims, in path order.
+        unrecognised: Paths that look like data but that no (selected) format reads, each with why.
+        seen: Files seen, by extension (for the message when nothing is readable).
+        selected: The formats that were asked.
+    """
 
-    Returns:
-        The readers, and what was found but not read.
+    src: str
+    units: tuple[tuple[str, SourceFormat], ...]
+    unrecognised: tuple[str, ...]
+    seen: Counter[str]
+    selected: tuple[SourceFormat, ...]
+
+    def nothing_readable(self, failed: list[FailedUnit] | tuple[FailedUnit, ...] = ()) -> str:
+        """The one-line message for a source where no unit could be read."""
+        return _nothing_readable(self.src, self.seen, list(self.unrecognised), list(failed), list(self.selected))
+
+
+def find_units(src: str, *, format: str = "auto") -> UnitScan:
+    """Every unit of a known format at or below `src` (the whole tree), without opening any.
 
     Raises:
-        ValueError: unknown format, `src` missing, or nothing readable under `src` (one line
-            saying what was found and which formats exist).
+        ValueError: unknown format, or `src` missing.
     """
-    options = options or SourceOptions(embodiment=embodiment)
-    if embodiment is not None and options.embodiment is None:
-        options = dataclasses.replace(options, embodiment=embodiment)
     selected = formats() if format == "auto" else [get_format(format)]
     src = os.path.abspath(src)
     if not os.path.exists(src):
@@ -280,62 +314,85 @@ def discover_readers(
                     continue
                 if not offer(path, "file") and _looks_like_data(path):
                     unrecognised.append(f"{path} (no format reads this file)")
+    return UnitScan(src=src, units=tuple(units), unrecognised=tuple(unrecognised), seen=seen, selected=tuple(selected))
 
+
+def open_unit(path: str, fmt: SourceFormat, options: SourceOptions) -> SourceReader | FailedUnit:
+    """A reader over one unit, or why it cannot be opened."""
+    try:
+        return fmt.open(path, options)
+    except SourceError as e:
+        return FailedUnit(path=path, format=fmt.name, reason_code=e.reason_code, message=e.message, file=e.path, episodes=e.episodes)
+    except (ValueError, OSError) as e:
+        return FailedUnit(path=path, format=fmt.name, reason_code="corrupt_file", message=str(e))
+    except Exception as e:  # a reader bug on one unit is that unit's problem, not the whole ingest's
+        return FailedUnit(path=path, format=fmt.name, reason_code="reader_error",
+                          message=f"the {fmt.name} reader failed ({type(e).__name__}: {e})")
+
+
+def discover_readers(
+    src: str,
+    *,
+    format: str = "auto",
+    options: SourceOptions | None = None,
+    embodiment: str | None = None,
+) -> DiscoveryResult:
+    """Readers for every unit of a known format at or below `src` (the whole tree).
+
+    Args:
+        src: A unit (dataset directory or data file) or a directory holding any number of them,
+            at any depth.
+        format: `auto` (detect each unit's format) or one format name: only that format is read,
+            and units of other formats are reported as unrecognised.
+        options: Embodiment, mapping and state-only choices, passed to every reader.
+        embodiment: Shorthand for `options.embodiment` (kept for older callers).
+
+    Returns:
+        The readers, and what was found but not read.
+
+    Raises:
+        ValueError: unknown format, `src` missing, or nothing readable under `src` (one line
+            saying what was found and which formats exist).
+    """
+    options = options or SourceOptions(embodiment=embodiment)
+    if embodiment is not None and options.embodiment is None:
+        options = dataclasses.replace(options, embodiment=embodiment)
+    scan = find_units(src, format=format)
     readers: list[SourceReader] = []
     failed: list[FailedUnit] = []
-    for path, fmt in units:
-        try:
-            readers.append(fmt.open(path, options))
-        except SourceError as e:
-            failed.append(FailedUnit(path=path, format=fmt.name, reason_code=e.reason_code, message=e.message,
-                                     file=e.path, episodes=e.episodes))
-        except (ValueError, OSError) as e:
-            failed.append(FailedUnit(path=path, format=fmt.name, reason_code="corrupt_file", message=str(e)))
-        except Exception as e:  # a reader bug on one unit is that unit's problem, not the whole ingest's
-            failed.append(FailedUnit(path=path, format=fmt.name, reason_code="reader_error",
-                                     message=f"the {fmt.name} reader failed ({type(e).__name__}: {e})"))
+    for path, fmt in scan.units:
+        opened = open_unit(path, fmt, options)
+        if isinstance(opened, FailedUnit):
+            failed.append(opened)
+        else:
+            readers.append(opened)
     readers, clashes = _one_width_per_tag(readers)
     failed += clashes
     # Reported in the result (ingest records and prints them, or the ValueError below names them).
-    for u in unrecognised:
+    for u in scan.unrecognised:
         log.info("not read: %s", u)
     for f in failed:
         log.info("cannot open %s as %s: %s", f.path, f.format, f.message)
     if not readers:
-        raise ValueError(_nothing_readable(src, seen, unrecognised, failed, selected))
-    return DiscoveryResult(readers=tuple(readers), unrecognised=tuple(unrecognised), failed=tuple(failed))
-
-
-def _declared_episodes(reader: SourceReader) -> tuple[int, ...]:
-    """The unit's episode indexes, so that each held-back episode gets its own quarantine row."""
-    try:
-        return tuple(ref.episode_index for ref in reader.discover())
-    except Exception:  # listing failed too: one row for the unit
-        return ()
+        raise ValueError(scan.nothing_readable(failed))
+    return DiscoveryResult(readers=tuple(readers), unrecognised=scan.unrecognised, failed=tuple(failed))
 
 
 def _one_width_per_tag(readers: list[SourceReader]) -> tuple[list[SourceReader], list[FailedUnit]]:
-    """Units whose spec cannot be built, or whose widths contradict an earlier unit of the same tag.
+    """Units whose spec cannot be built.
 
-    One embodiment tag means one state/action layout in the lake; two recordings that share a tag
-    but not a width would corrupt its statistics, so the later one is held back with a reason.
+    One embodiment tag means one state/action layout in the lake, but which unit's width a tag
+    takes is ingest's call (`lake.ingest._check_embodiments`), made after each episode's own
+    checks: a unit whose declared width its files contradict must not set the tag's width and
+    hold back a good unit beside it, and that is known only once its episodes are read.
     """
-    first: dict[str, tuple[str, int, int]] = {}
     keep: list[SourceReader] = []
     failed: list[FailedUnit] = []
     for r in readers:
         try:
-            spec = r.spec()
+            r.spec()
         except (ValueError, SourceError) as e:
             failed.append(FailedUnit(path=r.root, format=r.format_name, reason_code="shape", message=f"{r.root}: {e}"))
-            continue
-        have = first.setdefault(r.tag, (r.root, spec.state_dim, spec.action_dim))
-        if have[1:] != (spec.state_dim, spec.action_dim):
-            failed.append(FailedUnit(
-                path=r.root, format=r.format_name, reason_code="shape", episodes=_declared_episodes(r),
-                message=f"embodiment {r.tag!r} has state/action widths {spec.state_dim}/{spec.action_dim} here but "
-                f"{have[1]}/{have[2]} in {have[0]}; give it its own tag (--embodiment, or `embodiment:` in the mapping)",
-            ))
             continue
         keep.append(r)
     return keep, failed

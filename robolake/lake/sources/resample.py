@@ -20,6 +20,18 @@ state, an action and one frame per camera. Getting from one to the other takes t
 Where a recording has no command stream, teleop convention takes the action at a tick to be the
 state at the next tick (`action_from_state`); the last step repeats its own state.
 
+Nothing is dropped or assumed without a word. Every decision lands in `Aligned.metadata` and,
+where a user would not expect it, in `metadata["notes"]` (ingest prints each once):
+
+* A stream with a **single message** (a latched calibration, one snapshot) is a static value,
+  held over the whole episode; it does not bound the window.
+* **Several messages on one stamp** (recorders that batch, simulators that publish a burst): a
+  state stream is averaged per stamp, an action takes the last; both are counted.
+* **Messages between ticks** that no tick uses (a 1 kHz stream on 30 Hz ticks) and the span the
+  window **trims** off the recording are counted and noted.
+* `mode="none"` (`resample: none`) keeps every message of the first state stream as a step at
+  its own time (stamps may repeat), the other streams resampled onto those times.
+
 The checks here turn bad recordings into quarantine reasons a person can act on: an empty
 stream (`empty`), a clock that goes backwards (`timestamps`), NaN/inf values (`non_finite`), a
 width that changes mid-recording (`shape`), and streams with no common time (`no_overlap`).
@@ -52,6 +64,7 @@ __all__ = [
     "segments_by_gap",
     "segments_by_flag",
     "check_frame_sizes",
+    "merge_shared_stamps",
     "align",
 ]
 
@@ -263,6 +276,43 @@ def check_frame_sizes(sizes: Sequence[tuple[int, int]], camera: str, path: str) 
     return int(first[0]), int(first[1])
 
 
+def merge_shared_stamps(stream: Stream) -> tuple[Stream, int, int]:
+    """The stream with messages that share a stamp averaged into one; (stream, merged, most per stamp)."""
+    t = np.asarray(stream.t, dtype=np.float64)
+    if t.size < 2 or not np.any(np.diff(t) == 0):
+        return stream, 0, 1
+    uniq, first, counts = np.unique(t, return_index=True, return_counts=True)
+    v = np.asarray(stream.values, dtype=np.float64)
+    sums = np.add.reduceat(v, first, axis=0) if v.shape[1] else np.zeros((len(uniq), 0))
+    merged = Stream(stream.name, uniq, sums / counts[:, None], stream.path)
+    return merged, int(t.size - uniq.size), int(counts.max())
+
+
+def _shared(stream: Stream) -> tuple[int, int]:
+    """(messages sharing an earlier message's stamp, most messages on one stamp)."""
+    t = np.asarray(stream.t, dtype=np.float64)
+    if t.size < 2 or not np.any(np.diff(t) == 0):
+        return 0, 1
+    _, counts = np.unique(t, return_counts=True)
+    return int(t.size - counts.size), int(counts.max())
+
+
+def _used(stream: Stream, at: np.ndarray, rule: str) -> tuple[int, int, int]:
+    """(messages inside [at[0], at[-1]], of them used by some tick, most inside one tick interval)."""
+    t = np.asarray(stream.t, dtype=np.float64)
+    if not len(at) or not len(t):
+        return 0, 0, 0
+    inside = (t >= at[0]) & (t <= at[-1])
+    idx = np.clip(np.searchsorted(t, at, side="right") - 1, 0, len(t) - 1)
+    used = np.zeros(len(t), dtype=bool)
+    used[idx] = True
+    if rule == "linear":  # the message after each tick is the other end of its interpolation
+        used[np.clip(idx + 1, 0, len(t) - 1)] = True
+    n_in = int(inside.sum())
+    per = np.bincount(np.clip(np.searchsorted(at, t[inside], side="right") - 1, 0, None)) if n_in else np.zeros(1, int)
+    return n_in, int((used & inside).sum()), int(per.max()) if per.size else 0
+
+
 def align(
     *,
     state: Sequence[Stream],
@@ -272,6 +322,7 @@ def align(
     action_from_state: bool = False,
     window: tuple[float, float] | None = None,
     path: str = "",
+    mode: str = "ticks",
 ) -> Aligned:
     """Resample state (linear), action (hold) and camera frames (latest) onto common ticks.
 
@@ -279,10 +330,11 @@ def align(
         state: Streams concatenated into the state vector.
         action: Streams concatenated into the action vector (ignored with `action_from_state`).
         cameras: Camera name -> stream of frames.
-        fps: Tick rate; None: the rate of `state[0]`.
+        fps: Tick rate; None: the rate of the first state stream with more than one message.
         action_from_state: Action = state one tick ahead.
         window: Restrict the episode to [start, end] (a split of the recording).
         path: The recording, for messages.
+        mode: `ticks` (fixed-rate ticks) or `none` (a step per message of `state[0]`).
 
     Raises:
         SourceError: a stream is empty, non-finite or out of order; the streams do not overlap.
@@ -292,22 +344,85 @@ def align(
         raise SourceError("missing_key", path, "no state stream; map one (`state:` in the mapping)")
     if not action and not action_from_state:
         raise SourceError("missing_key", path, "no action stream; map one, or set `action_from_state: true`")
-    streams = [*state, *([] if action_from_state else action), *cameras.values()]
+    if mode not in ("ticks", "none"):
+        raise ValueError(f"mode must be ticks or none, got {mode!r}")
+    action = [] if action_from_state else list(action)
+    streams = [*state, *action, *cameras.values()]
     for s in streams:
         check_stream(s)
-    start, end = overlap_window(streams, path)
+    notes: list[str] = []
+    static = [s.name for s in streams if len(s) == 1]
+    for name in static:
+        notes.append(f"{name} has a single message: held as a static value over the whole episode")
+    timed = [s for s in streams if len(s) > 1] or list(streams)
+    start, end = overlap_window(timed, path)
+    rec_span = (min(float(s.t[0]) for s in timed), max(float(s.t[-1]) for s in timed))
     if window is not None:
         start, end = max(start, window[0]), min(end, window[1])
         if start > end:
             raise SourceError("no_overlap", path, f"the episode window [{window[0]:.3f}, {window[1]:.3f}] s holds no data of every stream")
-    rate = fps or stream_rate(state[0])
+    clock = next((x for x in state if len(x) > 1), state[0])
+    measured = stream_rate(clock)
+    rate = fps or measured
     if not rate > 0:
         raise SourceError("empty", path, f"{state[0].name} has a single message; give `fps:` in the mapping or record longer")
-    at = ticks(start, end, rate)
-    st = np.concatenate([resample_linear(x, at) for x in state], axis=1)
+    stats: dict[str, dict[str, Any]] = {}
+    merged_state: list[Stream] = []
+    for x in state:
+        m, n_merged, most = (x, 0, 1) if (mode == "none" and x is state[0]) else merge_shared_stamps(x)
+        merged_state.append(m)
+        if n_merged:
+            stats.setdefault(x.name, {})["averaged_on_shared_stamps"] = n_merged
+            notes.append(f"{x.name}: {n_merged} of {len(x)} messages share a stamp with another (up to {most} on one stamp); "
+                         "averaged per stamp (`resample: none` keeps every message)")
+    for x in action:
+        n_shared, most = _shared(x)
+        if n_shared:
+            stats.setdefault(x.name, {})["held_last_on_shared_stamps"] = n_shared
+            notes.append(f"{x.name}: {n_shared} of {len(x)} commands share a stamp with another (up to {most} on one stamp); "
+                         "each tick holds the last of them")
+    if mode == "none":
+        t0 = np.asarray(state[0].t, dtype=np.float64)
+        keep = (t0 >= start) & (t0 <= end)
+        at = t0[keep]
+        first = np.asarray(state[0].values, dtype=np.float64)[keep]
+        st = np.concatenate([first, *[resample_linear(x, at) for x in merged_state[1:]]], axis=1)
+    else:
+        at = ticks(start, end, rate)
+        st = np.concatenate([resample_linear(x, at) for x in merged_state], axis=1)
     ac = action_one_ahead(st) if action_from_state else np.concatenate([resample_hold(x, at) for x in action], axis=1)
     frames = {cam: resample_latest(x, at) for cam, x in cameras.items()}
-    meta: dict[str, Any] = {"window": [start, end], "fps": rate, "streams": {x.name: len(x) for x in streams}}
+    if mode == "ticks":
+        rules = [(x, "linear") for x in merged_state] + [(x, "hold") for x in action] + [(x, "latest") for x in cameras.values()]
+        for x, rule in rules:
+            if len(x) < 2:
+                continue
+            n_in, n_used, most = _used(x, at, rule)
+            stats.setdefault(x.name, {}).update(in_window=n_in, used=n_used, most_per_tick=most)
+            if n_in - n_used > max(1, 0.05 * n_in):
+                what = "frames" if rule == "latest" else "messages"
+                notes.append(f"{x.name}: {n_in - n_used} of {n_in} {what} fall between {rate:g} Hz ticks and are not used "
+                             f"(up to {most} per tick); raise `fps:` or use `resample: none` to keep them")
+    tick = 1.0 / rate
+    trimmed = (start - rec_span[0], rec_span[1] - end)
+    span = {"recording_s": [rec_span[0], rec_span[1]], "episode_s": [start, end],
+            "starts_with": max(timed, key=lambda x: float(x.t[0])).name, "ends_with": min(timed, key=lambda x: float(x.t[-1])).name}
+    worth_saying = max(2 * tick, 0.1 * (rec_span[1] - rec_span[0]))  # not the jitter of where streams start
+    if window is None and max(trimmed) > worth_saying:
+        notes.append(f"episode spans {start - rec_span[0]:.3f}-{end - rec_span[0]:.3f} s of the recording's "
+                     f"0-{rec_span[1] - rec_span[0]:.3f} s: it starts when {span['starts_with']} starts and ends when "
+                     f"{span['ends_with']} ends (every mapped stream has data only there)")
+    meta: dict[str, Any] = {
+        "window": [start, end], "fps": rate, "resample": mode, "span": span,
+        "rate": {"clock": clock.name, "measured_hz": measured, "fps": rate, "given": fps is not None},
+        "streams": {x.name: len(x) for x in streams},
+    }
+    if stats:
+        meta["stream_use"] = stats
+    if static:
+        meta["static"] = static
+    if notes:
+        meta["notes"] = notes
     if action_from_state:
         meta["action_from_state"] = True
     return Aligned(timestamps=at, state=st, action=ac, frames=frames, fps=float(rate), metadata=meta)

@@ -202,7 +202,7 @@ class RLDSReader:
 
     def _example(self, ref: EpisodeRef) -> tuple[dict[str, Any], str]:
         path = os.path.join(self.root, ref.get("file"))
-        data = read_record(path, int(ref.get("offset")))
+        data = read_record(path, int(ref.get("offset")), self.options.limits)
         try:
             return parse_example(data), path
         except ValueError as e:

@@ -12,6 +12,12 @@ messages decoded by rosbags (dataclass-like objects) and for JSON messages (dict
 - `geometry_msgs` Pose/Twist/Transform/Wrench/Point/Vector3/Quaternion (and their Stamped
   forms): numeric fields flattened in declaration order (Pose = x y z qx qy qz qw, Twist =
   linear xyz, angular xyz). A Stamped message defaults to its inner field.
+- `nav_msgs/Odometry` (pose then twist, 13 values), `sensor_msgs/Imu` (orientation, angular
+  velocity, linear acceleration, 10 values), `*WithCovariance*`: flattened with every
+  `*covariance` field skipped (a 6x6 covariance is 36 numbers of bookkeeping, not state).
+- `tf2_msgs/TFMessage` (`/tf`, `/tf_static`): one message holds transforms of many frames, so a
+  stream names its `child_frame`; the transform of that frame is the vector (x y z qx qy qz qw)
+  and its own header stamp the time (`tf_transform`).
 - `std_msgs` Float32/Float64/Int*/Bool/*MultiArray: `data`.
 - Anything else: the dotted `field` the mapping names, or all numeric fields flattened (the
   header skipped), so custom types whose definitions the bag carries work without code.
@@ -53,6 +59,8 @@ __all__ = [
     "sniff_image",
     "image_size",
     "camera_name",
+    "tf_transform",
+    "tf_frames",
 ]
 
 # Message kinds a reader treats specially; everything else is "numeric" or "other".
@@ -61,6 +69,7 @@ IMAGE = "image"
 COMPRESSED_IMAGE = "compressed_image"
 STRING = "string"
 BOOL = "bool"
+TF = "tf"
 NUMERIC = "numeric"
 
 
@@ -90,6 +99,8 @@ def kind_of(msgtype: str) -> str:
         return STRING
     if name == "std_msgs/Bool" or base == "Bool":
         return BOOL
+    if name in ("tf2_msgs/TFMessage", "tf/tfMessage") or base in ("TFMessage", "tfMessage", "FrameTransforms"):
+        return TF
     return NUMERIC
 
 
@@ -122,7 +133,9 @@ def get_field(msg: Any, path: str | None) -> Any:
             if part not in value:
                 raise FieldError(f"field {'.'.join(walked)!r} does not exist; fields there: {_fields(value)}")
             value = value[part]
-        elif isinstance(value, (list, tuple)) and part.isdigit():
+        elif isinstance(value, (list, tuple, np.ndarray)) and part.isdigit():
+            if int(part) >= len(value):
+                raise FieldError(f"field {'.'.join(walked)!r} does not exist; {'.'.join(walked[:-1])} holds {len(value)} items")
             value = value[int(part)]
         else:
             if part.startswith("__") or not hasattr(value, part):
@@ -158,6 +171,10 @@ _SCALAR_TYPES = {
 _SKIP = {"header", "layout", "frame_id", "child_frame_id", "name", "timestamp"}
 
 
+def _skipped(name: str) -> bool:
+    return name in _SKIP or name.endswith("covariance")
+
+
 def _flatten(value: Any, out: list[float], where: str) -> None:
     if isinstance(value, bool):
         out.append(1.0 if value else 0.0)
@@ -172,7 +189,7 @@ def _flatten(value: Any, out: list[float], where: str) -> None:
             _flatten(v, out, f"{where}[{i}]")
     elif isinstance(value, dict) or dataclasses.is_dataclass(value):
         for name in _fields(value):
-            if name in _SKIP:
+            if _skipped(name):
                 continue
             v = value[name] if isinstance(value, dict) else getattr(value, name)
             if isinstance(v, (str, bytes)):
@@ -219,12 +236,14 @@ def joint_vector(msg: Any, field: str, names: Sequence[str]) -> np.ndarray:
 
 
 def _stamp_ns(stamp: Any) -> int | None:
+    """ns of a ROS 2 Time (sec, nanosec), a ROS 1 time (sec, nsec), a JSON stamp or a protobuf
+    Timestamp (seconds, nanos)."""
     if isinstance(stamp, dict):
-        sec = stamp.get("sec", stamp.get("secs"))
-        nsec = stamp.get("nanosec", stamp.get("nsec", stamp.get("nsecs", 0)))
+        sec = stamp.get("sec", stamp.get("secs", stamp.get("seconds")))
+        nsec = stamp.get("nanosec", stamp.get("nsec", stamp.get("nsecs", stamp.get("nanos", 0))))
     else:
-        sec = getattr(stamp, "sec", None)
-        nsec = getattr(stamp, "nanosec", 0)
+        sec = getattr(stamp, "sec", getattr(stamp, "seconds", None))
+        nsec = getattr(stamp, "nanosec", getattr(stamp, "nanos", 0))
     if sec is None:
         return None
     return int(sec) * 1_000_000_000 + int(nsec or 0)
@@ -242,6 +261,24 @@ def header_stamp_ns(msg: Any) -> int | None:
         return None
     ns = _stamp_ns(stamp)
     return ns or None  # a zero stamp means the publisher never set it
+
+
+def tf_frames(msg: Any) -> list[tuple[str, str]]:
+    """(parent, child) frame ids of the transforms a TF message holds."""
+    out = []
+    for tr in get_field(msg, "transforms") or []:
+        header = get_field(tr, "header")
+        out.append((str(get_field(header, "frame_id")).lstrip("/"), str(get_field(tr, "child_frame_id")).lstrip("/")))
+    return out
+
+
+def tf_transform(msg: Any, child_frame: str) -> Any | None:
+    """The TransformStamped of `child_frame` in a TF message (None when this message lacks it)."""
+    want = child_frame.lstrip("/")
+    for tr in get_field(msg, "transforms") or []:
+        if str(get_field(tr, "child_frame_id")).lstrip("/") == want:
+            return tr
+    return None
 
 
 def raw_header_stamp_ns(raw: bytes | memoryview, ros2: bool) -> int:

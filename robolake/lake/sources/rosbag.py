@@ -18,11 +18,15 @@ a custom type needs its `.msg` file, found in a `msg/` (or `msgs/`) folder insid
 bag, laid out `<pkg>/msg/<Type>.msg`, or under a directory listed in `ROBOLAKE_ROS_MSG_PATH`
 (colon-separated, like ROS's own package path). Without it the episode is quarantined with the
 type's name and these options.
+
+Reading is bounded. A ROS 1 bag's bz2/lz4 chunks are decompressed with the output capped at the
+read budget (`limits`), so a chunk that expands past it is refused, not allowed to fill memory;
+a ROS 2 bag's metadata.yaml may only name storage files inside its own directory; `.msg` files
+are looked up in the named folders only (at most `MAX_MSG_FILES`, symlinks not followed).
 """
 
 from __future__ import annotations
 
-import glob
 import heapq
 import logging
 import os
@@ -32,6 +36,7 @@ from typing import Any
 
 from robolake.lake.sources import ros_messages as rm
 from robolake.lake.sources.base import SourceError
+from robolake.lake.sources.limits import ReadLimits, bounded_decompress
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
 from robolake.lake.sources.topic_log import Recording, TopicInfo, TopicLogReader
 
@@ -51,6 +56,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MSG_PATH_ENV = "ROBOLAKE_ROS_MSG_PATH"
+MAX_MSG_FILES = 10_000  # .msg files read from all search folders together (a folder named by mistake, e.g. /)
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
 
 
@@ -114,7 +120,7 @@ def is_ros1_bag(path: str) -> bool:
 
 # --- message definitions -------------------------------------------------------------------
 
-def _referenced(fields: Any) -> Iterator[str]:
+def referenced_types(fields: Any) -> Iterator[str]:
     from rosbags.interfaces import Nodetype
 
     def walk(desc: Any) -> Iterator[str]:
@@ -135,11 +141,17 @@ def _msg_search_dirs(root: str, extra: Sequence[str] = ()) -> list[str]:
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 
-def _mapping_msg_dirs(mapping: Any) -> tuple[str, ...]:
-    """`msg_dirs` of a mapping, relative to the mapping file, once the mapping format has the key."""
-    dirs = tuple(getattr(mapping, "msg_dirs", None) or ())
-    base = os.path.dirname(os.path.abspath(getattr(mapping, "path", "") or "."))
-    return tuple(d if os.path.isabs(d) else os.path.join(base, d) for d in dirs)
+def _msg_files(dirs: Sequence[str]) -> list[str]:
+    """`.msg` files under each directory, symlinked folders not followed, at most MAX_MSG_FILES."""
+    out: list[str] = []
+    for d in dirs:
+        for dirpath, dirnames, filenames in os.walk(d, followlinks=False):
+            dirnames.sort()
+            out += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".msg")]
+            if len(out) >= MAX_MSG_FILES:
+                log.warning("more than %d .msg files under %s; reading the first ones only", MAX_MSG_FILES, ", ".join(dirs))
+                return out[:MAX_MSG_FILES]
+    return out
 
 
 def load_msg_dirs(dirs: Sequence[str]) -> dict[str, Any]:
@@ -147,13 +159,15 @@ def load_msg_dirs(dirs: Sequence[str]) -> dict[str, Any]:
     from rosbags.typesys import get_types_from_msg
 
     typs: dict[str, Any] = {}
-    for d in dirs:
-        for f in sorted(glob.glob(os.path.join(d, "**", "*.msg"), recursive=True)):
-            parent = os.path.dirname(f)
-            pkg = os.path.basename(os.path.dirname(parent)) if os.path.basename(parent) == "msg" else os.path.basename(parent)
-            name = f"{pkg}/msg/{os.path.splitext(os.path.basename(f))[0]}"
+    for f in _msg_files(dirs):
+        parent = os.path.dirname(f)
+        pkg = os.path.basename(os.path.dirname(parent)) if os.path.basename(parent) == "msg" else os.path.basename(parent)
+        name = f"{pkg}/msg/{os.path.splitext(os.path.basename(f))[0]}"
+        try:
             with open(f) as fh:
                 typs.update(get_types_from_msg(fh.read(), name))
+        except Exception as e:  # one unparsable .msg file must not hide the others
+            log.info("cannot parse %s (%s); skipped", f, e)
     return typs
 
 
@@ -172,11 +186,13 @@ def _missing_type_message(topic: str, msgtype: str, root: str) -> str:
 class _RosRecording(Recording):
     """One ROS recording over rosbags readers (a bag dir, split storage files, or a ROS 1 bag)."""
 
-    def __init__(self, paths: tuple[str, ...], *, ros2: bool, root: str, msg_dirs: Sequence[str] = ()):
+    def __init__(self, paths: tuple[str, ...], *, ros2: bool, root: str, msg_dirs: Sequence[str] = (),
+                 limits: ReadLimits | None = None):
         from pathlib import Path
 
         self.path = paths[0] if len(paths) == 1 else os.path.dirname(paths[0])
         self.ros2, self.root, self.msg_dirs = ros2, root, tuple(msg_dirs)
+        self.limits = limits or ReadLimits()
         self._readers: list[Any] = []
         try:
             if ros2:
@@ -189,6 +205,11 @@ class _RosRecording(Recording):
                 self._readers = [Reader1(Path(p)) for p in paths]
             for r in self._readers:
                 r.open()
+                if not ros2:
+                    _bound_chunks(r, self.limits, self.path)
+        except SourceError:
+            self.close()
+            raise
         except Exception as e:
             self.close()
             raise SourceError("corrupt_file", self.path, _corrupt_message(self.path, e, ros2)) from None
@@ -252,7 +273,7 @@ class _RosRecording(Recording):
                 del e
         user: dict[str, Any] | None = None
         todo = [c.msgtype for c in self._connections if c.msgtype not in typs]
-        todo += [n for _, fields in list(typs.values()) for n in _referenced(fields) if n not in typs]
+        todo += [n for _, fields in list(typs.values()) for n in referenced_types(fields) if n not in typs]
         while todo:
             name = todo.pop()
             if name in typs:
@@ -267,7 +288,7 @@ class _RosRecording(Recording):
                 else:
                     self._unresolved.add(name)
                     continue
-            todo.extend(n for n in _referenced(typs[name][1]) if n not in typs)
+            todo.extend(n for n in referenced_types(typs[name][1]) if n not in typs)
         store = get_typestore(Stores.EMPTY)
         try:
             store.register(typs)
@@ -279,7 +300,7 @@ class _RosRecording(Recording):
         while changed:
             changed = False
             for name, (_, fields) in typs.items():
-                if name not in bad and any(n in bad or n not in typs for n in _referenced(fields)):
+                if name not in bad and any(n in bad or n not in typs for n in referenced_types(fields)):
                     bad.add(name)
                     changed = True
         self._unresolved = bad
@@ -311,6 +332,31 @@ class _RosRecording(Recording):
         return stamp or None
 
 
+def _bound_chunks(reader: Any, limits: ReadLimits, path: str) -> None:
+    """Swap each chunk's decompressor of an open rosbags ROS 1 reader for one capped at the read budget.
+
+    rosbags decompresses a chunk whole (`bz2.decompress`, `lz4.frame.decompress`) the first time
+    a message of it is read; a chunk of zeros expands a thousandfold. rosbags keeps one
+    `Chunk(datasize, datapos, decompressor)` per chunk in `reader.chunks`: if that changes, the
+    bag is refused rather than read unbounded.
+    """
+    from rosbags.rosbag1 import reader as r1
+
+    chunks = getattr(reader, "chunks", None)
+    if chunks is None and not getattr(reader, "chunk_infos", None):
+        return  # a bag without chunks: nothing is decompressed
+    kinds = {id(fn): name for name, fn in getattr(r1, "decompressors", {}).items()}
+    if not isinstance(chunks, dict) or not kinds:
+        raise SourceError("corrupt_file", path, "this rosbags version keeps ROS 1 chunks in a way robolake cannot bound; "
+                          "install the rosbags version robolake pins")
+    for pos, chunk in list(chunks.items()):
+        kind = kinds.get(id(chunk.decompressor))
+        if kind is None or not hasattr(chunk, "_replace"):
+            raise SourceError("corrupt_file", path, f"chunk at byte {pos} uses a decompressor robolake cannot bound")
+        limits.check_bytes(chunk.datasize, path, f"chunk at byte {pos}", "stores")
+        chunks[pos] = chunk._replace(decompressor=bounded_decompress(kind or "none", limits.max_read_bytes, path, f"chunk at byte {pos}"))
+
+
 def _corrupt_message(path: str, e: Exception, ros2: bool) -> str:
     fix = "re-copy it from the robot" + ("" if ros2 else ", or run `rosbag reindex` on it")
     return f"cannot read the bag ({type(e).__name__}: {e}); it is truncated or corrupt; {fix}"
@@ -329,17 +375,19 @@ class Ros2Reader(TopicLogReader):
         SourceError: the bag cannot be opened or the mapping does not fit it.
     """
 
-    def __init__(self, root: str, options: SourceOptions | None = None):
+    def __init__(self, root: str, options: SourceOptions | None = None, *, describe_only: bool = False):
         options = options or SourceOptions()
         self._storage = _storage_of(root)
-        super().__init__(root, format_name=f"ros2-{self._storage}", mapping=options.mapping,
-                         embodiment=options.embodiment, state_only=options.state_only)
+        self._msg_dirs, notes = _mapping_msg_dirs(options)
+        super().__init__(root, format_name=f"ros2-{self._storage}", options=options, describe_only=describe_only)
+        self.notes += notes
 
     def _recordings(self) -> list[tuple[str, ...]]:
         if os.path.isfile(self.root):
             return [(self.root,)]
         meta = os.path.join(self.root, "metadata.yaml")
         if os.path.isfile(meta):
+            _check_storage_paths(self.root, meta)
             problem = _metadata_problem(self.root)
             if problem is None:
                 return [(self.root,)]
@@ -353,7 +401,40 @@ class Ros2Reader(TopicLogReader):
         return [tuple(parts)] if parts else []
 
     def _open(self, paths: tuple[str, ...]) -> Recording:
-        return _RosRecording(paths, ros2=True, root=self.root, msg_dirs=_mapping_msg_dirs(self.mapping))
+        return _RosRecording(paths, ros2=True, root=self.root, msg_dirs=self._msg_dirs, limits=self.limits)
+
+
+def _mapping_msg_dirs(options: SourceOptions) -> tuple[tuple[str, ...], list[str]]:
+    """The mapping's `msg_dirs` (absolute), and notes on those outside the mapping's folder."""
+    if options.mapping is None:
+        return (), []
+    dirs, notes = options.mapping.msg_dir_paths()
+    return tuple(dirs), notes
+
+
+def _check_storage_paths(root: str, meta: str) -> None:
+    """A metadata.yaml may name storage files inside its bag directory only.
+
+    Raises:
+        SourceError: `bad_metadata`, naming the entry that points elsewhere.
+    """
+    import yaml
+
+    try:
+        with open(meta) as f:
+            info = (yaml.safe_load(f) or {}).get("rosbag2_bagfile_information") or {}
+    except Exception:  # unparsable: rosbags says why, and the storage files are read directly
+        return
+    files = list(info.get("relative_file_paths") or []) + [x.get("path", "") for x in info.get("files") or [] if isinstance(x, dict)]
+    base = os.path.realpath(root)
+    for rel in files:
+        full = os.path.realpath(os.path.join(base, str(rel)))
+        if os.path.commonpath([full, base]) != base:
+            raise SourceError(
+                "bad_metadata", meta,
+                f"relative_file_paths: {rel!r} points outside the bag directory ({full}); robolake reads a bag's own files "
+                "only: move the storage file into the bag directory and fix metadata.yaml",
+            )
 
 
 def _metadata_problem(root: str) -> str | None:
@@ -401,16 +482,25 @@ class Ros1Reader(TopicLogReader):
         SourceError: the bag cannot be opened (truncated, unindexed) or the mapping does not fit it.
     """
 
-    def __init__(self, root: str, options: SourceOptions | None = None):
+    def __init__(self, root: str, options: SourceOptions | None = None, *, describe_only: bool = False):
         options = options or SourceOptions()
-        super().__init__(root, format_name="ros1", mapping=options.mapping, embodiment=options.embodiment,
-                         state_only=options.state_only)
+        self._msg_dirs, notes = _mapping_msg_dirs(options)
+        super().__init__(root, format_name="ros1", options=options, describe_only=describe_only)
+        self.notes += notes
 
     def _recordings(self) -> list[tuple[str, ...]]:
         return [(self.root,)]
 
     def _open(self, paths: tuple[str, ...]) -> Recording:
-        return _RosRecording(paths, ros2=False, root=self.root, msg_dirs=_mapping_msg_dirs(self.mapping))
+        return _RosRecording(paths, ros2=False, root=self.root, msg_dirs=self._msg_dirs, limits=self.limits)
+
+
+def _describe_ros2(path: str, options: SourceOptions) -> dict[str, Any]:
+    return Ros2Reader(path, options, describe_only=True).inspect()
+
+
+def _describe_ros1(path: str, options: SourceOptions) -> dict[str, Any]:
+    return Ros1Reader(path, options, describe_only=True).inspect()
 
 
 ROS2_FORMAT = SourceFormat(
@@ -419,6 +509,7 @@ ROS2_FORMAT = SourceFormat(
     detect=is_ros2_bag_dir,
     open=Ros2Reader,
     unit="directory",
+    inspect_unit=_describe_ros2,
 )
 ROS2_FILE_FORMAT = SourceFormat(
     name="ros2-file",
@@ -426,11 +517,13 @@ ROS2_FILE_FORMAT = SourceFormat(
     detect=is_ros2_storage_file,
     open=Ros2Reader,
     unit="file",
+    inspect_unit=_describe_ros2,
 )
 ROS1_FORMAT = SourceFormat(
     name="ros1",
-    description="ROS 1 bag file (#ROSBAG V2.0)",
+    description="ROS 1 bag file (#ROSBAG V2.0), uncompressed or bz2/lz4 chunks",
     detect=is_ros1_bag,
     open=Ros1Reader,
     unit="file",
+    inspect_unit=_describe_ros1,
 )

@@ -18,6 +18,7 @@ the tests build RLDS fixtures.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from robolake.lake.sources.base import SourceError
+from robolake.lake.sources.limits import ReadLimits
 
 __all__ = ["crc32c", "masked_crc", "scan_records", "read_record", "iter_records", "write_records",
            "parse_example", "encode_example"]
@@ -91,11 +93,13 @@ def scan_records(path: str) -> list[tuple[int, int]]:
     return out
 
 
-def read_record(path: str, offset: int) -> bytes:
-    """The data of the record at `offset`, checksums verified.
+def read_record(path: str, offset: int, limits: ReadLimits | None = None) -> bytes:
+    """The data of the record at `offset`, checksums verified; its declared length is checked
+    against the file's size and the read budget before any of it is read.
 
     Raises:
-        SourceError: `corrupt_file` when the record is truncated or a checksum fails.
+        SourceError: `corrupt_file` when the record is truncated or a checksum fails,
+            `too_large` when it declares more than the read budget.
     """
     with open(path, "rb") as f:
         f.seek(offset)
@@ -105,6 +109,10 @@ def read_record(path: str, offset: int) -> bytes:
         (length,) = struct.unpack("<Q", head[:8])
         if masked_crc(head[:8]) != struct.unpack("<I", head[8:])[0]:
             raise SourceError("corrupt_file", path, f"TFRecord at byte {offset} has a bad length checksum; the file is corrupt")
+        (limits or ReadLimits()).check_bytes(length, path, f"TFRecord at byte {offset}")
+        if offset + 16 + length > os.fstat(f.fileno()).st_size:  # never ask read() for bytes the file lacks
+            raise SourceError("corrupt_file", path, f"TFRecord at byte {offset} is truncated (it declares {length} bytes, past "
+                              "the end of the file); re-download or re-export the file")
         data = f.read(length)
         tail = f.read(4)
     if len(data) < length or len(tail) < 4:

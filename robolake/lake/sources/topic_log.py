@@ -7,7 +7,9 @@ episodes, resample every stream onto fixed-rate ticks, and report problems per e
 module does that over a small `Recording` interface (list topics; iterate raw messages of some
 topics in log-time order; decode one; read its header stamp), which each storage implements.
 
-Which topic becomes what (the mapping, or defaults) is decided in `topic_plan`.
+Which topic becomes what (the mapping, or defaults) is decided in `topic_plan`; one numeric
+topic becomes vectors in `topic_streams`; `topic_inspect` describes a unit for `robolake inspect`
+(an unopenable plan included: `describe_only=True` keeps the reason in `plan_error`).
 
 Work is split the way ingest runs it. `discover` (driver) opens each recording only to find its
 episode windows: for `split: {by: gap}` and `{by: topic}` it reads log times and a boolean topic,
@@ -43,15 +45,23 @@ from robolake.lake.sources.base import (
     TabularEpisode,
     content_hash,
 )
-from robolake.lake.sources.mapping import CameraMap, Mapping, StreamMap
+from robolake.lake.sources.mapping import CameraMap, StreamMap
+from robolake.lake.sources.registry import SourceOptions
 from robolake.lake.sources.resample import (
     Stream,
     align,
     check_frame_sizes,
     resample_latest,
-    stack_rows,
 )
-from robolake.lake.sources.topic_plan import TopicInfo, resolve_plan, slice_name, topic_key
+from robolake.lake.sources.topic_plan import Plan, TopicInfo, resolve_plan, slice_name, topic_key
+from robolake.lake.sources.topic_streams import (
+    NumericStream,
+    nice_rate,
+    permute,
+    rel_seconds,
+    robust_rate,
+    stream_columns,
+)
 from robolake.schemas.embodiment import EmbodimentSpec
 
 __all__ = ["TopicInfo", "Recording", "TopicLogReader"]
@@ -97,94 +107,6 @@ class Recording(abc.ABC):
         self.close()
 
 
-class _Numeric:
-    """Reads one numeric stream: decode, stamp, vector (joints ordered by name).
-
-    A JointState topic can be fed by several publishers with different joints (an arm driver
-    and a gripper driver both on `/joint_states`). With `names:` in the mapping, each message
-    fills the named joints it carries: messages are grouped by which of them they hold, each
-    group becomes its own stream (resampled on its own times), and the groups' columns are put
-    back in `names` order after alignment.
-    """
-
-    def __init__(self, s: StreamMap, info: TopicInfo, clock: str):
-        self.s, self.info, self.clock = s, info, clock
-        self.field = s.field
-        self.names: tuple[str, ...] | None = s.names
-        self.groups: dict[tuple[str, ...], tuple[list[int], list[np.ndarray]]] = {}
-        self.count = 0
-        self.header_clock: bool | None = None
-
-    @property
-    def t(self) -> list[int]:
-        return [t for ts, _ in self.groups.values() for t in ts[:1]]
-
-    @property
-    def first_row(self) -> np.ndarray:
-        return next(iter(self.groups.values()))[1][0]
-
-    def add(self, rec: Recording, log_ns: int, msg: Any) -> None:
-        if self.field is None:
-            self.field = rm.default_field(self.info.msgtype, msg)
-        key: tuple[str, ...] = ()
-        try:
-            if self.info.kind == rm.JOINT_STATE:
-                have = tuple(rm.get_field(msg, "name"))
-                if self.names is None:
-                    self.names = have
-                if self.s.names is None and set(have) != set(self.names):
-                    several = not set(have) & set(self.names)
-                    raise SourceError(
-                        "shape", rec.path,
-                        f"{self.s.source}: the JointState joints change at message {self.count} "
-                        f"({list(self.names)} -> {list(have)}); "
-                        + ("several publishers share the topic: list the joints to keep under `names:` in the mapping"
-                           if several else "select fixed joints with `names:` in the mapping or split the recording where the robot changed"),
-                    )
-                key = tuple(n for n in self.names if n in have)
-                if not key:
-                    self.count += 1
-                    return  # a publisher of joints the mapping does not want
-                row = rm.joint_vector(msg, self.field or "position", key)
-            else:
-                row = rm.to_vector(msg, self.field)
-        except rm.FieldError as e:
-            raise SourceError("missing_key", rec.path, f"{self.s.source} ({rm.short_type(self.info.msgtype)}) message {self.count}: {e}") from None
-        stamp = rm.header_stamp_ns(msg) if self.clock == "header" else None
-        if self.header_clock is None:
-            self.header_clock = stamp is not None
-        ts, rows = self.groups.setdefault(key, ([], []))
-        ts.append(stamp if (self.header_clock and stamp is not None) else log_ns)
-        rows.append(row)
-        self.count += 1
-
-    def streams(self, t0: int, path: str) -> list[tuple[Stream, list[int]]]:
-        """One stream per group of messages, with the output columns (of this stream's vector) it fills.
-
-        Raises:
-            SourceError: no messages; a named joint no message carries; a width change.
-        """
-        if not self.groups:
-            raise SourceError("empty", path, f"{self.s.source} has no messages in this episode; record it or drop it from the mapping")
-        if list(self.groups) == [()] or self.names is None:
-            ((ts, rows),) = self.groups.values()
-            return [(Stream(self.s.source, _rel(ts, t0), stack_rows(rows, self.s.source, path), path), [])]
-        missing = [n for n in self.names if not any(n in k for k in self.groups)]
-        if missing:
-            raise SourceError("missing_key", path, f"{self.s.source}: no message carries joints {missing}; joints there: "
-                              f"{sorted({n for k in self.groups for n in k})}")
-        col = {n: i for i, n in enumerate(self.names)}
-        out = []
-        for key, (ts, rows) in self.groups.items():
-            name = self.s.source if len(self.groups) == 1 else f"{self.s.source}[{','.join(key)}]"
-            out.append((Stream(name, _rel(ts, t0), stack_rows(rows, name, path), path), [col[n] for n in key]))
-        return out
-
-
-def _rel(ns: Sequence[int], t0: int) -> np.ndarray:
-    return (np.asarray(ns, dtype=np.int64) - t0).astype(np.float64) / _NS
-
-
 class TopicLogReader:
     """Episodes of one unit of topic logs: one or more recordings with one layout.
 
@@ -193,9 +115,9 @@ class TopicLogReader:
     Args:
         root: The unit's path (a bag directory, a bag file, an MCAP file).
         format_name: Source format reported in the lake (`ros2-sqlite3`, `ros1`, `mcap-json`, ...).
-        mapping: The user's mapping, if any.
-        embodiment: Forced embodiment tag.
-        state_only: Accept recordings without a camera topic.
+        options: Mapping, embodiment, state-only, resample mode and read limits.
+        describe_only: Open for `inspect`: a plan that does not resolve (no JointState, no
+            camera) is kept in `plan_error` instead of raised.
 
     Raises:
         SourceError: the first recording cannot be opened, or the mapping does not fit it.
@@ -203,26 +125,78 @@ class TopicLogReader:
 
     format_name: str
 
-    def __init__(self, root: str, *, format_name: str, mapping: Mapping | None = None, embodiment: str | None = None,
-                 state_only: bool = False):
+    def __init__(self, root: str, *, format_name: str, options: SourceOptions | None = None, describe_only: bool = False):
+        options = options or SourceOptions()
         self.root = os.path.abspath(root)
         self.format_name = format_name
-        self.mapping = mapping
-        self.state_only = state_only
+        self.options = options
+        self.mapping = options.mapping
+        self.state_only = options.state_only
+        self.limits = options.limits
         self._joint_names: tuple[str, ...] = ()
+        self._state_dims: list[int] = []
+        self._action_dims: list[int] = []
+        self.measured_hz = 0.0
+        self._rate_uncertainty = 0.0
         self.notes: list[str] = []  # things a user should hear that are not errors (ingest reports them)
+        self.plan_error: SourceError | None = None
         self.recordings: list[tuple[str, ...]] = self._recordings()
         if not self.recordings:
             raise SourceError("empty", self.root, "no recording files found")
+        self.plan: Plan | None = None
         with self._open(self.recordings[0]) as rec:
-            self._topics = rec.topics()
-            self.plan = resolve_plan(self._topics, mapping, rec.path, state_only=state_only)
-            self.notes += _plan_notes(self._topics, self.plan, rec.path)
-            self._state_dims, self._action_dims, first_t = self._probe(rec)
-        self.tag = embodiment or (mapping.embodiment if mapping and mapping.embodiment else self._default_tag())
-        self.fps = float(self.plan.fps or first_t or 0.0)
-        if not self.fps > 0:
-            raise SourceError("empty", self.root, f"{self.plan.state[0].source} has too few messages to tell its rate; give `fps:` in a mapping")
+            self._topics = self.topics_of(rec)
+            try:
+                self.plan = resolve_plan(self._topics, self.mapping, rec.path, state_only=self.state_only)
+                self.notes += [f"{rec.path}: {n}" for n in self.plan.notes]
+                self.notes += _plan_notes(self._topics, self.plan, rec.path, self.state_only)
+                self._state_dims, self._action_dims, self.measured_hz = self._probe(rec)
+            except SourceError as e:
+                if not describe_only:
+                    raise
+                self.plan, self.plan_error = None, e
+        self.tag = options.embodiment or (self.mapping.embodiment if self.mapping and self.mapping.embodiment else
+                                          (self._default_tag() if self.plan is not None else "unknown"))
+        self.fps = float(self.plan.fps or nice_rate(self.measured_hz, self._rate_uncertainty)) if self.plan is not None else 0.0
+        if self.plan is not None and not self.fps > 0:
+            no_rate = SourceError("empty", self.root, f"{self.plan.state[0].source} has too few messages to tell its rate; "
+                                  "give `fps:` in a mapping")
+            if not describe_only:
+                raise no_rate
+            self.plan, self.plan_error = None, no_rate
+        if self.plan is not None and self.plan.fps is None and abs(self.fps - self.measured_hz) > 1e-3 * self.measured_hz:
+            self.notes.append(f"{self.recordings[0][0]}: {self.plan.state[0].source} measured at {self.measured_hz:.4f} Hz; "
+                              f"ticks at {self.fps:g} Hz (give `fps:` in a mapping to choose)")
+
+    @property
+    def resample_mode(self) -> str:
+        return self.options.resample_mode
+
+    def topics_of(self, rec: Recording) -> dict[str, TopicInfo]:
+        """The recording's topics, with counts a storage's metadata got wrong counted from its messages.
+
+        A ROS 2 bag's metadata.yaml can say a topic has 0 messages when its storage holds them
+        (a recorder killed before it rewrote the file, a file edited by hand): those topics are
+        counted from the storage, with a note.
+        """
+        topics = rec.topics()
+        zero = [t for t, info in topics.items() if info.count == 0]
+        if not zero:
+            return topics
+        counted = dict.fromkeys(zero, 0)
+        for topic, _, _ in rec.messages(zero):
+            counted[topic] += 1
+        for t, n in counted.items():
+            if n:
+                topics[t] = dataclasses.replace(topics[t], count=n)
+                self.notes.append(f"{rec.path}: the recording's metadata says {t} has no messages but its storage holds {n}; "
+                                  "counted from the storage")
+        return topics
+
+    def _plan(self) -> Plan:
+        if self.plan is None:
+            raise self.plan_error or SourceError("missing_key", self.root, "no plan for this recording")
+        return self.plan
 
     # --- for subclasses -------------------------------------------------------------------
 
@@ -238,69 +212,80 @@ class TopicLogReader:
         state and action widths (`panda_7x8`)."""
         prefix = os.path.commonprefix(list(self._joint_names)) if len(self._joint_names) > 1 else ""
         prefix = re.sub(r"(_?joint)?[_0-9]*$", "", prefix.lower())
+        plan = self._plan()
         if len(prefix) < 3:
-            prefix = self.plan.state[0].source
+            prefix = plan.state[0].source
         name = re.sub(r"[^a-z0-9]+", "_", prefix.lower()).strip("_") or "robot"
         s_dim = sum(self._state_dims)
-        a_dim = s_dim if self.plan.action_from_state else sum(self._action_dims)
+        a_dim = s_dim if plan.action_from_state else sum(self._action_dims)
         return f"{name}_{s_dim}x{a_dim}"
 
     # --- probing --------------------------------------------------------------------------
 
     def _probe(self, rec: Recording) -> tuple[list[int], list[int], float]:
-        """Widths of each state/action stream (first message) and the first state stream's rate."""
-        plan = self.plan
-        first: dict[str, Any] = {}
+        """Widths of each state/action stream (its first usable message) and the rate of the first
+        state stream that has more than one message (measured, not rounded)."""
+        plan = self._plan()
+        streams = [*plan.state, *([] if plan.action_from_state else plan.action)]
+        probes: list[NumericStream | None] = []
+        for s in streams:
+            fixed = s.names and self._topics[s.source].kind == rm.JOINT_STATE  # a publisher of other joints may come first
+            probes.append(None if fixed else NumericStream(s, self._topics[s.source], "log"))
+        need = {s.source for s, p in zip(streams, probes, strict=True) if p is not None}
+        clock_topics = [s.source for s in plan.state if self._topics[s.source].count > 1] or [plan.state[0].source]
+        clock = clock_topics[0]
         times: list[int] = []
-        need = set(plan.numeric_topics())
-        for t in need:
-            if self._topics[t].count == 0:
-                raise SourceError("empty", rec.path, f"mapped topic {t} has no messages; record it or map another topic")
-        state_topic = plan.state[0].source
-        for topic, log_ns, raw in rec.messages(sorted(need)):
-            if topic not in first:
-                first[topic] = rec.decode(topic, raw)
-            if topic == state_topic and len(times) < 1000:
+        seen: set[str] = set()
+        for topic, log_ns, raw in rec.messages(sorted(need | {clock})):
+            seen.add(topic)
+            if topic == clock and len(times) < 1000:
                 times.append(log_ns)
-            if len(first) == len(need) and len(times) >= 1000:
+            if topic in need:
+                msg = rec.decode(topic, raw)
+                for s, p in zip(streams, probes, strict=True):
+                    if p is not None and s.source == topic and not p.groups:
+                        p.add(rec, 0, msg)
+            if all(p is None or p.groups for p in probes) and len(times) >= 1000:
                 break
+        for s, p in zip(streams, probes, strict=True):
+            if s.source not in seen and (p is not None or s.source == clock):
+                raise SourceError("empty", rec.path, f"mapped topic {s.source} has no messages; record it or map another topic")
+            if p is not None and not p.groups:
+                raise SourceError("empty", rec.path, f"{s.label}: no message of {s.source} holds it; "
+                                  "`robolake inspect` lists what the topic holds")
 
-        for t in sorted(need - set(first)):  # metadata counted messages the storage does not hold
-            raise SourceError("empty", rec.path, f"mapped topic {t} has no messages; record it or map another topic")
-
-        def width(s: StreamMap) -> int:
-            if s.names and self._topics[s.source].kind == rm.JOINT_STATE:
+        def width(s: StreamMap, p: NumericStream | None) -> int:
+            if p is None:
                 if s is plan.state[0]:
-                    self._joint_names = tuple(s.names)
-                return len(s.names)  # the first message may come from a publisher of other joints
-            reader = _Numeric(s, self._topics[s.source], "log")
-            reader.add(rec, 0, first[s.source])
-            if s is plan.state[0] and reader.names:
-                self._joint_names = tuple(reader.names)
-            return int(reader.first_row.shape[0])
+                    self._joint_names = tuple(s.names or ())
+                return len(s.names or ())
+            if s is plan.state[0] and p.names:
+                self._joint_names = tuple(p.names)
+            return int(p.first_row.shape[0])
 
-        sd = [width(s) for s in plan.state]
-        ad = [] if plan.action_from_state else [width(s) for s in plan.action]
-        return sd, ad, _nice_rate(_robust_rate(times))
+        dims = [width(s, p) for s, p in zip(streams, probes, strict=True)]
+        sd, ad = dims[: len(plan.state)], dims[len(plan.state):]
+        rate, self._rate_uncertainty = robust_rate(times)
+        return sd, ad, rate
 
     # --- SourceReader ---------------------------------------------------------------------
 
     def spec(self) -> EmbodimentSpec:
         used: set[str] = set()
         state, start = {}, 0
-        for s, d in zip(self.plan.state, self._state_dims, strict=True):
+        for s, d in zip(self._plan().state, self._state_dims, strict=True):
             state[slice_name(s, used)] = {"start": start, "end": start + d}
             start += d
         action, a0 = {}, 0
-        if self.plan.action_from_state:
+        if self._plan().action_from_state:
             action = {f"{k}": dict(v) for k, v in state.items()}
             a0 = start
         else:
             used_a: set[str] = set()
-            for s, d in zip(self.plan.action, self._action_dims, strict=True):
+            for s, d in zip(self._plan().action, self._action_dims, strict=True):
                 action[slice_name(s, used_a)] = {"start": a0, "end": a0 + d}
                 a0 += d
-        modality = {"state": state, "action": action, "video": {c.name: {"original_key": c.source} for c in self.plan.cameras}}
+        modality = {"state": state, "action": action, "video": {c.name: {"original_key": c.source} for c in self._plan().cameras}}
         return EmbodimentSpec.from_modality_json(modality, tag=self.tag, state_dim=start, action_dim=a0, fps=self.fps,
                                                  robot_type=self.format_name)
 
@@ -309,7 +294,7 @@ class TopicLogReader:
         for i, paths in enumerate(self.recordings):
             windows: list[tuple[int, int] | None] = [None]
             problem: tuple[str, str, str] | None = None
-            if self.plan.split.by != "file":
+            if self._plan().split.by != "file":
                 try:
                     windows = list(self._windows(paths))
                 except SourceError as e:
@@ -324,7 +309,7 @@ class TopicLogReader:
         return refs
 
     def _windows(self, paths: tuple[str, ...]) -> Iterator[tuple[int, int]]:
-        split = self.plan.split
+        split = self._plan().split
         with self._open(paths) as rec:
             topics = rec.topics()
             if split.by == "topic":
@@ -347,7 +332,7 @@ class TopicLogReader:
                 if start is not None:
                     yield (start, 2**63 - 1)
             else:  # gap, on the first state stream's log times
-                src = self.plan.state[0].source
+                src = self._plan().state[0].source
                 times = [log_ns for _, log_ns, _ in rec.messages([src])]
                 if not times:
                     raise SourceError("empty", rec.path, f"{src} has no messages")
@@ -375,18 +360,18 @@ class TopicLogReader:
         paths = tuple(ref.get("paths"))
         window = ref.get("window")
         start_ns, stop_ns = (window[0], window[1]) if window else (None, None)
-        plan = self.plan
+        plan = self._plan()
         with self._open(paths) as rec:
             topics = rec.topics()
             if paths != self.recordings[0]:
+                topics = self.topics_of(rec)
                 resolve_plan(topics, self.mapping, rec.path, state_only=self.state_only)  # same topics in this one?
             for t in plan.numeric_topics() + [c.source for c in plan.cameras]:
                 if t not in topics:
                     raise SourceError("missing_key", rec.path, f"topic {t} is not in this recording; topics here: {sorted(topics)}")
-                if topics[t].count == 0:
-                    raise SourceError("empty", rec.path, f"mapped topic {t} has no messages; record it or map another topic")
-            readers = {s.label + str(i): _Numeric(s, topics[s.source], plan.clock) for i, s in enumerate((*plan.state, *plan.action))}
-            by_topic: dict[str, list[_Numeric]] = {}
+            # (a topic's count is not checked here: storage metadata can say 0 for a topic it holds)
+            readers = {s.label + str(i): NumericStream(s, topics[s.source], plan.clock) for i, s in enumerate((*plan.state, *plan.action))}
+            by_topic: dict[str, list[NumericStream]] = {}
             for r in readers.values():
                 by_topic.setdefault(r.s.source, []).append(r)
             cam_t: dict[str, list[int]] = {c.source: [] for c in plan.cameras}
@@ -419,15 +404,16 @@ class TopicLogReader:
                     f"{r.s.source} has {got} values per message here but {want} in {self.recordings[0][0]}; "
                     "one unit must keep one layout: ingest it with its own --embodiment, or select joints with `names:`",
                 )
-        state_perm, action_perm = _columns(parts[:n_state]), _columns(parts[n_state:])
-        cams = {c.name: Stream(c.source, _rel(cam_t[c.source], t0), np.zeros((len(cam_t[c.source]), 0)), path) for c in plan.cameras}
+        state_perm, action_perm = stream_columns(parts[:n_state]), stream_columns(parts[n_state:])
+        cams = {c.name: Stream(c.source, rel_seconds(cam_t[c.source], t0), np.zeros((len(cam_t[c.source]), 0)), path) for c in plan.cameras}
         aligned = align(state=[st for p in parts[:n_state] for st, _ in p], action=[st for p in parts[n_state:] for st, _ in p],
-                        cameras=cams, fps=self.fps, action_from_state=plan.action_from_state, path=path)
+                        cameras=cams, fps=self.fps, action_from_state=plan.action_from_state, path=path,
+                        mode=self.resample_mode)
         if state_perm is not None or action_perm is not None:
             aligned = dataclasses.replace(
                 aligned,
-                state=_permute(aligned.state, state_perm),
-                action=_permute(aligned.action, state_perm if plan.action_from_state else action_perm),
+                state=permute(aligned.state, state_perm),
+                action=permute(aligned.action, state_perm if plan.action_from_state else action_perm),
             )
         tasks = (task_text or "",)
         task_index = np.zeros(len(aligned.timestamps), np.int32)
@@ -436,11 +422,15 @@ class TopicLogReader:
             "recording": list(paths),
             "t0_ns": int(t0),
             "log_window_ns": window,
-            "clock": {r.s.source: ("header" if r.header_clock else "log") for r in readers.values()},
+            "clock": {r.s.label: ("header" if r.header_clock else "log") for r in readers.values()},
             "plan": plan.describe(),
             "tasks": list(tasks),
             **aligned.metadata,
+            "rate": {"clock": plan.state[0].source, "measured_hz": self.measured_hz, "fps": self.fps,
+                     "from": "mapping fps" if plan.fps else "measured"},
         }
+        if aligned.metadata.get("notes"):
+            metadata["notes"] = [f"{path}: {n}" for n in aligned.metadata["notes"]]
         return TabularEpisode(
             ref=ref, state=aligned.state.astype(np.float32), action=aligned.action.astype(np.float32),
             timestamps=aligned.timestamps, task_index=task_index, tasks=tasks, success=None, fps=self.fps,
@@ -472,7 +462,9 @@ class TopicLogReader:
             SourceError: a frame is not JPEG/PNG or not a supported raw encoding; the image size
                 changes mid-episode.
         """
-        from robolake.lake.media import encode_frame
+        from robolake.lake.media import encode_raw
+
+        layout = self.options.video_frames
 
         ref = episode.ref
         paths = tuple(ref.get("paths"))
@@ -482,7 +474,7 @@ class TopicLogReader:
         ticks = np.asarray(episode.timestamps, dtype=np.float64)
         with self._open(paths) as rec:
             kinds = {t: info.kind for t, info in rec.topics().items()}
-            for cam in self.plan.cameras:
+            for cam in self._plan().cameras:
                 # One pass with one message of lookahead: message i is the latest at or before some
                 # tick iff a tick falls in [stamp_i, stamp_i+1) (the first also takes earlier ticks,
                 # the last every later one), the rule of `resample_latest`, checked below.
@@ -492,10 +484,11 @@ class TopicLogReader:
                 for topic, log_ns, raw in itertools.chain(rec.messages([cam.source], start_ns, stop_ns), [("", 0, None)]):
                     last = raw is None
                     if not last:
-                        stamp = rec.image_stamp_ns(topic, raw) if self.plan.clock == "header" else None
+                        stamp = rec.image_stamp_ns(topic, raw) if self._plan().clock == "header" else None
                         s_rel = ((stamp if stamp else log_ns) - t0) / _NS
                     if pending is not None and _lands(ticks, pending[0], stamps[-1], np.inf if last else s_rel):
-                        encoded[pending[0]] = self._encode(rec, cam, kinds[cam.source], pending[1], pending[2], pending[0], encode_frame)
+                        encoded[pending[0]] = self._encode(rec, cam, kinds[cam.source], pending[1], pending[2], pending[0],
+                                                           lambda rgb: encode_raw(rgb, layout))
                     if not last:
                         stamps.append(s_rel)
                         pending = (len(stamps) - 1, topic, raw)
@@ -516,128 +509,41 @@ class TopicLogReader:
 
     @staticmethod
     def _encode(rec: Recording, cam: CameraMap, kind: str, topic: str, raw: Any, i: int, encode_frame: Any) -> tuple[bytes, str, tuple[int, int]]:
-        """(bytes, codec, (height, width)) of one camera message: recorded JPEG/PNG as is, raw pixels as JPEG."""
+        """(bytes, codec, (height, width)) of one camera message: recorded JPEG/PNG as is, raw pixels through
+        `encode_frame` (-> (bytes, encoding): `lake.codecs.encode_raw`, lossless in the record)."""
         msg = rec.decode(topic, raw)
         try:
             if kind == rm.COMPRESSED_IMAGE:
                 data, codec = rm.compressed_image(msg)
                 return data, codec, rm.image_size(data)
             rgb = rm.image_rgb(msg)
-            return encode_frame(rgb), "jpeg", (int(rgb.shape[0]), int(rgb.shape[1]))
+            data, encoding = encode_frame(rgb)
+            return data, encoding, (int(rgb.shape[0]), int(rgb.shape[1]))
         except (rm.FieldError, OSError) as e:
             raise SourceError("corrupt_video", rec.path, f"camera {cam.name!r} ({cam.source}) message {i}: {e}") from None
 
     def inspect(self) -> dict[str, Any]:
-        """Topics (type, count, rate, span) of each recording, and what the reader would map."""
-        out_recs: list[dict[str, Any]] = []
-        for paths in self.recordings:
-            try:
-                with self._open(paths) as rec:
-                    topics = rec.topics()
-                    times: dict[str, list[int]] = {t: [] for t in topics}
-                    first: dict[str, Any] = {}
-                    for topic, log_ns, raw in rec.messages(sorted(topics)):
-                        times[topic].append(log_ns)
-                        if topic not in first:
-                            first[topic] = raw
-                    looks = {t: _first_look(rec, t, topics[t], raw) for t, raw in first.items()}
-            except SourceError as e:
-                out_recs.append({"path": paths[0], "error": e.message})
-                continue
-            entry: dict[str, Any] = {}
-            for name, info in sorted(topics.items()):
-                ts = times[name]
-                span = (ts[-1] - ts[0]) / _NS if len(ts) > 1 else 0.0
-                entry[name] = {
-                    "type": info.msgtype, "count": len(ts) or info.count,
-                    "rate_hz": round((len(ts) - 1) / span, 3) if span > 0 else 0.0,
-                    "start_s": ts[0] / _NS if ts else None, "end_s": ts[-1] / _NS if ts else None,
-                    **looks.get(name, {}),
-                }
-            all_t = [t for ts in times.values() for t in ts]
-            out_recs.append({
-                "path": paths[0] if len(paths) == 1 else list(paths),
-                "duration_s": (max(all_t) - min(all_t)) / _NS if all_t else 0.0,
-                "topics": entry,
-            })
-        return {
-            "format": self.format_name,
-            "path": self.root,
-            "embodiment": self.tag,
-            "recordings": out_recs,
-            "episodes": len(self.recordings) if self.plan.split.by == "file" else None,
-            "fps": self.fps,
-            "cameras": [c.name for c in self.plan.cameras],
-            "mapping": self.plan.describe(),
-            "state_dim": sum(self._state_dims),
-            "action_dim": sum(self._state_dims) if self.plan.action_from_state else sum(self._action_dims),
-        }
+        """Every topic of each recording (type, count, exact rate, shape, span, role) and a
+        suggested mapping; a recording whose plan does not resolve is described all the same."""
+        from robolake.lake.sources.topic_inspect import describe_unit
+
+        return describe_unit(self)
 
 
-def _columns(parts: list[list[tuple[Stream, list[int]]]]) -> np.ndarray | None:
-    """Where each aligned column goes, when a JointState came in groups; None when in order."""
-    dest: list[int] = []
-    offset = 0
-    grouped = False
-    for pieces in parts:
-        width = sum(int(np.shape(st.values)[1]) for st, _ in pieces)
-        for st, cols in pieces:
-            if cols:
-                grouped = grouped or len(pieces) > 1 or cols != list(range(len(cols)))
-                dest += [offset + c for c in cols]
-            else:
-                dest += list(range(offset, offset + int(np.shape(st.values)[1])))
-        offset += width
-    return np.asarray(dest, dtype=np.int64) if grouped else None
-
-
-def _permute(values: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
-    if dest is None:
-        return values
-    out = np.empty_like(values)
-    out[:, dest] = values
-    return out
-
-
-def _first_look(rec: Recording, topic: str, info: TopicInfo, raw: Any) -> dict[str, Any]:
-    """Fields and shape of a topic's first message, for `inspect` (what a mapping can name)."""
-    try:
-        msg = rec.decode(topic, raw)
-    except SourceError as e:
-        return {"error": e.message}
-    out: dict[str, Any] = {"fields": rm.message_fields(msg), "header_stamp": rm.header_stamp_ns(msg) is not None}
-    try:
-        if info.kind == rm.JOINT_STATE:
-            out["joints"] = [str(n) for n in rm.get_field(msg, "name")]
-            out["shape"] = [len(out["joints"])]
-        elif info.kind == rm.COMPRESSED_IMAGE:
-            data, codec = rm.compressed_image(msg)
-            out["shape"], out["codec"] = list(rm.image_size(data)), codec
-        elif info.kind == rm.IMAGE:
-            out["shape"] = [int(rm.get_field(msg, "height")), int(rm.get_field(msg, "width"))]
-            out["encoding"] = str(rm.get_field(msg, "encoding"))
-        elif info.kind == rm.NUMERIC:
-            field = rm.default_field(info.msgtype, msg)
-            out["default_field"] = field
-            out["shape"] = [int(rm.to_vector(msg, field).shape[0])]
-    except (rm.FieldError, OSError, ValueError) as e:
-        out["note"] = str(e)
-    return out
-
-
-def _plan_notes(topics: dict[str, TopicInfo], plan: Any, path: str) -> list[str]:
+def _plan_notes(topics: dict[str, TopicInfo], plan: Plan, path: str, state_only: bool) -> list[str]:
     """What the defaults decided that a user may not expect."""
     notes = []
     if plan.action_from_state and "action" in plan.defaults:
         notes.append(f"{path}: no command topic (named like command/cmd/action/target); action = state one tick ahead")
-    if "cameras" in plan.defaults:
+    if "cameras" in plan.defaults and not state_only:
         used = {c.source for c in plan.cameras}
-        left = [t for t, i in sorted(topics.items()) if i.kind in (rm.IMAGE, rm.COMPRESSED_IMAGE) and t not in used]
+        left = [t for t, i in sorted(topics.items())
+                if i.kind in (rm.IMAGE, rm.COMPRESSED_IMAGE) and t not in used and i.count > 1]
         if left:
-            notes.append(f"{path}: image topics not used as cameras by default (depth, raw twin of a /compressed topic, "
-                         f"or empty): {', '.join(left)}; map them under `cameras:` to include them")
+            notes.append(f"{path}: image topics not used as cameras by default (depth, or raw twin of a /compressed topic): "
+                         f"{', '.join(left)}; map them under `cameras:` to include them")
     if not plan.cameras:
-        notes.append(f"{path}: --state-only: no camera topic, ingesting state and action only")
+        notes.append(f"{path}: no camera ingested: state and action only")
     return notes
 
 
@@ -645,22 +551,3 @@ def _lands(ticks: np.ndarray, i: int, lo: float, hi: float) -> bool:
     """Whether message i, stamped `lo` with the next one at `hi`, is the latest at or before some tick."""
     a = int(np.searchsorted(ticks, lo, side="left")) if i > 0 else 0
     return int(np.searchsorted(ticks, hi, side="left")) > a
-
-
-def _robust_rate(times_ns: Sequence[int]) -> float:
-    """Messages per second from log times: 1 / mean interval, leaving out pauses (intervals over
-    twice the median). A median alone is biased by jitter; a plain mean by pauses between takes."""
-    dt = np.diff(np.asarray(times_ns, dtype=np.int64)).astype(np.float64)
-    dt = dt[dt > 0]
-    if dt.size == 0:
-        return 0.0
-    kept = dt[dt <= 2 * np.median(dt)]
-    return float(_NS / kept.mean())
-
-
-def _nice_rate(rate: float) -> float:
-    """A measured rate snapped to a whole number when within 2% of one (100.3 Hz of jitter -> 100)."""
-    if rate <= 0:
-        return 0.0
-    r = round(rate)
-    return float(r) if r > 0 and abs(rate - r) / r < 0.02 else round(rate, 3)

@@ -5,14 +5,17 @@ Defaults, used where the mapping says nothing (or there is no mapping):
 - state: the positions of the first `JointState` topic whose name does not look like a command;
 - action: the first numeric topic named like a command (`command`, `cmd`, `action`, `target`,
   `goal`); without one, the state one tick ahead (`action_from_state`, recorded in metadata);
-- cameras: every `Image` / `CompressedImage` topic, named after its topic (`/wrist/image_raw`
-  -> `wrist`), except depth topics, and only the `/compressed` one of a raw + compressed pair;
+- cameras: every `Image` / `CompressedImage` topic with two messages or more, named after its
+  topic (`/wrist/image_raw` -> `wrist`), except depth topics, and only the `/compressed` one of a
+  raw + compressed pair; none with `--state-only`, none with `cameras: {}` in the mapping;
 - task: a `String` topic named like `instruction`/`task`/`prompt`, else empty;
 - clock: `header.stamp` where a topic's messages carry one, else the log time;
 - fps: the rate of the first state stream; split: one episode per recording.
 
 A plan is resolved once per reader, on the driver, against the first recording's topics; a
-mapping that names a topic the recording lacks fails here, naming what exists.
+mapping that names a topic the recording lacks fails here, naming what exists. What the defaults
+left out is said in `Plan.notes`, and `topic_roles` says, per topic, what an ingest does with it
+and why (for `robolake inspect`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from robolake.lake.sources import ros_messages as rm
 from robolake.lake.sources.base import SourceError
 from robolake.lake.sources.mapping import CameraMap, Mapping, SplitMap, StreamMap, check_sources
 
-__all__ = ["TopicInfo", "Plan", "resolve_plan", "topic_key", "slice_name", "COMMAND_PATTERN", "TASK_PATTERN"]
+__all__ = ["TopicInfo", "Plan", "resolve_plan", "topic_roles", "topic_key", "slice_name", "COMMAND_PATTERN", "TASK_PATTERN"]
 
 COMMAND_PATTERN = re.compile(r"(command|cmd|action|target|goal|setpoint)", re.IGNORECASE)
 TASK_PATTERN = re.compile(r"(instruction|task|prompt|language)", re.IGNORECASE)
@@ -65,6 +68,7 @@ class Plan:
         fps: Target rate (None: the first state stream's).
         split: How recordings split into episodes.
         defaults: Which parts came from defaults rather than the mapping (for metadata).
+        notes: What the plan left out that a user may expect (cameras dropped and why).
     """
 
     state: tuple[StreamMap, ...]
@@ -77,6 +81,7 @@ class Plan:
     fps: float | None
     split: SplitMap
     defaults: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def numeric_topics(self) -> list[str]:
         return list(dict.fromkeys(s.source for s in (*self.state, *self.action)))
@@ -114,18 +119,24 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
     """
     listed = ", ".join(f"{t.name} ({rm.short_type(t.msgtype)})" for t in sorted(topics.values(), key=lambda x: x.name))
     defaults: list[str] = []
+    notes: list[str] = []
     if mapping is not None:
         check_sources(mapping, topics, path)
 
         def fix(s: StreamMap) -> StreamMap:
-            return StreamMap(source=topic_key(topics, s.source), field=s.field, names=s.names, stamps=s.stamps)
+            return StreamMap(source=topic_key(topics, s.source), field=s.field, names=s.names, stamps=s.stamps,
+                             child_frame=s.child_frame)
 
         state = tuple(fix(s) for s in mapping.state)
         action = tuple(fix(s) for s in mapping.action)
         cameras = tuple(CameraMap(name=c.name, source=topic_key(topics, c.source)) for c in mapping.cameras)
-        if not cameras:
-            cameras = _default_cameras(topics)
+        if not mapping.cameras_given:
+            cameras = _default_cameras(topics, notes, state_only)
             defaults.append("cameras")
+        single = [c for c in cameras if topics[c.source].count == 1]
+        for c in single:
+            notes.append(f"camera {c.name!r} ({c.source}) has a single message: a snapshot, not a camera; ingesting without it")
+        cameras = tuple(c for c in cameras if c not in single)
         split = mapping.split
         if split.by == "topic" and split.source:
             split = SplitMap(by="topic", source=topic_key(topics, split.source))
@@ -133,16 +144,19 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
         task = mapping.task
         if task is None and task_from is None:
             task_from = _default_task_topic(topics)
+        # `cameras: {}` asks for none; a camera left out for having one frame is said in a note
+        no_camera_ok = mapping.cameras_given or bool(single) or any("single message" in n for n in notes)
         plan = Plan(state=state, action=action, action_from_state=mapping.action_from_state, cameras=cameras,
                     task=task, task_from=task_from, clock=mapping.clock, fps=mapping.fps, split=split,
-                    defaults=tuple(defaults))
+                    defaults=tuple(defaults), notes=tuple(notes))
     else:
         joint = [t for t in sorted(topics) if topics[t].kind == rm.JOINT_STATE and not COMMAND_PATTERN.search(t)]
         if not joint:
             raise SourceError(
                 "missing_key", path,
                 f"no sensor_msgs/JointState topic to take the state from; give a mapping (--map) with `state:` "
-                f"naming topics and fields; topics here: {listed or 'none'}",
+                f"naming topics and fields (`robolake inspect {path} --suggest-map` writes one to start from); "
+                f"topics here: {listed or 'none'}",
             )
         state = (StreamMap(source=joint[0], field="position"),)
         commands = [
@@ -150,10 +164,12 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
             if COMMAND_PATTERN.search(t) and topics[t].kind in (rm.JOINT_STATE, rm.NUMERIC) and topics[t].count
         ]
         action = (StreamMap(source=commands[0], field=None),) if commands else ()
-        plan = Plan(state=state, action=action, action_from_state=not commands, cameras=_default_cameras(topics),
+        cameras = _default_cameras(topics, notes, state_only)
+        no_camera_ok = any(topics[t].kind in (rm.IMAGE, rm.COMPRESSED_IMAGE) and topics[t].count == 1 for t in topics)
+        plan = Plan(state=state, action=action, action_from_state=not commands, cameras=cameras,
                     task=None, task_from=_default_task_topic(topics), clock="header", fps=None, split=SplitMap(),
-                    defaults=("state", "action", "cameras", "task", "clock", "fps", "split"))
-    if not plan.cameras and not state_only:
+                    defaults=("state", "action", "cameras", "task", "clock", "fps", "split"), notes=tuple(notes))
+    if not plan.cameras and not state_only and not no_camera_ok:
         raise SourceError(
             "missing_video", path,
             f"no camera: the recording has no sensor_msgs/Image or CompressedImage topic (topics: {listed or 'none'}); "
@@ -170,22 +186,74 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
     return plan
 
 
-def _default_cameras(topics: dict[str, TopicInfo]) -> tuple[CameraMap, ...]:
-    """Every colour image topic. Depth streams (`depth` in the name; often 16-bit or
-    compressedDepth) are left to the mapping, and where image_transport recorded both a raw
-    topic and its `/compressed` republication, the compressed one is kept (it passes through)."""
+def topic_roles(topics: dict[str, TopicInfo], plan: Plan | None, why_no_plan: str = "") -> dict[str, str]:
+    """What an ingest does with each topic, and why, in a few words (for `robolake inspect`)."""
+    roles: dict[str, str] = {}
+    if plan is not None:
+        for i, s in enumerate(plan.state):
+            roles.setdefault(s.source, f"state[{i}]" + (f" ({s.field})" if s.field else "") + (f" frame {s.child_frame}" if s.child_frame else ""))
+        for i, s in enumerate(plan.action):
+            roles.setdefault(s.source, f"action[{i}]" + (f" ({s.field})" if s.field else ""))
+        for c in plan.cameras:
+            roles.setdefault(c.source, f"camera {c.name}")
+        if plan.task_from:
+            roles.setdefault(plan.task_from, "task (instruction text)")
+        if plan.split.by == "topic" and plan.split.source:
+            roles.setdefault(plan.split.source, "split (episode flag)")
+    used_cams = {c.source for c in plan.cameras} if plan is not None else set()
+    for name, info in sorted(topics.items()):
+        if name in roles:
+            continue
+        if plan is None:
+            roles[name] = f"not ingested: {why_no_plan}" if why_no_plan else "not ingested"
+        elif info.count == 0:
+            roles[name] = "ignored: no messages"
+        elif info.kind in (rm.IMAGE, rm.COMPRESSED_IMAGE):
+            if info.count == 1:
+                roles[name] = "ignored: a single image (a camera needs two frames or more)"
+            elif "depth" in name.lower():
+                roles[name] = "ignored: depth image (map it under cameras: to include it)"
+            elif f"{name.rstrip('/')}/compressed" in used_cams:
+                roles[name] = f"ignored: raw twin of {name.rstrip('/')}/compressed"
+            else:
+                roles[name] = "ignored: image topic not mapped (add it under cameras:)"
+        elif info.kind == rm.TF:
+            roles[name] = "ignored: TF (map a frame: {source: " + name + ", child_frame: FRAME})"
+        elif info.kind in (rm.JOINT_STATE, rm.NUMERIC):
+            roles[name] = "ignored: numeric, not mapped (add it under state: or action:)"
+        elif info.kind == rm.STRING:
+            roles[name] = "ignored: text, not named like an instruction (task_from: to use it)"
+        elif info.kind == rm.BOOL:
+            roles[name] = "ignored: boolean (split: {by: topic, source: ...} to cut episodes on it)"
+        else:
+            roles[name] = "ignored"
+    return roles
+
+
+def _default_cameras(topics: dict[str, TopicInfo], notes: list[str], state_only: bool) -> tuple[CameraMap, ...]:
+    """Every colour image topic of two messages or more. Depth streams (`depth` in the name;
+    often 16-bit or compressedDepth) are left to the mapping, and where image_transport recorded
+    both a raw topic and its `/compressed` republication, the compressed one is kept (it passes
+    through). A single image is a snapshot, not a camera: left out, with a note."""
+    images = [t for t in sorted(topics) if topics[t].kind in (rm.IMAGE, rm.COMPRESSED_IMAGE) and topics[t].count]
+    if state_only:
+        if images:
+            notes.append(f"--state-only: image topics {', '.join(images)} not ingested")
+        return ()
     out: list[CameraMap] = []
     used: set[str] = set()
-    for t in sorted(topics):
+    for t in images:
         if "depth" in t.lower() or (f"{t.rstrip('/')}/compressed" in topics and topics[f"{t.rstrip('/')}/compressed"].count):
             continue
-        if topics[t].kind in (rm.IMAGE, rm.COMPRESSED_IMAGE) and topics[t].count:
-            name = base = rm.camera_name(t)
-            i = 2
-            while name in used:
-                name, i = f"{base}_{i}", i + 1
-            used.add(name)
-            out.append(CameraMap(name=name, source=t))
+        if topics[t].count == 1:
+            notes.append(f"image topic {t} has a single message: a snapshot, not a camera; ingesting without it")
+            continue
+        name = base = rm.camera_name(t)
+        i = 2
+        while name in used:
+            name, i = f"{base}_{i}", i + 1
+        used.add(name)
+        out.append(CameraMap(name=name, source=t))
     return tuple(out)
 
 

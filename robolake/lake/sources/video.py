@@ -1,9 +1,16 @@
-"""Decoding LeRobot videos (h264, AV1, ...) with PyAV, frame by frame.
+"""Reading LeRobot videos (h264, AV1, ...) with PyAV: as recorded packets, or frame by frame.
 
-Frames are decoded once, in order, and each is handed on (or JPEG-encoded) on the spot, so an
-episode never holds more than one raw frame in memory. A segment of a shared video (LeRobot
-v3.0 keeps many episodes in one mp4) is selected by timestamp with half a frame of tolerance on
-both sides, which is how LeRobot itself locates an episode's frames.
+The record (`read_record`) demuxes an episode's packets without re-encoding them and decodes
+them once through the lake's own decode path (`lake.record.decode_runs`, no RGB conversion):
+that checks that every packet decodes, that the segment holds one frame per step and what size
+the frames are, so a video the lake could not decode is quarantined at ingest, not found at
+training time. The lossy layouts (`iter_video_frames`) decode frames once, in order, and hand
+each on to be re-encoded on the spot, so an episode never holds more than one raw frame.
+
+A segment of a shared video (LeRobot v3.0 keeps many episodes in one mp4) is selected by
+timestamp with half a frame of tolerance on both sides, which is how LeRobot itself locates an
+episode's frames: a packet belongs to the episode whose span holds its pts. The reader seeks to
+the keyframe at or before the segment and stops once it has passed a keyframe after it.
 """
 
 from __future__ import annotations
@@ -11,15 +18,112 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
 
 from robolake.lake.media import JPEG_QUALITY, encode_frame
-from robolake.lake.sources.base import SourceError
+from robolake.lake.record import NOPTS, StreamIndex, decode_runs, record_encoding
+from robolake.lake.sources.base import EncodedFrames, SourceError
 
-__all__ = ["iter_video_frames", "file_digest", "seek_frame"]
+__all__ = ["RecordedVideo", "iter_video_frames", "file_digest", "read_record", "seek_frame"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedVideo(EncodedFrames):
+    """One camera's frames of one episode kept as the source video's own packets.
+
+    `images` holds, per step, the packet that carries that step's frame; `stream` what decoding
+    them needs (ingest writes it as the episode's `streams` row).
+    """
+
+    stream: StreamIndex
+
+
+def read_record(path: str, *, start_s: float | None, end_s: float | None, fps: float, source_path: str,
+                digest: str) -> RecordedVideo:
+    """The packets of `path` in [start_s, end_s) (all of it when None), checked to decode.
+
+    Raises:
+        SourceError: the file is missing, cannot be demuxed or decoded, or holds packets without
+            timestamps.
+    """
+    import av
+
+    if not os.path.exists(path):
+        raise SourceError("missing_video", path, "video file is missing; re-export or re-download it")
+    half = 0.5 / fps if fps > 0 else 1e-4
+    lo = None if start_s is None else start_s - half
+    hi = None if end_s is None else end_s - half
+    try:
+        with av.open(path) as container:
+            if not container.streams.video:
+                raise SourceError("corrupt_video", path, "file has no video stream")
+            stream = container.streams.video[0]
+            time_base = stream.time_base or Fraction(1, 90000)
+            cc = stream.codec_context
+            if lo is not None and lo > 0:
+                container.seek(max(0, int(lo / time_base)), stream=stream, backward=True)
+            data: list[bytes] = []
+            pts: list[int] = []
+            dts: list[int] = []
+            key: list[bool] = []
+            passed: int | None = None  # pts of the first keyframe after the segment
+            for p in container.demux(stream):
+                if not p.size:
+                    continue
+                if p.pts is None:
+                    raise SourceError("corrupt_video", path, f"packet {len(data)} has no presentation time stamp; "
+                                                             "re-mux the video (ffmpeg -c copy) so that every packet has one")
+                if passed is not None and not p.is_keyframe and p.pts > passed:
+                    break  # past the next keyframe's leading pictures: nothing later is the segment's
+                if hi is not None and passed is None and p.is_keyframe and float(p.pts * time_base) >= hi:
+                    passed = int(p.pts)
+                data.append(bytes(p))
+                pts.append(int(p.pts))
+                dts.append(NOPTS if p.dts is None else int(p.dts))
+                key.append(bool(p.is_keyframe))
+            times = np.asarray(pts, dtype=np.float64) * float(time_base)
+            owned = np.ones(len(pts), dtype=bool)
+            if lo is not None:
+                owned &= times >= lo
+            if hi is not None:
+                owned &= times < hi
+            mine = np.flatnonzero(owned)
+            if not len(mine):
+                raise SourceError("frame_count", path, f"video has no frames in [{start_s}, {end_s}) s")
+            step = np.full(len(pts), -1, dtype=np.int32)
+            step[mine[np.argsort(np.asarray(pts)[mine], kind="stable")]] = np.arange(len(mine), dtype=np.int32)
+            full = StreamIndex(
+                codec=cc.codec.canonical_name, decoder=cc.codec.name, extradata=bytes(cc.extradata or b""),
+                width=int(cc.width), height=int(cc.height), time_base=Fraction(time_base),
+                params={**{n: int(getattr(cc, n)) for n in ("color_range", "colorspace", "color_primaries", "color_trc")},
+                        "pix_fmt": str(cc.pix_fmt or "")},
+                packet_step=step, packet_pts=np.asarray(pts, dtype=np.int64), packet_dts=np.asarray(dts, dtype=np.int64),
+                packet_key=np.asarray(key, dtype=bool),
+                extra=tuple(data[i] for i in np.flatnonzero(step < 0)), source_path=source_path, source_digest=digest,
+            )  # fmt: skip
+    except SourceError:
+        raise
+    except (av.error.FFmpegError, OSError, ValueError) as e:
+        raise SourceError("corrupt_video", path, f"video cannot be read ({e}); re-encode or re-export it") from e
+    index = full.trimmed()
+    packets = [b""] * index.num_steps
+    for i in mine.tolist():
+        packets[int(step[i])] = data[i]
+    sizes: set[tuple[int, int]] = set()
+    try:
+        for _, frame in decode_runs(index, index.runs(range(index.num_steps)), packets.__getitem__):
+            sizes.add((frame.height, frame.width))
+    except (av.error.FFmpegError, ValueError, RuntimeError) as e:
+        raise SourceError("corrupt_video", path, f"video does not decode ({e}); re-encode or re-export it") from e
+    if len(sizes) != 1:
+        raise SourceError("frame_size", path, f"video changes frame size mid-episode ({sorted(sizes)}); re-encode it at one size")
+    (height, width), = sizes
+    return RecordedVideo(camera="", images=tuple(packets), encoding=record_encoding(index.codec), height=height,
+                         width=width, stream=index)
 
 
 @lru_cache(maxsize=64)

@@ -54,6 +54,8 @@ def test_print_summary_of_an_empty_lake(capsys):
         (ValueError("raise --max-tokens"), "raise --max-tokens"),
         (FileNotFoundError("no lake at x"), "no lake at x"),
         (KeyError("state"), "missing key 'state'"),
+        (KeyError("the policy was not trained on embodiment 'sawyer'; it knows gr1"),
+         "the policy was not trained on embodiment 'sawyer'; it knows gr1"),
         (TypeError("bad type"), "TypeError: bad type"),
         (RuntimeError(), "RuntimeError"),
     ],
@@ -85,14 +87,31 @@ def test_tqdm_progress_draws_one_bar_per_stage(capsys):
     assert "  pack" in err and "3/3" in err and " sequences" in err
 
 
+def test_train_progress_bar_draws_nothing_before_the_first_step(capsys):
+    train_progress_bar(10, "train")
+    assert capsys.readouterr().err == ""  # a run that fails while checking its inputs shows no empty bar
+
+
+def test_checkpoint_state_names_the_newest_checkpoint(tmp_path):
+    from robolake.commands.common import checkpoint_state
+
+    args = argparse.Namespace(command="demo", out=str(tmp_path))
+    assert checkpoint_state(args) == "; no checkpoint was written yet"
+    for step in (3, 12):
+        (tmp_path / "train_packed" / "checkpoints" / f"step_{step:08d}").mkdir(parents=True)
+    newest = tmp_path / "train_packed" / "checkpoints" / "step_00000012"
+    assert checkpoint_state(args) == f"; the newest checkpoint is {newest} (re-run to resume from it)"
+    assert checkpoint_state(argparse.Namespace(command="info", out=str(tmp_path))) == ""
+
+
 def test_train_progress_bar_shows_loss_and_rate(capsys):
     from robolake.training.trainer import TrainProgress
 
     progress = train_progress_bar(4, "train packed")
     progress(TrainProgress(step=1, total_steps=4, loss=0.5, samples_per_s=12.0, eta_s=3.0))
-    progress(TrainProgress(step=4, total_steps=4, loss=0.25, samples_per_s=1234.5, eta_s=0.0))
+    progress(TrainProgress(step=4, total_steps=4, loss=0.25, samples_per_s=1234.5, eta_s=0.0, torch_threads=1))
     err = capsys.readouterr().err
-    assert "train packed" in err and "4/4" in err and "loss 0.2500, 1,234.5 samples/s" in err
+    assert "train packed" in err and "4/4" in err and "loss 0.2500, 1,234.5 samples/s" in err and "1 thread" in err
 
 
 def test_quiet_logging_keeps_one_handler_and_follows_verbose(monkeypatch, capsys):

@@ -10,38 +10,40 @@ import pytest
 
 import robolake.commands
 from robolake.cli import build_parser, main
-from robolake.commands import COMMANDS
+from robolake.commands import COMMANDS, module_name
 
 # Every command's positional arguments and long options, as `robolake CMD --help` lists them.
 EXPECTED = {
-    "ingest": (["src", "lake"], ["--format", "--map", "--state-only", "--video-frames", "--embodiment", "--ray-address", "--no-progress"]),
+    "ingest": (["src", "lake"], ["--format", "--map", "--state-only", "--frames", "--crf", "--access-copy", "--resample", "--max-read-gb", "--embodiment", "--ray-address", "--no-progress"]),
     "info": (["lake"], ["--version", "--tag", "--split", "--json"]),
     "pack": (["lake", "out"], ["--max-tokens", "--algorithm", "--window", "--horizon", "--tokens-per-view", "--max-text-tokens",
-                              "--step-stride", "--seed", "--lake-version", "--tag", "--split", "--reject-oversize", "--image-size", "--overwrite",
+                              "--step-stride", "--seed", "--lake-version", "--tag", "--split", "--reject-oversize", "--mix", "--mix-share", "--image-size", "--overwrite",
                               "--webdataset", "--no-progress"]),
     "train": ([], ["--shards", "--lake", "--out", "--tag", "--split", "--allow-stale", "--preset", "--steps", "--layout", "--lr", "--sequences-per-batch", "--max-tokens",
-                   "--fp8", "--workers", "--seed", "--checkpoint-every", "--device", "--fresh", "--record-samples", "--no-progress"]),
+                   "--fp8", "--workers", "--torch-threads", "--seed", "--checkpoint-every", "--device", "--fresh", "--record-samples", "--no-progress"]),
     "demo": ([], ["--out", "--quick"]),
     "bench": (["which"], ["--json", "--quick"]),
     "check": (["lake"], ["--version", "--quick"]),
+    "convert-checkpoint": (["run"], ["--trust"]),
     "eval": ([], ["--sim", "--tasks", "--checkpoint", "--episodes", "--replan", "--noise-scale", "--workers", "--envs-per-worker",
-                  "--seed", "--videos", "--no-baselines", "--json", "--out", "--device"]),
-    "export": (["lake", "out"], ["--format", "--embodiment", "--task", "--task-contains", "--success", "--version", "--tag", "--split", "--crf", "--no-progress"]),
+                  "--seed", "--videos", "--no-baselines", "--json", "--out", "--device", "--record-to", "--torch-threads"]),
+    "export": (["lake", "out"], ["--format", "--embodiment", "--task", "--task-contains", "--success", "--version", "--tag", "--split", "--crf", "--copy-video", "--no-progress"]),
+    "lineage": (["run"], ["--storage-option", "--json"]),
     "gc": (["lake"], ["--older-than", "--dry-run"]),
-    "inspect": (["src"], ["--format", "--map", "--json"]),
+    "inspect": (["src"], ["--format", "--map", "--state-only", "--suggest-map", "--json"]),
     "restore": (["lake", "version"], ["--episodes", "--reason"]),
     "rl": ([], ["--sim", "--tasks", "--init", "--mode", "--steps", "--out", "--workers", "--envs-per-worker", "--execute-steps",
                 "--sigma", "--start-noise", "--lr", "--micro-batch", "--max-staleness", "--staleness-mode", "--max-batch",
                 "--deadline-ms", "--latency", "--latency-scale-ms", "--latency-shape", "--image-size", "--worker-cpus",
                 "--generation-cpus", "--generation-gpus", "--learner-cpus", "--learner-gpus", "--address", "--seed",
-                "--log-every", "--no-learn"]),
+                "--log-every", "--no-learn", "--record-to"]),
     "select": (["lake"], ["--where", "--into", "--tag", "--replace", "--reason", "--json"]),
     "delete": (["lake"], ["--episodes", "--where", "--reason", "--json"]),
     "split": (["lake"], ["--val", "--test", "--by", "--stratify", "--seed", "--version", "--replace"]),
     "merge": (["lakes"], ["--into", "--reason", "--json"]),
     "tag": (["lake", "name"], ["--version", "--reason", "--replace", "--delete", "--list"]),
     "diff": (["lake", "a", "b"], ["--json"]),
-    "optimize": (["lake"], []),
+    "optimize": (["lake"], ["--upgrade", "--access-copy"]),
     "view": (["lake"], ["--version", "--tag", "--split", "--host", "--port", "--storage-option", "--rerun", "--episodes"]),
 }  # fmt: skip
 
@@ -55,16 +57,16 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 def test_the_commands_and_their_order():
     # the flow first, then the tools (the order `robolake --help` has always listed), then curation
     assert COMMANDS == ("ingest", "info", "pack", "train", "demo", "bench",
-                        "check", "eval", "export", "gc", "inspect", "restore", "rl",
+                        "check", "convert-checkpoint", "eval", "export", "gc", "inspect", "lineage", "restore", "rl",
                         "select", "delete", "split", "merge", "tag", "diff", "optimize", "view")  # fmt: skip
     assert list(_subparsers()) == list(COMMANDS)
 
 
 def test_every_module_of_the_package_is_a_listed_command():
     modules = {m.name for m in pkgutil.iter_modules(robolake.commands.__path__)}
-    assert modules - {"common"} == set(COMMANDS)
+    assert modules - {"common"} == {module_name(c) for c in COMMANDS}
     for name in COMMANDS:
-        module = importlib.import_module(f"robolake.commands.{name}")
+        module = importlib.import_module(f"robolake.commands.{module_name(name)}")
         assert {"register", "run"} <= set(module.__all__), name
         assert _subparsers()[name].get_default("fn") is module.run, name
 

@@ -87,6 +87,33 @@ def test_truncated_media_file_is_unreadable(lake_copy):
     assert not quick.ok and "cannot be read" in str(quick.problems[0])
 
 
+def _advised(report) -> int:
+    import re
+
+    m = re.search(r"intact at version (\d+)", str(report.problems[0]))
+    assert m is not None, str(report.problems[0])
+    return int(m.group(1))
+
+
+def test_restore_advice_names_only_a_version_that_checks_clean(lake_copy, capsys):
+    """The issue's case: a media file truncated that versions 2 and 3 both reference. `check`
+    advised `restore ... 2`, and `check --version 2` failed on the same file."""
+    l2 = Lake.open(str(lake_copy), version=2)
+    shared = sorted({df.path for f in l2.dataset("media").get_fragments() for df in f.metadata.files})
+    victim = lake_copy / "media.lance" / "data" / shared[0]
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    for quick in (False, True):
+        report = check_lake(str(lake_copy), quick=quick)
+        assert not report.ok
+        advised = _advised(report)
+        assert advised == 1, str(report.problems[0])
+        assert check_lake(str(lake_copy), advised, quick=quick).ok
+        assert not check_lake(str(lake_copy), 2, quick=quick).ok
+    assert main(["check", str(lake_copy)]) == 1
+    assert f"`robolake restore {lake_copy} 1`" in capsys.readouterr().err
+    assert main(["check", str(lake_copy), "--version", "1"]) == 0
+
+
 def test_damaged_manifest_restore_and_resume(built, lake_copy, capsys):
     manifest = lake_copy / "_robolake/versions/00000003.json"
     manifest.write_text(manifest.read_text()[:50])

@@ -325,3 +325,97 @@ def test_cli_export(exported, tmp_path, capsys):
     assert json.loads((tmp_path / "cli" / "meta" / "info.json").read_text())["total_episodes"] == 3
     assert main(["export", lake, str(tmp_path / "cli"), "--no-progress"]) == 2  # not empty: one-line error
     assert "not empty" in capsys.readouterr().err
+
+
+# --- copying the record's packets (--copy-video) ------------------------------------------------
+
+
+def test_copy_video_writes_the_source_packets_and_a_re_ingest_is_bit_exact(exported, tmp_path, ray_session):
+    _, lake, _, _, _ = exported
+    results = export_lerobot(lake, tmp_path / "out", config=ExportConfig(copy_video=True))
+    for r in results:
+        lineage = json.loads((r.path / "meta" / "robolake_export.json").read_text())
+        assert lineage["copied_videos"] == lineage["videos_total"] > 0
+        check_layout(r.path, lake)
+    ingest(str(tmp_path / "out"), str(tmp_path / "back"))
+    back = Lake.open(str(tmp_path / "back"))
+    worst = min(assert_round_trip(lake, back, r.path, frame_steps=None, min_psnr=0.0) for r in results)
+    assert worst == float("inf")  # every frame of every episode: max abs difference 0
+    # the copied packets are the lake's own bytes
+    a = lake.episodes().to_pylist()[0]
+    b = next(e for e in back.episodes().to_pylist() if e["num_steps"] == a["num_steps"] and e["task"] == a["task"])
+    cam = a["cameras"][0]
+    keys = [(a["episode_id"], cam, t) for t in range(a["num_steps"])]
+    assert lake.frames().read_encoded(keys) == back.frames().read_encoded([(b["episode_id"], cam, t) for t in range(b["num_steps"])])
+
+
+def test_without_copy_video_the_record_is_decoded_and_re_encoded(exported, tmp_path):
+    _, lake, _, _, _ = exported
+    (r, *_) = export_lerobot(lake, tmp_path / "out", filter=EpisodeFilter(embodiment=["single_arm_7dof"]))
+    assert json.loads((r.path / "meta" / "robolake_export.json").read_text())["copied_videos"] == 0
+
+
+def _renamed(lake_root: Path, tmp_path: Path, *, tag: str | None = None, camera: str | None = None) -> Lake:
+    """A copy of the lake with an embodiment tag or a camera name changed in its tables (what a
+    crafted or careless lake may hold)."""
+    import shutil
+
+    import lance
+    import pyarrow as pa
+
+    dst = tmp_path / "crafted"
+    shutil.copytree(lake_root, dst)
+    lake = Lake.open(str(dst))
+    with lake.begin() as tx:
+        eps = tx.dataset("episodes").to_table()
+        emb = tx.dataset("embodiments").to_table()
+        if tag is not None:
+            eps = eps.set_column(eps.schema.get_field_index("embodiment"), "embodiment", pa.array([tag] * eps.num_rows))
+            rows = emb.to_pylist()[:1]
+            rows[0]["embodiment"] = tag
+            spec = json.loads(rows[0]["spec_json"])
+            spec["tag"] = tag
+            rows[0]["spec_json"] = json.dumps(spec)
+            emb = pa.Table.from_pylist(rows, schema=emb.schema)
+        if camera is not None:
+            old = eps["cameras"][0].as_py()[0]
+            eps = eps.set_column(eps.schema.get_field_index("cameras"), "cameras",
+                                 pa.array([[camera if c == old else c for c in cs] for cs in eps["cameras"].to_pylist()]))
+            rows = emb.to_pylist()
+            for r in rows:
+                spec = json.loads(r["spec_json"])
+                spec["cameras"] = [camera if c == old else c for c in spec.get("cameras", [])]
+                r["spec_json"] = json.dumps(spec)
+            emb = pa.Table.from_pylist(rows, schema=emb.schema)
+        tx.overwrite("episodes", eps)
+        tx.overwrite("embodiments", emb)
+        tx.commit("crafted", {})
+    del lance
+    return Lake.open(str(dst))
+
+
+@pytest.mark.parametrize("camera", ["../../escaped", "/abs/path", "nul\x00byte"])
+def test_a_camera_name_that_would_leave_out_is_refused_naming_it(exported, tmp_path, camera):
+    _, lake, _, _, _ = exported
+    crafted = _renamed(Path(lake.uri), tmp_path, camera=camera)
+    with pytest.raises(ValueError, match=r"camera .* is not a safe file name"):
+        export_lerobot(crafted, tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "escaped").exists()
+
+
+def test_an_embodiment_tag_that_would_leave_out_is_refused_and_a_symlinked_dataset_dir_too(exported, tmp_path):
+    _, lake, _, _, _ = exported
+    crafted = _renamed(Path(lake.uri), tmp_path, tag="../../escaped")
+    tags = sorted(crafted.embodiments())
+    assert "../../escaped" in tags and len(tags) > 1
+    with pytest.raises(ValueError, match=r"embodiment tag '../../escaped' is not a safe directory name"):
+        export_lerobot(crafted, tmp_path / "out")
+    assert not (tmp_path / "escaped").exists()
+    out = tmp_path / "linked"
+    out.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    first = sorted(lake.embodiments())[0]
+    (out / first).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FileExistsError):  # OUT is not empty: nothing is written through the link
+        export_lerobot(lake, out)
+    assert not any((tmp_path / "elsewhere").iterdir())

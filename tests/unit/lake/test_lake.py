@@ -91,3 +91,73 @@ def test_timestamps_start_at_zero_and_the_source_offset_is_kept(pick_n_place, tm
     steps = lake.to_arrow("steps", where=EpisodeFilter(episode_ids=[ep["episode_id"]])).sort_by("step_index")
     assert steps["timestamp"][0].as_py() == 0.0
     assert json.loads(ep["metadata"])["source_time_offset_s"] == pytest.approx(0.05)  # the real data starts at 0.05 s
+
+
+# --- concurrent creation: real processes racing to create one new lake -------------------------------
+
+
+def _race_create(uris: list[str], barrier, results, exist_ok: bool) -> None:  # runs in a spawned process
+    from robolake.lake import Lake
+
+    for uri in uris:
+        barrier.wait(timeout=120)
+        try:
+            lake = Lake.open_or_create(uri) if exist_ok else Lake.create(uri)
+            results.put((uri, "created" if lake.version_info.operation == "create" else "joined", lake.version))
+        except FileExistsError:
+            results.put((uri, "exists", None))
+        except Exception as e:  # what the race used to raise: Lance's "already exists" / retryable conflict
+            results.put((uri, f"error {type(e).__name__}: {e}", None))
+
+
+def _race(tmp_path, *, writers: int, rounds: int, exist_ok: bool) -> dict[str, list[tuple[str, int | None]]]:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    uris = [str(tmp_path / f"lake{r}") for r in range(rounds)]
+    barrier, results = ctx.Barrier(writers), ctx.Queue()
+    procs = [ctx.Process(target=_race_create, args=(uris, barrier, results, exist_ok)) for _ in range(writers)]
+    for p in procs:
+        p.start()
+    out: dict[str, list[tuple[str, int | None]]] = {u: [] for u in uris}
+    for _ in range(writers * rounds):
+        uri, what, version = results.get(timeout=600)
+        out[uri].append((what, version))
+    for p in procs:
+        p.join(timeout=60)
+    return out
+
+
+def test_writers_racing_to_create_a_lake_one_creates_the_others_are_told(tmp_path):
+    outcomes = _race(tmp_path, writers=4, rounds=4, exist_ok=False)
+    for uri, got in outcomes.items():
+        kinds = sorted(what for what, _ in got)
+        assert kinds == ["created", "exists", "exists", "exists"], (uri, got)
+        lake = Lake.open(uri)
+        assert lake.version == 1 and all(lake.count(t) == 0 for t in lake.version_info.tables)
+
+
+def test_open_or_create_from_many_processes_always_joins_one_lake(tmp_path):
+    outcomes = _race(tmp_path, writers=4, rounds=4, exist_ok=True)
+    for uri, got in outcomes.items():
+        assert all(what in ("created", "joined") and version == 1 for what, version in got), (uri, got)
+        assert [v.version for v in Lake.open(uri).versions()] == [1]
+
+
+def test_creating_over_a_lake_being_written_never_wipes_a_table(tmp_path):
+    """A creator that lost the race (it read 'no version yet') reaches the tables after the winner
+    wrote to them: it joins them, it does not overwrite them."""
+    import lance
+    import pyarrow as pa
+
+    from robolake.lake.lake import _create_table
+    from robolake.schemas.tables import schema_for_table
+
+    uri = str(tmp_path / "lake")
+    lake = Lake.create(uri)
+    rows = pa.Table.from_pylist([{"embodiment": "x", "spec_json": "{}", "stats_json": "", "num_episodes": 0, "num_steps": 0}],
+                                schema=schema_for_table("embodiments"))
+    ds = lance.write_dataset(rows, lake.table_uri("embodiments"), mode="append")
+    assert _create_table(uri, "embodiments", None) == 1
+    assert lance.dataset(lake.table_uri("embodiments")).version == ds.version
+    assert lance.dataset(lake.table_uri("embodiments")).count_rows() == 1

@@ -90,3 +90,59 @@ def test_discovery_errors_are_actionable(tmp_path):
         discover_readers(str(tmp_path))
     with pytest.raises(ValueError, match="unknown source format"):
         discover_readers(str(tmp_path), format="no-such-format")
+
+
+# --- metadata that points outside the dataset is never followed (issue 17) ---------------------
+
+
+def _edit_info(ds, edit):
+    import json
+
+    p = ds / "meta" / "info.json"
+    info = json.loads(p.read_text())
+    edit(info)
+    p.write_text(json.dumps(info))
+
+
+@pytest.mark.parametrize("field,template", [
+    ("data_path", "../../outside/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"),
+    ("data_path", "/{episode_chunk}/outside/episode_{episode_index:06d}.parquet"),
+    ("video_path", "videos/../../../outside/{video_key}/episode_{episode_index:06d}.mp4"),
+    ("video_path", "/tmp/outside/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"),
+])
+def test_a_template_pointing_outside_the_dataset_is_refused_and_the_rest_lands(tmp_path, field, template):
+    src = tmp_path / "src"
+    generate_synthetic(src, SyntheticConfig.tiny(version="v2.1", episodes_per_embodiment=2))
+    bad = src / "single_arm_7dof"
+    if template.startswith("../"):  # a readable copy where the template points: following it would ingest it
+        import json
+
+        info = json.loads((bad / "meta" / "info.json").read_text())
+        for i in range(2):
+            rel = template.format(episode_chunk=0, episode_index=i)
+            (bad / rel).resolve().parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(bad / info[field].format(episode_chunk=0, episode_index=i), (bad / rel).resolve())
+    _edit_info(bad, lambda info: info.__setitem__(field, template))
+    result = ingest(str(src), str(tmp_path / "lake"))
+    assert result.quarantined == 2 and result.ingested == result.discovered - 2 > 0  # the other datasets land
+    reasons = {reason for _, reason in result.quarantine}
+    assert len(reasons) == 1 and f"{field} {template!r} points outside the dataset" in reasons.pop()
+    q = Lake.open(str(tmp_path / "lake")).to_arrow("quarantine").to_pylist()
+    assert {r["reason_code"] for r in q} == {"bad_metadata"}
+
+
+def test_a_feature_key_climbing_out_of_the_dataset_is_refused(tmp_path):
+    src = tmp_path / "src"
+    generate_synthetic(src, SyntheticConfig.tiny(version="v2.1", episodes_per_embodiment=1))
+    ds = src / "single_arm_7dof"
+
+    def rename(info):
+        key = next(k for k, v in info["features"].items() if v["dtype"] == "video")
+        info["features"]["../../escaped"] = info["features"].pop(key)
+
+    _edit_info(ds, rename)
+    (ds / "meta" / "modality.json").unlink(missing_ok=True)
+    result = ingest(str(src), str(tmp_path / "lake"))
+    assert result.ingested == result.discovered - 1 > 0
+    (reason,) = {r for _, r in result.quarantine}
+    assert "features key '../../escaped' makes video_path point outside the dataset" in reason

@@ -27,7 +27,7 @@ def test_rl_command_writes_metrics_plot_and_checkpoint(ray_session, tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert rows and {"env_steps_per_s", "gen_batch_size_mean", "learner_updates_per_s", "staleness_mean", "idle_fraction"} <= set(rows[0])
     assert (out / "rl.png").stat().st_size > 0
-    assert list((out / "checkpoints").glob("step_*.pt"))
+    assert list((out / "checkpoints").glob("step_*/model.safetensors"))
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert episodes and all(e["status"] in ("finished", "truncated") for e in episodes)
 

@@ -13,9 +13,11 @@ from tests.fixtures import random_batch
 
 
 @pytest.fixture(autouse=True)
-def _single_thread():
+def _single_thread(monkeypatch):
     """Tiny models gain nothing from intra-op threads, and on a shared machine a second thread
-    stalls at every kernel barrier; one thread keeps these tests fast and steady."""
+    stalls at every kernel barrier; one thread keeps these tests fast and steady (also inside
+    `train`, which otherwise chooses its own count: robolake/training/threads.py)."""
+    monkeypatch.setenv("ROBOLAKE_TORCH_THREADS", "1")
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

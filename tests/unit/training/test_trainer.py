@@ -129,7 +129,7 @@ def test_resumed_run_matches_uninterrupted(tmp_path: Path, batch_factory) -> Non
     full = train(small_config(), StatefulBatches(batches))
     ckpt_cfg = small_config(checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=2)
     first = train(dataclasses.replace(ckpt_cfg, stop_at_step=4), StatefulBatches(batches))
-    assert first.step == 4 and latest_checkpoint(tmp_path / "ckpt").name == "step_00000004.pt"
+    assert first.step == 4 and latest_checkpoint(tmp_path / "ckpt").name == "step_00000004"
     resumed = train(ckpt_cfg, StatefulBatches(batches))
     assert resumed.step == 6
     assert first.losses + resumed.losses == full.losses

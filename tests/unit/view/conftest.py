@@ -35,7 +35,7 @@ def view_lakes(ray_session, tmp_path_factory: pytest.TempPathFactory) -> ViewLak
     ingest(str(root / "syn"), str(root / "h264"), IngestConfig(video_frames="h264"))
     # One episode of the jpeg lake is quarantined: its video is gone.
     next((root / "syn" / "single_arm_7dof" / "videos").rglob("episode_000001.mp4")).unlink()
-    ingest(str(root / "syn"), str(root / "jpeg"))
+    ingest(str(root / "syn"), str(root / "jpeg"), IngestConfig(video_frames="jpeg"))  # the lossy, browser-ready layout
     ids = sorted(Lake.open(str(root / "jpeg")).episode_ids())
     delete(str(root / "jpeg"), episodes=[ids[0]], reason="operator saw a dropped gripper")
     lake = Lake.open(str(root / "jpeg"))

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robolake.lake.media import decode_frame
+from robolake.lake.record import decode_runs
 from robolake.lake.sources import LeRobotReader
 from robolake.writers.lerobot import (
     PARTIAL_SUFFIX,
@@ -172,8 +172,9 @@ def test_round_trip_through_the_lerobot_reader(tmp_path: Path, version: str) -> 
             got = frames[key.removeprefix("observation.images.")]
             assert len(got.images) == len(ep["state"])
             want = ep["frames"][key]
-            for t, data in enumerate(got.images):
-                frame = decode_frame(data)
+            stream = got.stream  # the record: the mp4's own packets, decoded through their stream
+            decoded = [f.to_ndarray(format="rgb24") for _, f in decode_runs(stream, stream.runs(range(len(got.images))), got.images.__getitem__)]
+            for t, frame in enumerate(decoded):
                 p = _psnr(frame, want[t])
                 assert p >= MIN_PSNR_DB["h264"], f"{version} {key} step {t}: {p:.1f} dB"
                 assert all(p > _psnr(frame, want[u]) for u in (t - 1, t + 1) if 0 <= u < len(want)), "frames shifted"

@@ -11,7 +11,7 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import IngestConfig, ingest
-from robolake.lake.media import decode_frame
+from robolake.lake.media import decode_row
 from robolake.lake.sources import SourceError, SourceOptions, discover_readers
 from robolake.lake.sources.mapping import mapping_from_dict
 from robolake.testing.hdf5 import (
@@ -43,8 +43,11 @@ def test_aloha_raw_and_compressed_cameras(tmp_path: Path):
             np.testing.assert_array_equal(ep.action, f["action"][()])
         cams = {c.camera: c for c in r.read_frames(ep)}
         assert [len(c.images) for c in cams.values()] == [30, 30]
-        img = decode_frame(cams["cam_high"].images[5])
+        img = decode_row(cams["cam_high"].images[5], cams["cam_high"].encoding)
         assert img.shape == (48, 64, 3)
+        if r is raw:  # raw pixels are kept losslessly (lake.codecs); JPEG cells pass through as they are
+            assert cams["cam_high"].encoding == "ffv1;size=64x48"
+            np.testing.assert_array_equal(img, frames(30, 48, 64)[5])
         assert np.abs(img.astype(int) - frames(30, 48, 64)[5].astype(int)).mean() < 8
     # compressed rows pass through byte for byte (padding cut at compress_len)
     with h5py.File(packed.root) as f:

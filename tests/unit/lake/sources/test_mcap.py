@@ -9,10 +9,10 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import IngestConfig, ingest
-from robolake.lake.media import decode_frame
+from robolake.lake.media import decode_row
 from robolake.lake.sources import SourceError, SourceOptions, discover_readers
 from robolake.lake.sources.mapping import mapping_from_dict
-from robolake.lake.sources.mcap_json import McapJsonReader, is_non_ros_mcap
+from robolake.lake.sources.mcap_file import McapReader, is_non_ros_mcap
 from robolake.lake.sources.rosbag import is_ros2_storage_file, mcap_profile
 from robolake.testing.ros import Layout, write_mcap_json, write_ros2
 
@@ -40,16 +40,16 @@ def test_json_mcap_with_no_mapping_lands_resampled(ray_session, tmp_path: Path):
 def test_raw_image_and_inspect(tmp_path: Path):
     path = tmp_path / "raw.mcap"
     rec = write_mcap_json(path, Layout(seconds=0.5, camera="raw", cmd_hz=None))
-    reader = McapJsonReader(str(path), SourceOptions())
+    reader = McapReader(str(path), SourceOptions())
     info = reader.inspect()
     topics = info["recordings"][0]["topics"]
     assert topics["/top/image_raw"]["type"] == "foxglove.RawImage" and topics["/top/image_raw"]["count"] == len(rec.frames)
     assert info["mapping"]["action"] == "state one tick ahead" and info["state_dim"] == 3
     ep = reader.read_tabular(reader.discover()[0])
     (frames,) = list(reader.read_frames(ep))
-    assert (frames.encoding, frames.height, frames.width) == ("jpeg", 24, 32)
+    assert (frames.encoding, frames.height, frames.width) == ("ffv1;size=32x24", 24, 32)
     want = np.frombuffer(rec.frames[0], np.uint8).reshape(24, 32, 3)
-    assert np.abs(decode_frame(frames.images[0]).astype(int) - want).max() <= 8
+    np.testing.assert_array_equal(decode_row(frames.images[0], frames.encoding), want)  # raw pixels: lossless
 
 
 def test_ros2_profile_mcap_goes_to_the_ros2_reader(tmp_path: Path):
@@ -64,7 +64,7 @@ def test_ros2_profile_mcap_goes_to_the_ros2_reader(tmp_path: Path):
 def test_bad_mcaps_are_quarantined(ray_session, tmp_path: Path):
     src = tmp_path / "src"
     write_mcap_json(src / "good.mcap", Layout(seconds=0.4))
-    write_mcap_json(src / "proto.mcap", Layout(seconds=0.4, seed=1), protobuf_topic="/odom")
+    write_mcap_json(src / "proto.mcap", Layout(seconds=0.4, seed=1), foreign_topic="/odom")
     write_mcap_json(src / "cut.mcap", Layout(seconds=0.4, seed=2))
     data = (src / "cut.mcap").read_bytes()
     (src / "cut.mcap").write_bytes(data[: len(data) // 2])
@@ -78,8 +78,8 @@ def test_bad_mcaps_are_quarantined(ray_session, tmp_path: Path):
     assert rows["cut.mcap"]["reason_code"] == "corrupt_file" and "mcap recover" in rows["cut.mcap"]["reason"]
     # mapping the protobuf channel: a reason naming the encoding
     mapping = mapping_from_dict({"state": ["/joint_states", "/odom"], "action": ["/arm/joint_command"]})
-    with pytest.raises(SourceError, match="/odom uses message encoding 'protobuf'") as err:
-        McapJsonReader(str(src / "proto.mcap"), SourceOptions(mapping=mapping))
+    with pytest.raises(SourceError, match="/odom uses message encoding 'flatbuffer'") as err:
+        McapReader(str(src / "proto.mcap"), SourceOptions(mapping=mapping))
     assert err.value.reason_code == "missing_type"
 
 
@@ -88,7 +88,7 @@ def test_unmapped_json_stack_needs_a_state(tmp_path: Path):
     write_mcap_json(path, Layout(seconds=0.2))
     mapping = mapping_from_dict({"state": ["/nope"], "action_from_state": True})
     with pytest.raises(SourceError, match="names '/nope'.*it has: /arm/joint_command"):
-        McapJsonReader(str(path), SourceOptions(mapping=mapping))
+        McapReader(str(path), SourceOptions(mapping=mapping))
 
 
 IDL = """module my_msgs {

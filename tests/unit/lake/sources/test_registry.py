@@ -51,16 +51,19 @@ def test_nothing_readable_leaves_no_lake(tmp_path: Path, kind: str):
     assert not os.path.exists(lake)
 
 
-def test_one_tag_one_width(tmp_path: Path):
+def test_one_tag_one_width(tmp_path: Path, ray_session):
+    """Discovery opens both; ingest gives the tag the first one's width (it passed its own checks)
+    and quarantines the other's episodes (tests/unit/lake/test_width_checks.py has the rest)."""
     from robolake.lake.sources import SourceOptions
     from robolake.testing.hdf5 import write_robosuite
 
-    write_robosuite(tmp_path / "a.hdf5", state_dim=32)
-    write_robosuite(tmp_path / "b.hdf5", state_dim=40)  # same robot and env, another scene version
-    found = discover_readers(str(tmp_path))
-    assert [Path(r.root).name for r in found] == ["a.hdf5"]
-    (clash,) = found.failed
-    assert clash.path.endswith("b.hdf5") and clash.reason_code == "shape"
-    assert "40/7 here but 32/7" in clash.message and "--embodiment" in clash.message
-    forced = discover_readers(str(tmp_path / "b.hdf5"), options=SourceOptions(embodiment="suite_v2"))
+    write_robosuite(tmp_path / "src" / "a.hdf5", state_dim=32)
+    write_robosuite(tmp_path / "src" / "b.hdf5", state_dim=40)  # same robot and env, another scene version
+    found = discover_readers(str(tmp_path / "src"))
+    assert [Path(r.root).name for r in found] == ["a.hdf5", "b.hdf5"] and not found.failed
+    result = ingest(str(tmp_path / "src"), str(tmp_path / "lake"))
+    assert result.quarantined == result.ingested > 0
+    assert all(path.endswith("b.hdf5") and "32/7 but this dataset has 40/7" in reason and "--embodiment" in reason
+               for path, reason in result.quarantine), result.quarantine
+    forced = discover_readers(str(tmp_path / "src" / "b.hdf5"), options=SourceOptions(embodiment="suite_v2"))
     assert forced[0].tag == "suite_v2"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from robolake.commands.inspect import run as inspect_run
 from robolake.lake.sources import SourceError
@@ -111,29 +113,37 @@ def test_inspect_prints_keys_rates_and_unknown_layouts(tmp_path: Path, capsys):
     write_aloha(tmp_path / "ep.hdf5")
     write_custom(tmp_path / "custom.h5")
     (tmp_path / "odd.bag").write_bytes(b"not a bag at all")
-    rc = inspect_run(argparse.Namespace(src=str(tmp_path), format="auto", map=None, json=False))
+    args = dict(src=str(tmp_path), format="auto", map=None, state_only=False, suggest_map=False)
+    rc = inspect_run(argparse.Namespace(**args, json=False))
     out = capsys.readouterr().out
     assert rc == 0
-    assert "format=hdf5-aloha" in out and "observations/qpos" in out and "[14]" in out
-    assert "cannot open (hdf5)" in out and "robot/joint_t" in out  # an unknown layout is still described
+    assert "format=hdf5-aloha" in out and "observations/qpos" in out and "[14]" in out and "state[0]" in out
+    assert "ingest: quarantined" in out and "robot/joint_t" in out  # an unknown layout is still described
     assert "not read:" in out and "odd.bag" in out
-    inspect_run(argparse.Namespace(src=str(tmp_path), format="auto", map=None, json=True))
+    inspect_run(argparse.Namespace(**args, json=True))
     report = json.loads(capsys.readouterr().out)
-    clock = report["failed"][0]["contents"]["keys"]["robot/joint_t"]
+    units = {Path(u["path"]).name: u for u in report["units"]}
+    clock = units["custom.h5"]["keys"]["robot/joint_t"]
     assert clock["clock"] is True and clock["rate_hz"] == pytest.approx(100, rel=0.05)
-    assert report["units"][0]["keys"]["observations/qpos"]["count"] == 30
+    assert units["custom.h5"]["opens"] is False and [f["path"] for f in report["failed"]] == [str(tmp_path / "custom.h5")]
+    assert units["ep.hdf5"]["keys"]["observations/qpos"]["count"] == 30
+    # the unknown layout gets a mapping to start from, which loads as it is
+    m = mapping_from_dict(yaml.safe_load(units["custom.h5"]["suggested_mapping"]), "suggested.yaml")
+    assert m.state[0].source == "robot/joints" and m.state[0].stamps == "robot/joint_t"
 
 
 def test_mapping_msg_dirs_resolve_beside_the_mapping_file(tmp_path):
     from robolake.lake.sources.mapping import load_mapping
-    from robolake.lake.sources.rosbag import _mapping_msg_dirs
 
     f = tmp_path / "cfg" / "arm.yaml"
     f.parent.mkdir()
     f.write_text("state: [/joint_states]\naction_from_state: true\nmsg_dirs: [msgs, /abs/defs]\n")
     m = load_mapping(str(f))
     assert m.msg_dirs == ("msgs", "/abs/defs")
-    assert _mapping_msg_dirs(m) == (str(tmp_path / "cfg" / "msgs"), "/abs/defs")
+    dirs, notes = m.msg_dir_paths()
+    assert dirs == [os.path.realpath(tmp_path / "cfg" / "msgs"), "/abs/defs"]
+    # the one outside the mapping's folder is read, and said
+    assert len(notes) == 1 and "/abs/defs" in notes[0] and "outside the mapping's folder" in notes[0]
     f.write_text("state: [/joint_states]\nmsg_dirs: 3\n")
     with pytest.raises(ValueError, match="msg_dirs"):
         load_mapping(str(f))

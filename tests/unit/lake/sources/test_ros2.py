@@ -11,7 +11,7 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.ingest import IngestConfig, ingest
-from robolake.lake.media import decode_frame
+from robolake.lake.media import decode_row
 from robolake.lake.sources import SourceError, discover_readers
 from robolake.lake.sources.mapping import mapping_from_dict
 from robolake.lake.sources.rosbag import Ros2Reader, is_ros2_bag_dir, is_ros2_storage_file
@@ -61,10 +61,10 @@ def test_mcap_storage_raw_image_version_8_and_action_from_state(ray_session, tmp
     np.testing.assert_allclose(ep.action, exp["action"].astype(np.float32), atol=1e-6)
     assert ep.metadata["action_from_state"] is True
     (frames,) = list(reader.read_frames(ep))
-    assert (frames.camera, frames.encoding, frames.height, frames.width) == ("top", "jpeg", 24, 32)
+    assert (frames.camera, frames.encoding, frames.height, frames.width) == ("top", "ffv1;size=32x24", 24, 32)
     assert len(frames.images) == len(exp["ticks"])
     raw = np.frombuffer(rec.frames[exp["frame_index"][-1]], np.uint8).reshape(24, 32, 3)
-    assert np.abs(decode_frame(frames.images[-1]).astype(int) - raw).max() <= 8  # rgb8 encoded once as JPEG
+    np.testing.assert_array_equal(decode_row(frames.images[-1], frames.encoding), raw)  # rgb8 kept losslessly
     res = ingest(str(tmp_path / "src"), str(tmp_path / "lake"))
     assert (res.ingested, res.quarantined) == (1, 0)
     assert '"action_from_state": true' in Lake.open(str(tmp_path / "lake")).episodes().to_pylist()[0]["metadata"]
