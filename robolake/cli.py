@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     previous_sigterm = _catch_sigterm()
     try:
         if args.command not in _NO_RAY_COMMANDS:
+            if not args.debug:  # Ray's C++ handler answers SIGTERM with a stack dump and an abort; ours says one line
+                os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
             quiet_ray()  # imports Ray (seconds): inside the handler, so Ctrl-C here is one line too
         rc = int(args.fn(args))
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit

@@ -271,4 +271,5 @@ def baseline_loader(
         collate_fn=PaddedCollate(dataset.spec, pad=pad),
         multiprocessing_context="forkserver" if num_workers else None,
         prefetch_factor=2 if num_workers else None,
+        persistent_workers=num_workers > 0,  # LeRobot's training default: workers start once per run
     )

@@ -83,18 +83,27 @@ def cpu_seconds(pid: int | None = None) -> float:
     fork server. Time of a descendant that exited but whose parent has not reaped it yet is
     missed until it is.
     """
-    import psutil
+    return _own_seconds(pid) + _descendant_seconds(pid)
 
+
+def _own_seconds(pid: int | None) -> float:
+    """The process's own CPU time plus its reaped children's."""
     if pid is None:
         own = resource.getrusage(resource.RUSAGE_SELF)
         done = resource.getrusage(resource.RUSAGE_CHILDREN)
-        total = own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
-        root = psutil.Process()
-    else:
-        root = psutil.Process(pid)
-        t = root.cpu_times()
-        total = t.user + t.system + t.children_user + t.children_system
-    for child in root.children(recursive=True):
+        return float(own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime)
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return float(t.user + t.system + t.children_user + t.children_system)
+
+
+def _descendant_seconds(pid: int | None) -> float:
+    """CPU time of the process's live descendants (each with its own reaped children)."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process(pid).children(recursive=True):
         try:
             t = child.cpu_times()
         except psutil.Error:  # exited between the listing and the read; its parent reaps it
@@ -120,20 +129,30 @@ class Stopwatch:
     Args:
         pid: The process whose tree is charged (default this process): a peer's subprocess when
             the work runs there while this process waits for its answer.
+        exclude: Live descendants whose own trees are not charged (this process's idle peer
+            subprocesses, while it measures its own work beside them).
     """
 
-    def __init__(self, pid: int | None = None) -> None:
+    def __init__(self, pid: int | None = None, exclude: Sequence[int] = ()) -> None:
         self.pid = pid
+        self.exclude = tuple(exclude)
         self.timing = Timing(0.0, 0.0)
 
+    def _others(self) -> float:
+        return _descendant_seconds(self.pid) - sum(cpu_seconds(p) for p in self.exclude)
+
+    # Reading the tree through /proc costs this process CPU time of its own: the walk runs
+    # before the own-time read on entry and after it on exit, so the block is not charged for it.
     def __enter__(self) -> Stopwatch:
-        self._cpu = cpu_seconds(self.pid)
+        others = self._others()
+        self._cpu = others + _own_seconds(self.pid)
         self._wall = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         wall = time.perf_counter() - self._wall
-        self.timing = Timing(wall_s=wall, cpu_s=cpu_seconds(self.pid) - self._cpu)
+        own = _own_seconds(self.pid)
+        self.timing = Timing(wall_s=wall, cpu_s=own + self._others() - self._cpu)
 
 
 def interleave(arms: Mapping[str, Callable[[], T]], *, repeats: int, warmup: int = 0) -> dict[str, list[T]]:

@@ -37,17 +37,12 @@ Usage: robolake bench load --json out.json [--quick]
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-
-import torch
 
 from robolake.bench._baseline import (  # noqa: E402
     PerSampleDataset,
@@ -197,27 +192,12 @@ def measure_dataset(data: Prepared, repeats: int = 3) -> dict[str, Any]:
 
 
 def lerobot_dataset_check() -> dict[str, Any]:
-    """Would `lerobot` install beside torch 2.13 without replacing torch? (pip --dry-run, no install)."""
-    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", "lerobot"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return {"measured": False, "reason": f"pip --dry-run could not run: {e}"}
-    if proc.returncode != 0:
-        return {"measured": False, "reason": "pip cannot resolve lerobot here: " + proc.stderr.strip()[-600:]}
-    try:
-        report = json.loads(proc.stdout[proc.stdout.find("{") :])
-    except json.JSONDecodeError:
-        return {"measured": False, "reason": "pip --dry-run gave no report: " + proc.stdout[-300:]}
-    installs = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report.get("install", [])}
-    if "torch" in installs:
-        return {
-            "measured": False,
-            "reason": f"installing lerobot {installs.get('lerobot')} would replace torch {torch.__version__} with torch "
-            f"{installs['torch']}; `per_sample_baseline` re-implements its read path instead (robolake/bench/_baseline.py)",
-            "would_install": {k: v for k, v in installs.items() if k in ("lerobot", "torch", "torchvision", "torchcodec", "av")},
-        }
-    return {"measured": False, "reason": "lerobot resolves beside this torch but is not installed in the venv; install it to measure", "would_install": installs}
+    """Where LeRobot's own `LeRobotDataset` is measured: not here (it cannot share this environment)."""
+    return {
+        "measured": False,
+        "reason": "LeRobot pins its own torch and needs Python >= 3.12; `robolake bench peers` measures its "
+        "LeRobotDataset in an environment of its own, on the same data (robolake/bench/peers.py)",
+    }
 
 
 def _synthetic(work: str, quick: bool) -> str:

@@ -1,22 +1,23 @@
-"""Scale and storage: media layouts against the source mp4, flat ingest cost, bounded plan memory,
-lake/shard sizes, and a run on a three-node Ray cluster.
+"""Scale and storage: frame layouts against the source video, flat ingest cost, bounded plan
+memory, lake/shard sizes, and a run on a three-node Ray cluster.
 
-- `media`: every candidate layout encoded from the source's own decode, in the same run: bytes per
-  frame (and over the source mp4 bytes), PSNR against the source decode, and the codec's decode
-  time with the frame in memory; then the lake's layouts as ingested (per-frame JPEG, the
-  default, and key-referenced h264, `--video-frames h264`): lake media bytes over source video
-  bytes, PSNR of the lake's frames, and random frames read from the lake
-  (`FrameReader.read_many`, 64 independent random frames a call, and one a call) against mp4
-  seek-and-decode from the source, 3 paired runs, median ratio and range. On the synthetic data
-  and, where ../shared is present, the real GR00T dataset.
+- `media_layouts` (`bench.media`): per layout (the record, its h264 access copy, `--frames
+  jpeg`, `--frames h264`) and per data set (synthetic h264, synthetic AV1 LeRobot v3.0, the real
+  GR00T data where ../shared is present, any `--data PATH`): lake bytes over the source's video
+  bytes, bit-exactness and PSNR against the source decode (every frame), random frames one a
+  call and 64 a call against mp4 seek-and-decode (3 paired runs, median and range), and pack
+  seconds. `media` is the default layout's (the record's) share of it; without `--quick` it
+  also holds issue 15's per-frame codec candidates (`candidates`).
 - `ingest_seconds`: 20 successive ingests of equally sized datasets into one lake.
 - `plan_peak_rss_mb`: peak RSS of a fresh driver process planning a simulated sample index of
   1M, 10M and 100M samples (per-range plans on Ray tasks), next to planning it all on the
   driver (1M, 10M) as before.
-- `sizes`: shard bytes over lake media bytes, packed at the lake's frame size and as a
-  training rendition (`--image-size`).
+- `sizes`: shard bytes over lake media bytes (the JPEG lake), packed at the lake's frame size
+  and as a training rendition (`--image-size`).
 - `multi_node`: ingest + pack on `ray.cluster_utils.Cluster` (head + two workers, each with its
   own resources), nodes that ran tasks, and whether lake and shards equal a one-node run's.
+
+`--sections media` runs the layouts alone (with `--quick`, a few minutes).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ import numpy as np
 from robolake.bench._common import machine, print_table, write_json
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "gr00t_pick_n_place")
-LAYOUT = "per-frame JPEG q80 (default); key-referenced h264 GOP 16 with --video-frames h264 (see robolake.lake.media)"
+LAYOUT = ("record (default): the source video's own packets, bit-exact; opt-in lossy --frames jpeg (q80) and --frames h264 "
+          "(key-referenced GOP 16); a derived h264 access copy (see robolake.lake.media)")
 
 
 def _shared() -> str | None:
@@ -215,62 +217,6 @@ def random_frame_access(src: str, lake: Any, n: int, seed: int = 0, batch: int =
     src_s = time.perf_counter() - t0
     return {"lake_per_s": n / batch_s, "lake_one_per_call_per_s": n / single_s, "source_per_s": n / src_s,
             "speedup": src_s / batch_s, "speedup_one_per_call": src_s / single_s, "take_floor_speedup": src_s / take_s}
-
-
-def _lake_media(src: str, lake_uri: str, reads: int, video_frames: str) -> dict[str, Any]:
-    """One layout as ingested: sizes, PSNR against the source decode, random access."""
-    from robolake.lake import Lake
-    from robolake.lake.ingest import IngestConfig, ingest
-    from robolake.lake.sources import discover_readers
-    from robolake.lake.sources.video import seek_frame
-
-    t0 = time.perf_counter()
-    ingest(src, lake_uri, IngestConfig(video_frames=video_frames))
-    ingest_s = time.perf_counter() - t0
-    lake = Lake.open(lake_uri)
-    _, src_bytes, _ = _source_episodes(src, decode=False)
-    media = lake.dataset("media")
-    lake_bytes = sum(len(b) for batch in media.to_batches(columns=["data"]) for b in batch.column("data").to_pylist())
-    encodings = sorted(set(media.to_table(columns=["encoding"])["encoding"].to_pylist()))
-    # PSNR of lake frames against the source's decode of the same frame.
-    readers = {r.root: r for r in discover_readers(src).readers}
-    refs = {(r.root, ref.episode_index): ref for r in readers.values() for ref in r.discover()}
-    eprows = lake.episodes(columns=["episode_id", "source_uri", "source_episode_index", "num_steps", "cameras"]).to_pylist()
-    rng = random.Random(1)
-    ps = []
-    frames = lake.frames()
-    for _ in range(60):
-        e = rng.choice(eprows)
-        t, cam = rng.randrange(e["num_steps"]), rng.choice(e["cameras"])
-        reader, ref = readers[e["source_uri"]], refs[(e["source_uri"], e["source_episode_index"])]
-        rate = float(getattr(reader, "fps", 20.0))
-        first = round((ref.get(f"from:{cam}") or 0.0) * rate)
-        want = seek_frame(os.path.join(reader.root, ref.get(f"video:{cam}")), t + first, rate)
-        ps.append(_psnr(frames.read(e["episode_id"], cam, t), want))
-    runs = [random_frame_access(src, lake, reads, seed=rep) for rep in range(3)]  # paired lake/mp4 runs: median, spread
-
-    def med(k: str) -> float:
-        return statistics.median(r[k] for r in runs)
-
-    return {
-        "video_frames": video_frames,
-        "encodings": encodings,
-        "frames": int(media.count_rows()),
-        "ingest_seconds": ingest_s,
-        "lake_media_bytes": lake_bytes,
-        "source_video_bytes": src_bytes,
-        "lake_bytes_over_source": lake_bytes / src_bytes,
-        "psnr_db": float(np.mean(ps)) if ps else None,
-        # random frames, 64 per FrameReader.read_many call (each frame drawn independently)
-        "random_access_speedup": med("speedup"),
-        "random_access_speedup_min_max": [min(r["speedup"] for r in runs), max(r["speedup"] for r in runs)],
-        "random_access_speedup_one_per_call": med("speedup_one_per_call"),
-        # mp4 seek over a bare single-row Lance take: what no layout read one frame a call can beat
-        "random_access_take_ceiling": med("take_floor_speedup"),
-        "lake_frames_per_s": med("lake_per_s"),
-        "lake_one_per_call_frames_per_s": med("lake_one_per_call_per_s"),
-        "mp4_frames_per_s": med("source_per_s"),
-    }
 
 
 def _sizes(lake_uri: str, work: str, image_size: int) -> dict[str, Any]:
@@ -470,58 +416,69 @@ def _multi_node(work: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------- run
 
 
-def run(quick: bool, work: str) -> dict[str, Any]:
+SECTIONS = ("media", "sizes", "ingest", "plan", "multi_node")
+
+
+def _media(work: str, quick: bool, data: dict[str, str]) -> dict[str, Any]:
+    """`media_layouts` (bench.media) and `media`: the default layout (the record) on each data set."""
+    from robolake.bench.media import media_layouts
+
+    layouts = media_layouts(os.path.join(work, "media"), quick=quick, data=data)
+    record = layouts["record"]
+    main = next((m for name, m in record.items() if name.startswith("real")), next(iter(record.values())))
+    media: dict[str, Any] = {"layout": LAYOUT, **record, "lake_bytes_over_source": main["lake_bytes_over_source"],
+                             "bit_exact": main["bit_exact"], "psnr_db": main["psnr_db"],
+                             "random_access_speedup": {n: m["speedup_64_per_call"]["median"] for n, m in record.items()},
+                             "random_access_speedup_one_per_call": {n: m["speedup_one_per_call"]["median"] for n, m in record.items()}}
+    if not quick:  # issue 15's per-frame candidates, encoded from the source's own decode
+        media["candidates"] = {}
+        for name, src in (("synthetic", os.path.join(work, "media", "synthetic-h264")), ("real", _shared())):
+            if src is not None:
+                eps, src_bytes, _ = _source_episodes(src)
+                media["candidates"][name] = _candidates(eps, src_bytes, 1000)
+                del eps
+    return {"media": media, "media_layouts": layouts}
+
+
+def run(quick: bool, work: str, sections: tuple[str, ...] = SECTIONS, data: dict[str, str] | None = None) -> dict[str, Any]:
     from robolake.ray_tasks import ensure_ray
-    from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
-    out: dict[str, Any] = {"machine": machine(), "quick": quick, "layout": LAYOUT}
-    # Plan memory first, each size in a fresh process (peak RSS is per process).
-    sizes = {"1M": 1_000_000, "10M": 10_000_000, "100M": 100_000_000}
-    plan: dict[str, Any] = {}
-    for name, n in sizes.items():
-        plan[name] = _child(["--child-plan", str(n), "--mode", "ranges", "--work", os.path.join(work, f"plan-{name}")])
-    driver = {name: _child(["--child-plan", str(n), "--mode", "driver", "--work", work]) for name, n in list(sizes.items())[:2]}
-    out["plan"] = {"ranges": plan, "all_on_driver": driver}
-    out["plan_peak_rss_mb"] = {k: v["peak_rss_mb"] for k, v in plan.items()}
-
+    out: dict[str, Any] = {"machine": machine(), "quick": quick, "layout": LAYOUT, "sections": list(sections)}
+    if "plan" in sections:  # plan memory first, each size in a fresh process (peak RSS is per process)
+        sizes = {"1M": 1_000_000, "10M": 10_000_000, "100M": 100_000_000}
+        plan: dict[str, Any] = {}
+        for name, n in sizes.items():
+            plan[name] = _child(["--child-plan", str(n), "--mode", "ranges", "--work", os.path.join(work, f"plan-{name}")])
+        driver = {name: _child(["--child-plan", str(n), "--mode", "driver", "--work", work]) for name, n in list(sizes.items())[:2]}
+        out["plan"] = {"ranges": plan, "all_on_driver": driver}
+        out["plan_peak_rss_mb"] = {k: v["peak_rss_mb"] for k, v in plan.items()}
     ensure_ray(num_cpus=2)
-    syn = os.path.join(work, "synthetic")
-    generate_synthetic(syn, SyntheticConfig(seed=0, episodes_per_embodiment=2 if quick else 6))
-    reads = 150 if quick else 1000
-    syn_eps, syn_bytes, _ = _source_episodes(syn)
-    media: dict[str, Any] = {"layout": LAYOUT, "synthetic": _lake_media(syn, os.path.join(work, "syn-lake"), reads, "jpeg")}
-    media["h264_option"] = {"synthetic": _lake_media(syn, os.path.join(work, "syn-lake-h264"), reads, "h264")}
-    media["candidates"] = {"synthetic": _candidates(syn_eps, syn_bytes, reads)}
-    real = _shared()
-    if real is not None:
-        real_eps, real_bytes, _ = _source_episodes(real)
-        media["candidates"]["real"] = _candidates(real_eps, real_bytes, reads)
-        del real_eps
-        media["real"] = _lake_media(real, os.path.join(work, "real-lake"), reads, "jpeg")
-        media["h264_option"]["real"] = _lake_media(real, os.path.join(work, "real-lake-h264"), reads, "h264")
-    main = media.get("real", media["synthetic"])
-    media["lake_bytes_over_source"] = main["lake_bytes_over_source"]
-    media["psnr_db"] = main["psnr_db"]
-    media["random_access_speedup"] = {"synthetic": media["synthetic"]["random_access_speedup"],
-                                      "real": media["real"]["random_access_speedup"] if real else None}
-    out["media"] = media
-
-    out["sizes"] = {"synthetic": _sizes(os.path.join(work, "syn-lake"), work, 32)}
-    if real is not None:
-        out["sizes"]["real"] = _sizes(os.path.join(work, "real-lake"), work, 96)
-
-    series = _ingest_series(work, 20)
-    out["ingest_seconds"] = series
-    out["ingest_20_over_2"] = series[19] / series[1]
-    out["ingest_20_over_median_2_5"] = series[19] / statistics.median(series[1:5])
-    out["multi_node"] = _multi_node(work)
+    if "media" in sections or "sizes" in sections:
+        out.update(_media(work, quick, data or {}))
+    if "sizes" in sections:
+        first = next(iter(out["media_layouts"]["record"]))
+        out["sizes"] = {first: _sizes(os.path.join(work, "media", "set-0", "lake-jpeg"), work, 32)}
+        real = [i for i, n in enumerate(out["media_layouts"]["record"]) if n.startswith("real")]
+        if real:
+            out["sizes"]["real"] = _sizes(os.path.join(work, "media", f"set-{real[0]}", "lake-jpeg"), work, 96)
+    if "ingest" in sections:
+        series = _ingest_series(work, 20)
+        out["ingest_seconds"] = series
+        out["ingest_20_over_2"] = series[19] / series[1]
+        out["ingest_20_over_median_2_5"] = series[19] / statistics.median(series[1:5])
+    if "multi_node" in sections:
+        out["multi_node"] = _multi_node(work)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", help="where to write the results")
-    p.add_argument("--quick", action="store_true", help="fewer reads and smaller data (a few minutes)")
+    p.add_argument("--quick", action="store_true", help="fewer reads and smaller data (a few minutes with --sections media)")
+    p.add_argument("--sections", default=",".join(SECTIONS),
+                   help=f"comma-separated parts to run, of {', '.join(SECTIONS)} (default: all)")
+    p.add_argument("--data", action="append", default=[], metavar="PATH",
+                   help="another source data set for media_layouts (repeatable), e.g. an AV1 LeRobot dataset")
     p.add_argument("--work", default=None, help="scratch directory (default: a new temporary one)")
     p.add_argument("--child-plan", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="ranges", help=argparse.SUPPRESS)
@@ -540,43 +497,46 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.json:
         p.error("--json PATH is required")
+    sections = tuple(s.strip() for s in args.sections.split(",") if s.strip())
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        p.error(f"--sections: unknown {unknown}; choose from {', '.join(SECTIONS)}")
+    for d in args.data:
+        if not os.path.isdir(d):
+            p.error(f"--data {d}: no such directory")
+    data = {f"--data {os.path.basename(os.path.normpath(d))}": os.path.abspath(d) for d in args.data}
     work = args.work or tempfile.mkdtemp(prefix="robolake-bench-scale-")
-    res = run(args.quick, work)
-    m = res["media"]
-    rows: list[tuple[str, Any]] = [("layout", m["layout"])]
-    for where in ("synthetic", "real"):
-        for name, d in ((where, m.get(where)), (f"{where} --video-frames h264", m["h264_option"].get(where))):
-            if d is None:
-                continue
-            lo, hi = d["random_access_speedup_min_max"]
-            rows += [(f"{name}: lake media / source video bytes", d["lake_bytes_over_source"]),
-                     (f"{name}: PSNR vs source decode, dB", d["psnr_db"] if d["psnr_db"] is not None else "n/a"),
-                     (f"{name}: random frames/s lake (64 a call / 1 a call)",
-                      f"{d['lake_frames_per_s']:,.0f} / {d['lake_one_per_call_frames_per_s']:,.0f}"),
-                     (f"{name}: random frames/s mp4 seek", d["mp4_frames_per_s"]),
-                     (f"{name}: random access speedup, 64 a call (median, range)", f"{d['random_access_speedup']:.1f} ({lo:.1f}-{hi:.1f})"),
-                     (f"{name}: random access speedup, 1 a call", d["random_access_speedup_one_per_call"]),
-                     (f"{name}: ceiling at 1 a call (mp4 seek / bare Lance take)", d["random_access_take_ceiling"]),
-                     (f"{name}: ingest seconds", d["ingest_seconds"])]
-    for where, cands in m["candidates"].items():
+    res = run(args.quick, work, sections, data)
+    write_json(args.json, res)
+    print_table("robolake bench scale", _rows(res))
+    return 0
+
+
+def _rows(res: dict[str, Any]) -> list[tuple[str, Any]]:
+    from robolake.bench.media import table_rows
+
+    rows: list[tuple[str, Any]] = [("default layout", res["layout"])]
+    if "media_layouts" in res:
+        rows += table_rows(res["media_layouts"])
+    for where, cands in res.get("media", {}).get("candidates", {}).items():
         for c in cands:
             rows.append((f"{where} candidate {c['layout']}: x source / dB / decode ms",
                          f"{c['over_source']:.2f} / {c['psnr_db']:.1f} / {c['decode_ms']:.2f}"))
-    for where, s in res["sizes"].items():
+    for where, s in res.get("sizes", {}).items():
         rows += [(f"{where}: shards/lake media at lake size", s["shards_over_lake_media_full"]),
                  (f"{where}: shards/lake media at {s['rendition_size']} px", s["shards_over_lake_media_rendition"])]
-    rows += [("ingest 1..20 seconds", " ".join(f"{x:.2f}" for x in res["ingest_seconds"])),
-             ("ingest 20th / 2nd", res["ingest_20_over_2"]),
-             ("ingest 20th / median(2nd..5th)", res["ingest_20_over_median_2_5"])]
-    for k, v in res["plan"]["ranges"].items():
+    if "ingest_seconds" in res:
+        rows += [("ingest 1..20 seconds", " ".join(f"{x:.2f}" for x in res["ingest_seconds"])),
+                 ("ingest 20th / 2nd", res["ingest_20_over_2"]),
+                 ("ingest 20th / median(2nd..5th)", res["ingest_20_over_median_2_5"])]
+    for k, v in res.get("plan", {}).get("ranges", {}).items():
         rows.append((f"plan peak RSS MB, {k} samples (ranges on Ray)", v["peak_rss_mb"]))
-    for k, v in res["plan"]["all_on_driver"].items():
+    for k, v in res.get("plan", {}).get("all_on_driver", {}).items():
         rows.append((f"plan peak RSS MB, {k} samples (all on driver)", v["peak_rss_mb"]))
-    rows += [("multi-node: nodes used", res["multi_node"]["nodes_used"]),
-             ("multi-node: identical to one node", str(res["multi_node"]["identical_to_single_node"]))]
-    print_table("robolake bench scale", rows)
-    write_json(args.json, res)
-    return 0
+    if "multi_node" in res:
+        rows += [("multi-node: nodes used", res["multi_node"]["nodes_used"]),
+                 ("multi-node: identical to one node", str(res["multi_node"]["identical_to_single_node"]))]
+    return rows
 
 
 if __name__ == "__main__":

@@ -274,3 +274,23 @@ def open_lake_at(uri: str, args: argparse.Namespace, version: int | None = None)
     from robolake.lake import Lake
 
     return Lake.open(uri, version=version, tag=tag_of(args))
+
+
+def add_storage_option_argument(p: argparse.ArgumentParser) -> None:
+    """`--storage-option KEY=VALUE` (repeatable): Lance/fsspec options for an object-store URI."""
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="Lance/fsspec option for an object-store lake, e.g. aws_endpoint=http://127.0.0.1:9000 "
+                        "(repeatable; values are never printed)")  # fmt: skip
+
+
+def storage_options_of(args: argparse.Namespace) -> dict[str, str] | None:
+    """The `--storage-option` pairs as a dict (None when none); a malformed pair is named by its key only,
+    since its value may be a credential."""
+    out = {}
+    for pair in args.storage_option:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError("--storage-option must be KEY=VALUE, e.g. aws_region=us-east-1 (got one without '=' or key)")
+        out[key] = value
+    return out or None
+

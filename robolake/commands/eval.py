@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--sim", default="metaworld", choices=["metaworld"], help="simulator suite")
     s.add_argument("--tasks", default=None, help="comma-separated task names (default: reach,push,pick-place,drawer-open,button-press)")
-    s.add_argument("--checkpoint", required=True, help="a training run directory, its checkpoints/ directory, or a step_*.pt file")
+    s.add_argument("--checkpoint", required=True, help="a training run directory, its checkpoints/ directory, or one step_N checkpoint")
     s.add_argument("--episodes", type=int, default=10, help="episodes per task (default 10)")
     s.add_argument("--replan", type=int, default=4, help="actions of each 16-step chunk executed before asking the policy again (default 4)")
     s.add_argument("--noise-scale", type=float, default=0.0,

@@ -20,8 +20,8 @@ from typing import Any
 
 __all__ = ["register", "run", "format_report", "inspect_units"]
 
-_COLUMNS = ("type", "encoding", "count", "rate_hz", "header_rate_hz", "shape", "start_s", "end_s", "shared_stamps", "groups",
-            "camera", "role")
+_COLUMNS = ("type", "encoding", "count", "rate_hz", "header_rate_hz", "shape", "start_s", "end_s", "shared_stamps",
+            "distinct_stamps_hz", "groups", "camera", "role")
 _NOT_HEAD = {"path", "ingest", "suggested_mapping", "notes", "error", "contents"}
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from robolake.commands.common import add_storage_option_argument, storage_options_of
+
 __all__ = ["register", "run"]
 
 
@@ -20,26 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run", help="a run directory, its checkpoints/ directory, or one checkpoint")
-    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="Lance/fsspec option for an object-store lake or pack output (repeatable; never printed)")  # fmt: skip
+    add_storage_option_argument(p)
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
     p.set_defaults(fn=run)
-
-
-def _storage_options(pairs: list[str]) -> dict[str, str] | None:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError("--storage-option must be KEY=VALUE, e.g. aws_region=us-east-1 (got one without '=')")
-        out[key] = value
-    return out or None
 
 
 def run(args: argparse.Namespace) -> int:
     from robolake.training.lineage import trace_lineage
 
-    report = trace_lineage(args.run, storage_options=_storage_options(args.storage_option))
+    report = trace_lineage(args.run, storage_options=storage_options_of(args))
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robolake.commands.common import tag_of
+from robolake.commands.common import add_storage_option_argument, storage_options_of, tag_of
 
 __all__ = ["register", "run"]
 
@@ -20,21 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     at.add_argument("--split", default=None, choices=["train", "val", "test"], help="show this part of `robolake split` (default: all)")
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1; anything else exposes the lake)")
     p.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765; 0 picks a free one)")
-    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="an object-store option for Lance and fsspec (repeatable), e.g. aws_endpoint=http://127.0.0.1:9000")
+    add_storage_option_argument(p)
     p.add_argument("--rerun", default=None, metavar="OUT.rrd", help="write a Rerun recording of episodes to OUT.rrd and exit (default: serve the web viewer)")
     p.add_argument("--episodes", nargs="+", default=None, metavar="ID", help="with --rerun: these episodes (default: all)")
     p.set_defaults(fn=run)
-
-
-def _storage_options(pairs: list[str]) -> dict[str, str] | None:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--storage-option {pair!r} must be KEY=VALUE, e.g. aws_region=us-east-1")
-        out[key] = value
-    return out or None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.episodes is not None and args.rerun is None:
         raise ValueError("--episodes chooses what --rerun OUT.rrd exports; the web viewer shows every episode")
-    lake = Lake.open(args.lake, version=args.version, tag=tag_of(args), storage_options=_storage_options(args.storage_option))
+    lake = Lake.open(args.lake, version=args.version, tag=tag_of(args), storage_options=storage_options_of(args))
     if args.rerun is not None:
         from robolake.commands.common import tqdm_progress
         from robolake.view.rerun_export import export_rerun

@@ -37,7 +37,7 @@ import pyarrow as pa
 from robolake.lake.codecs import VIDEO_CRF, KeyframeEncoder
 from robolake.lake.media import load_streams
 from robolake.lake.query import sql_in
-from robolake.lake.record import StreamIndex, decode_runs
+from robolake.lake.record import StreamIndex, decode_runs, rgb
 from robolake.lake.tags import who
 from robolake.schemas.tables import schema_for_table
 
@@ -85,7 +85,7 @@ def access_rows(
             if size[0] % 2 or size[1] % 2:
                 return None
             enc = KeyframeEncoder(size[0], size[1], crf=crf)
-        data.append(enc.add(frame.to_ndarray(format="rgb24")))
+        data.append(enc.add(rgb(frame)))
     if enc is None or len(data) != n:
         raise RuntimeError(f"stream of {episode_id}/{camera} decoded {len(data)} of {n} frames")
     return pa.table({

@@ -36,7 +36,7 @@ from typing import Any, cast
 import numpy as np
 from PIL import Image
 
-from robolake.lake.record import is_record
+from robolake.lake.record import is_record, rgb
 from robolake.writers.video import CODECS, PIX_FMT
 
 __all__ = [
@@ -222,7 +222,7 @@ def decode_lossless(data: bytes, encoding: str) -> np.ndarray:
     frames = _ffv1(h, w, "r").decode(av.Packet(data))
     if not frames:
         raise ValueError("an FFV1 row did not decode to a frame (corrupt media row)")
-    return np.asarray(frames[-1].to_ndarray(format="rgb24"))
+    return rgb(frames[-1])
 
 
 def encode_raw(frame: np.ndarray, layout: str = "record") -> tuple[bytes, str]:
@@ -333,7 +333,7 @@ class _H264Decoder:
             last = got[-1] if got else last
         if last is None:
             raise ValueError("h264 packets did not decode to a frame (corrupt media row)")
-        return np.asarray(last.to_ndarray(format="rgb24"))
+        return rgb(last)
 
 
 def decode_row(data: bytes, encoding: str, key: bytes | None = None, size: tuple[int, int] | None = None) -> np.ndarray:

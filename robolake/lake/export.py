@@ -63,7 +63,7 @@ import pyarrow as pa
 from robolake.lake.lake import Lake
 from robolake.lake.media import decode_row, load_streams, video_gop
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
-from robolake.lake.record import StreamIndex, decode_runs
+from robolake.lake.record import StreamIndex, decode_runs, rgb
 from robolake.lake.sources.lerobot import embodiment_tag
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.writers.lerobot import LeRobotFeatures, LeRobotFiles, LeRobotWriter, safe_path_part
@@ -448,7 +448,7 @@ def _episode_frames(
 def _stream_frames(stream: StreamIndex, cells: list[bytes]) -> Iterator[np.ndarray]:
     """A recorded stream's frames, decoded in one sequential pass (each GOP once)."""
     for _, frame in decode_runs(stream, stream.runs(range(stream.num_steps)), cells.__getitem__):
-        yield frame.to_ndarray(format="rgb24")
+        yield rgb(frame)
 
 
 def _row_frames(cells: list[bytes], encodings: list[str], pool: ThreadPoolExecutor) -> Iterator[np.ndarray]:

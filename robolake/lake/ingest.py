@@ -69,6 +69,7 @@ from robolake.lake.transaction import (
 )
 from robolake.lake.versions import CommitConflictError, LakeVersion
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
+from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import schema_for_table
 
 __all__ = ["IngestConfig", "IngestResult", "ingest", "ensure_ray"]  # ensure_ray: re-exported from robolake.ray_tasks
@@ -701,7 +702,7 @@ def _commit(
         if to_record:
             tx.append_table("quarantine", pa.Table.from_pylist(to_record, schema=schema_for_table("quarantine")))
         if episode_rows:
-            _update_embodiments(tx, by_root, episode_rows, [res["stats"] for res in loaded])
+            _update_embodiments(tx, _landed_specs(by_root, episode_rows), episode_rows, [res["stats"] for res in loaded])
             for table in EPISODE_TABLES:
                 tx.create_index(table, "episode_id")
             if needs_compaction(tx):  # many small ingests: keep reads from opening thousands of files
@@ -753,18 +754,28 @@ def _new_quarantine(lake: Lake, rows: list[dict[str, Any]]) -> list[dict[str, An
     return [q for q in rows if (q["source_path"], q["source_episode_index"], q["reason"]) not in have]
 
 
+def _landed_specs(readers: dict[str, SourceReader], episode_rows: list[dict[str, Any]]) -> dict[str, EmbodimentSpec]:
+    """Each tag's spec from the first dataset (in the run's reader order) with an episode landing now:
+    the one `_check_embodiments` let set the width; a later reader of the tag was quarantined."""
+    landed = {e["source_uri"] for e in episode_rows}
+    specs: dict[str, EmbodimentSpec] = {}
+    for r in readers.values():
+        if r.root in landed and r.tag not in specs:
+            specs[r.tag] = r.spec()
+    return specs
+
+
 def _update_embodiments(
-    tx: Any, readers: dict[str, SourceReader], episode_rows: list[dict[str, Any]], partial_stats: list[dict[str, str]]
+    tx: Any, specs: dict[str, EmbodimentSpec], episode_rows: list[dict[str, Any]], partial_stats: list[dict[str, str]]
 ) -> None:
-    """Rewrite the (small) embodiments table: specs of new tags, statistics of touched ones with
-    this ingest's steps merged in.
+    """Rewrite the (small) embodiments table: specs of new tags (`specs`, by tag), statistics of
+    touched ones with this ingest's steps merged in.
 
     Only the new steps are read (by the workers that wrote them, as `partial_stats` in chunk
     order); the stored accumulators absorb them, so the cost of an ingest does not grow with the
     lake. A tag whose stored statistics predate the accumulators is recomputed from its steps once.
     """
     current = {r["embodiment"]: r for r in tx.dataset("embodiments").to_table().to_pylist()}
-    specs = {r.tag: r.spec() for r in readers.values()}
     new_episodes: dict[str, int] = {}
     for e in episode_rows:
         new_episodes[e["embodiment"]] = new_episodes.get(e["embodiment"], 0) + 1

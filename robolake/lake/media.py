@@ -20,27 +20,39 @@ elsewhere (`FrameReader(exact=True)` always reads the record). Training renditio
 
 Why not one layout for both jobs (issue 15's finding): intra-only coding costs 2-5x the bytes of
 inter-coded video at any quality worth training on, and inter coding needs a reference decode
-per frame. Per-frame JPEG q80, the format-1 default, was 5.2x the source's bytes at 34.4 dB on
+per frame. Per-frame JPEG q80, the format-1 default, was 5.2x the source's bytes at 34.2 dB on
 the real GR00T data.
 
-Measured (this machine: 2 shared, loaded cores; sizes and bit-exactness do not depend on load,
-timings do and are the lead's to re-measure; `robolake bench scale`):
+Measured (`robolake bench scale --quick --sections media`; every frame of every episode
+compared with decoding the source file with PyAV; reads are random frames against mp4
+seek-and-decode from the source, 3 paired runs, median (range), taken on a loaded shared 2-core
+machine: sizes and exactness do not depend on load, timings do):
 
-    data                 layout                       media bytes x source  exact / PSNR dB
-    real GR00T (h264)    record                       {GR00T_RECORD}
-    real GR00T (h264)    access copy h264 (derived)   {GR00T_ACCESS}
-    real GR00T (h264)    --frames jpeg                {GR00T_JPEG}
-    real GR00T (h264)    --frames h264                {GR00T_H264}
-    AV1 v3.0 synthetic   record                       {AV1_RECORD}
+    data                  layout                      bytes x source  fidelity            1 a call            64 a call
+    real GR00T (h264)     record (default)            1.004           bit-exact           1.77x (1.65-2.02)   5.55x (5.23-6.40)
+    real GR00T (h264)     access copy h264 (derived)  +0.584          37.5 dB (min 35.2)  17.8x (11.6-21.1)   66.1x (60.7-76.0)
+    real GR00T (h264)     --frames jpeg               5.158           34.2 dB (min 32.9)  23.0x (18.9-26.4)   139x (74-141)
+    real GR00T (h264)     --frames h264               0.584           37.5 dB (min 35.2)  20.0x (13.3-20.7)   61.7x (59.4-66.9)
+    synthetic AV1 v3.0    record                      1.054           bit-exact           1.08x (0.92-1.21)   4.11x (3.40-4.22)
+    synthetic h264 64 px  record                      1.020           bit-exact           1.67x (1.43-1.77)   4.53x (4.25-4.72)
+
+The record's packets alone are 0.91-0.99x the source's video bytes; the rest is its index, 21
+bytes a packet (step, pts, dts, keyframe), which on the 128 px synthetic AV1 (about 260 bytes a
+packet) is 8% of the bytes: camera-sized packets keep it under 1%. `pack` at 64 px took 4.7 s
+from the record against 2.0 s from the JPEG lake on the GR00T data (decoding h264 costs more
+than a JPEG decoded at 1/4 scale in the DCT domain), 5.1 s with the access copy.
 
 Reads. `FrameReader.read_many` takes every row it needs in one Lance take, groups the requested
 frames of a recorded stream into decode runs (`StreamIndex.runs`: one pass per GOP however many
 of its frames are wanted, non-reference pictures skipped), and decodes packets already in
 memory: no container open, no demux, no seek. On the GR00T data (250-frame GOPs) a random frame
 from the record still costs a decode from its keyframe, about what an mp4 seek costs less the
-container work, which is why the access copy exists. `pack` and `LakeStream` decode each
-recorded episode-camera sequentially once (`packers.materialize`). A single-row Lance take
-costs 0.3-0.5 ms whatever the bytes, so everything reads many rows per take.
+container work and the non-reference pictures (1.8x), which is why the access copy exists.
+Decoded frames become RGB through one swscale context per thread (`record.rgb`): PyAV's
+`to_ndarray` builds one per frame, which cost more than the decode on these frames. `pack` and
+`LakeStream` decode each recorded episode-camera sequentially once per worker process
+(`packers.materialize`). A single-row Lance take costs 0.3-0.5 ms whatever the bytes, so
+everything reads many rows per take.
 """
 
 from __future__ import annotations
@@ -73,7 +85,7 @@ from robolake.lake.codecs import (
 )
 from robolake.lake.offsets import row_offsets
 from robolake.lake.query import sql_in, sql_quote
-from robolake.lake.record import StreamIndex, decode_runs
+from robolake.lake.record import StreamIndex, decode_runs, rgb
 
 if TYPE_CHECKING:
     from robolake.lake.lake import Lake
@@ -186,7 +198,7 @@ def record_images(
     index: StreamIndex, steps: Sequence[int], packet: Callable[[int], bytes], render: Callable[[np.ndarray], Any]
 ) -> dict[int, Any]:
     """step -> render(RGB frame) of `steps` of a recorded stream, each GOP decoded once."""
-    return {s: render(frame.to_ndarray(format="rgb24")) for s, frame in decode_runs(index, index.runs(steps), packet)}
+    return {s: render(rgb(frame)) for s, frame in decode_runs(index, index.runs(steps), packet)}
 
 
 class FrameReader:
@@ -320,7 +332,7 @@ class FrameReader:
         data = self._ds.take([offs[j] for j in order], columns=["data"])["data"].to_pylist() if offs else []
         packets = {need[j]: data[n] for n, j in enumerate(order.tolist())}
         for sk, runs in plans.items():
-            frames = {s: resize_rgb(f.to_ndarray(format="rgb24"), size) for s, f in
+            frames = {s: resize_rgb(rgb(f), size) for s, f in
                       decode_runs(self._streams[sk], runs, lambda s, sk=sk: packets[(sk[0], sk[1], s)])}  # type: ignore[misc]
             for i in groups[sk]:
                 out[i] = frames[keys[i][2]]

@@ -53,6 +53,7 @@ __all__ = [
     "decode_runs",
     "is_record",
     "record_encoding",
+    "rgb",
 ]
 
 NOPTS = int(np.iinfo(np.int64).min)  # a packet without a decode time stamp (pts is always present)
@@ -274,6 +275,21 @@ def _decoder(index: StreamIndex) -> Any:
             cache.pop(next(iter(cache)))
     cache[key] = ctx  # most recently used last
     return ctx
+
+
+def rgb(frame: Any) -> np.ndarray:
+    """RGB uint8 [H, W, 3] of a decoded `av.VideoFrame`: exactly `frame.to_ndarray(format="rgb24")`.
+
+    Through one reformatter per thread: `VideoFrame.to_ndarray` builds a fresh swscale context
+    for every frame, which costs more than decoding a small frame (measured on the GR00T data:
+    decode plus conversion 0.65 ms a frame this way, 1.6 ms the other).
+    """
+    rf = getattr(_local, "reformatter", None)
+    if rf is None:
+        from av.video.reformatter import VideoReformatter
+
+        rf = _local.reformatter = VideoReformatter()
+    return np.asarray(rf.reformat(frame, format="rgb24").to_ndarray())
 
 
 def decode_runs(

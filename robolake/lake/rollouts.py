@@ -267,17 +267,6 @@ def _prepare(e: RolloutEpisode, origin: RolloutOrigin, index: int) -> _Prepared:
     return _Prepared(row, steps, pa.Table.from_pydict(cols, schema=schema_for_table("media")), digest)
 
 
-class _SpecOnly:
-    """What ingest's embodiment update asks of a reader: the tag and its spec."""
-
-    def __init__(self, spec: EmbodimentSpec) -> None:
-        self.tag = spec.tag
-        self._spec = spec
-
-    def spec(self) -> EmbodimentSpec:
-        return self._spec
-
-
 def _check_spec(lake: Lake, episodes: Sequence[RolloutEpisode], spec: EmbodimentSpec | None) -> dict[str, EmbodimentSpec]:
     """The spec of every embodiment the rollouts use: the lake's (checked), else `spec`."""
     have = lake.embodiments()
@@ -353,8 +342,7 @@ def write_rollouts(
                 tx.append_table("media", pa.concat_tables([p.media for p in todo]))
                 tx.append_table("steps", steps)
                 tx.append_table("episodes", pa.Table.from_pylist(rows, schema=schema_for_table("episodes")))
-                readers: Any = {tag: _SpecOnly(s) for tag, s in specs.items()}
-                _update_embodiments(tx, readers, rows, [stats])
+                _update_embodiments(tx, specs, rows, [stats])
                 for table in ("episodes", "steps", "media"):
                     tx.create_index(table, "episode_id")
                 summary: dict[str, Any] = {"source": "rollout", "producer": origin.producer, "run": origin.run,

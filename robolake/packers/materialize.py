@@ -9,20 +9,31 @@ of a camera with an access copy taken from it. With `spec.image_size` set, each 
 as a training rendition at the model's input size: the resize happens once here instead of in
 the loader on every epoch, and the shards hold small frames.
 
-Recorded videos (`lake.record`) are decoded sequentially, each episode-camera once: the first
-call that needs a frame of one decodes the whole stream in one pass (each GOP once) and keeps
-the JPEG of every sample step in a per-process cache (`RecordFrameCache`, bounded by bytes, least
-recently used out first). Packed sequences mix episodes at random, so decoding only the frames a
-call asks for would decode each GOP again in every call that touches it; a pass over the stream
-costs no more than one such call. A cache too small for the lake stays correct and only decodes
-again; each Ray worker process has its own.
+Recorded videos (`lake.record`) are decoded sequentially, each episode-camera once. `pack` does
+it in a stage of its own before the write stage (`pipeline.py`): one task per group of
+episode-cameras decodes each whole stream in one pass (`render_stream`: each GOP once) and writes
+the rendition of every sample step to a scratch table under the pack output, which the write
+stage then takes by offset (`rendered_*`). Packed sequences mix episodes at random, so a write
+task that decoded what its sequences need would decode a GOP again in every task that touches
+it, and every worker process would decode every stream. The renditions are the bytes the write
+stage would have made itself (same decode, same `render_rgb`), so the shards do not change.
+
+Without a scratch table (the lake stream), the first call that needs a frame of a stream decodes
+the whole stream and keeps the JPEG of every sample step in a per-process cache
+(`RecordFrameCache`, bounded by bytes, least recently used out first); a pass over the stream
+costs no more than one call that decodes only its own frames. A cache too small for the lake
+stays correct and only decodes again.
+
+`counted_decodes()` counts the stream decodes made inside it: pack's stages report theirs, so
+that the tests can check that each stream is decoded once in the whole pack.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import lance
@@ -31,13 +42,14 @@ import pyarrow as pa
 
 from robolake.lake.codecs import render_rgb
 from robolake.lake.media import MEDIA_ROW_COLUMNS, load_streams, record_images, standalone_images
+from robolake.lake.record import StreamIndex
 from robolake.lake.stats import NormStats
 from robolake.packers.samples import SampleIndex
 from robolake.packers.spec import PackSpec
 from robolake.schemas.packed import packed_schema
 from robolake.schemas.varlen import cu_seqlens_from_lengths
 
-__all__ = ["RECORD_CACHE_BYTES", "RecordFrameCache", "SequenceMaterializer"]
+__all__ = ["RECORD_CACHE_BYTES", "RENDITION_SCHEMA", "RecordFrameCache", "SequenceMaterializer", "counted_decodes"]
 
 RECORD_CACHE_BYTES = 1 << 30  # renditions of recorded frames kept per process
 
@@ -75,6 +87,20 @@ class RecordFrameCache:
 
 
 _CACHE = RecordFrameCache()
+RENDITION_SCHEMA = pa.schema([pa.field("data", pa.binary(), nullable=False)])  # pack's scratch table of renditions
+_local = threading.local()
+
+
+@contextmanager
+def counted_decodes() -> Iterator[Counter[tuple[str, str]]]:
+    """Counts (episode_id, camera) -> whole-stream decodes (`render_stream`) this thread makes
+    inside the block: what pack's stages report. Nothing is counted outside one."""
+    passes: Counter[tuple[str, str]] = Counter()
+    outer, _local.passes = getattr(_local, "passes", None), passes
+    try:
+        yield passes
+    finally:
+        _local.passes = outer
 
 
 def _take(ds: lance.LanceDataset, offsets: np.ndarray, columns: list[str]) -> tuple[pa.Table, np.ndarray]:
@@ -101,6 +127,10 @@ class SequenceMaterializer:
         media_uri: The lake's media table, and its Lance version.
         streams_uri: The lake's streams table (recorded videos) and its version; None: none.
         access_uri: The lake's access-copy table and its version; None: none.
+        rendered_uri: `pack`'s scratch table of renditions of recorded streams and its version;
+            None: recorded frames are decoded here (through the per-process cache).
+        rendered_offset: int64 [E, max_cameras]: row of step 0 of each episode-camera in the
+            scratch table (one row per sample step), -1 where it has none.
         stats: Normalisation statistics per embodiment tag.
         storage_options: Lance storage options.
     """
@@ -117,6 +147,9 @@ class SequenceMaterializer:
     streams_version: int | None = None
     access_uri: str | None = None
     access_version: int | None = None
+    rendered_uri: str | None = None
+    rendered_version: int | None = None
+    rendered_offset: np.ndarray | None = None
 
     def _open(self, uri: str | None, version: int | None) -> lance.LanceDataset | None:
         return None if uri is None else lance.dataset(uri, version=version, storage_options=self.storage_options)
@@ -138,12 +171,58 @@ class SequenceMaterializer:
             images = standalone_images(ds, uniq, rows, size)
             for i, j in zip(np.flatnonzero(mask).tolist(), inv.tolist(), strict=True):
                 out[i] = images[j]
+        if recorded.any() and self.rendered_offset is not None:
+            rendered = recorded & (self.rendered_offset[ep, cam] >= 0)
+            self._rendered(ep, cam, t, rendered, out)
+            recorded &= ~rendered
         if recorded.any():
             self._recorded(media, ep, cam, t, recorded, out)
         if any(o is None for o in out):
             raise ValueError("a frame of a recorded camera has no access copy table or streams table to decode it; "
                              "build the materializer with packers.pipeline.materializer_for(lake, ...)")
         return [o for o in out if o is not None]
+
+    def _rendered(self, ep: np.ndarray, cam: np.ndarray, t: np.ndarray, mask: np.ndarray, out: list[bytes | None]) -> None:
+        """Frames of recorded streams from pack's scratch table of renditions (one take)."""
+        if not mask.any() or self.rendered_offset is None:
+            return
+        stride = int(self.index.step_stride)
+        ts = t[mask]
+        if (ts % stride).any():  # samples sit on the stride grid, which is what the table holds
+            raise ValueError(f"step {int(ts[(ts % stride) != 0][0])} is not a sample step of stride {stride}")
+        offs = self.rendered_offset[ep[mask], cam[mask]] + ts // stride
+        uniq, inv = np.unique(offs, return_inverse=True)
+        ds = self._open(self.rendered_uri, self.rendered_version)
+        if ds is None:
+            raise ValueError("the materializer has rendered offsets but no rendered table; set rendered_uri too")
+        data = ds.take(uniq.tolist(), columns=["data"])["data"].to_pylist()
+        for i, j in zip(np.flatnonzero(mask).tolist(), inv.tolist(), strict=True):
+            out[i] = data[j]
+
+    def render_stream(self, media: lance.LanceDataset, streams: dict[tuple[str, str], StreamIndex], e: int, c: int) -> list[bytes]:
+        """The rendition of every sample step (0, stride, 2 * stride, ...) of camera `c` of episode
+        row `e`, in step order: one pass over its recorded stream, counted by `counted_decodes`.
+
+        Args:
+            media: The lake's media table.
+            streams: From `lake.media.load_streams` for this episode.
+            e: Episode row of the index.
+            c: Camera index.
+        """
+        idx, size, stride = self.index, self.spec.image_size, int(self.index.step_stride)
+        eid, camera = str(idx.episodes["episode_id"][e].as_py()), str(idx.episodes["cameras"][e][c].as_py())
+        stream = streams.get((eid, camera))
+        if stream is None:
+            raise ValueError(f"episode {eid} camera {camera} is a recorded video but the streams table has no row "
+                             "for it; run `robolake check`")
+        base, n = int(idx.media_offset[e, c]), int(idx.episodes["num_steps"][e].as_py())
+        data = media.take(list(range(base, base + n)), columns=["data"])["data"].to_pylist()
+        steps = range(0, n, stride)
+        frames = record_images(stream, steps, data.__getitem__, lambda rgb: render_rgb(rgb, size))
+        passes = getattr(_local, "passes", None)
+        if passes is not None:
+            passes[(eid, camera)] += 1
+        return [frames[s] for s in steps]
 
     def _recorded(self, media: lance.LanceDataset, ep: np.ndarray, cam: np.ndarray, t: np.ndarray,
                   mask: np.ndarray, out: list[bytes | None]) -> None:
@@ -162,15 +241,9 @@ class SequenceMaterializer:
                 got[(e, c)] = hit
         if missing:
             streams = load_streams(self._open(self.streams_uri, self.streams_version), [k[2] for _, _, k in missing])
-            num_steps = idx.episodes["num_steps"].to_numpy()
             for e, c, key in missing:
-                stream = streams.get((str(key[2]), str(key[3])))
-                if stream is None:
-                    raise ValueError(f"episode {key[2]} camera {key[3]} is a recorded video but the streams table has no row "
-                                     "for it; run `robolake check`")
-                base, n = int(idx.media_offset[e, c]), int(num_steps[e])
-                data = media.take(list(range(base, base + n)), columns=["data"])["data"].to_pylist()
-                frames = record_images(stream, range(0, n, stride), data.__getitem__, lambda rgb: render_rgb(rgb, size))
+                frames = dict(zip(range(0, int(idx.episodes["num_steps"][e].as_py()), stride),
+                                  self.render_stream(media, streams, e, c), strict=True))
                 _CACHE.put(key, frames)
                 got[(e, c)] = frames
         for i in np.flatnonzero(mask).tolist():

@@ -10,10 +10,15 @@ The flow is sample index -> plan -> materialise -> write:
    shuffled with the seed, so that equal-length neighbours (consecutive steps of one episode)
    spread over many sequences, then packed with the chosen algorithm (`binpack.py`), and the
    sequences are shuffled again, because best-fit emits them ordered by size.
-3. Ray Data maps over groups of sequences: each task gathers its rows with Lance `take`,
-   builds `PackedRow`s (`materialize.py`) and writes them as Lance fragments of
-   `<out>/shards.lance`.
-4. The driver appends all fragments in plan order with one commit and then writes
+3. Recorded videos (the lake's record layout) are decoded in a stage of their own: Ray Data
+   maps over groups of episode-cameras, each task decodes whole streams in one pass and writes
+   the rendition of every sample step to a scratch table `<out>/_renditions.lance`, so each
+   stream is decoded once in the whole pack (`materialize.py` says why). Only the episodes the
+   plan packs are decoded, and the scratch table is removed once the shards are committed.
+4. Ray Data maps over groups of sequences: each task gathers its rows with Lance `take`
+   (recorded frames from the scratch table), builds `PackedRow`s (`materialize.py`) and writes
+   them as Lance fragments of `<out>/shards.lance`.
+5. The driver appends all fragments in plan order with one commit and then writes
    `<out>/manifest.json`, which marks the output complete.
 
 Same lake version + spec + seed => the same plan, the same rows in the same order.
@@ -32,8 +37,10 @@ across ranges every epoch. With a mixture, each range draws its part of every gl
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +49,7 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.lake.lake import Lake
+from robolake.lake.media import load_streams
 from robolake.lake.storage import exists, filesystem, join_uri, normalize_uri
 from robolake.lake.transaction import (
     commit_fragments,
@@ -51,7 +59,7 @@ from robolake.lake.transaction import (
 )
 from robolake.packers.binpack import OnOversize, best_fit_decreasing, first_fit_decreasing
 from robolake.packers.manifest import MANIFEST_NAME, SHARDS_NAME, PackManifest, write_manifest
-from robolake.packers.materialize import SequenceMaterializer
+from robolake.packers.materialize import RENDITION_SCHEMA, SequenceMaterializer, counted_decodes
 from robolake.packers.mix import Mixture, bind_mixture
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
@@ -65,6 +73,8 @@ __all__ = [
 ]  # fmt: skip
 
 PLAN_RANGE_SAMPLES = 4_000_000
+RENDITIONS_NAME = "_renditions.lance"  # pack's scratch table: renditions of recorded streams
+DECODE_TASKS_PER_CPU = 4  # decode-stage tasks per CPU at most (balance against Ray's per-task cost)
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +283,7 @@ class _PlanStage:
         strata = [] if mixture is None else mixture.strata(idx, sequences, self.spec.max_tokens).tolist()
         return {"num_sequences": len(sequences), "num_samples": int(len(flat)), "total_tokens": real,
                 "padded_tokens": real / pf if pf > 0 else 0.0, "rejected": rejected.tolist(), "mix_counts": counts,
-                "strata": strata}  # fmt: skip
+                "strata": strata, "episodes": np.unique(idx.episode_of(flat)).tolist()}  # fmt: skip
 
 
 def _load_plan(path: str, opts: dict[str, str] | None) -> tuple[np.ndarray, np.ndarray]:
@@ -299,15 +309,108 @@ def materializer_for(lake: Lake, index: SampleIndex, spec: PackSpec) -> Sequence
     )
 
 
+def _passes(counted: Counter[tuple[str, str]]) -> list[list[Any]]:
+    """[episode_id, camera, n] of `counted_decodes` (JSON-able)."""
+    return [[e, c, n] for (e, c), n in sorted(counted.items())]
+
+
+class _DecodeStage:
+    """Decode a group of recorded streams, each whole in one pass, into the scratch table."""
+
+    def __init__(self, mat: SequenceMaterializer, groups: list[list[tuple[int, int]]], uri: str, opts: dict[str, str] | None):
+        self.mat, self.groups, self.uri, self.opts = mat, groups, uri, opts
+
+    def __call__(self, index: int) -> dict[str, Any]:
+        mat, group = self.mat, self.groups[index]
+        media = lance.dataset(mat.media_uri, version=mat.media_version, storage_options=self.opts)
+        streams_ds = None if mat.streams_uri is None else lance.dataset(mat.streams_uri, version=mat.streams_version, storage_options=self.opts)
+        ids = mat.index.episodes["episode_id"]
+        streams = load_streams(streams_ds, [str(ids[e].as_py()) for e, _ in group])
+        frags: list[str] = []
+        counts: list[int] = []
+        with counted_decodes() as counted:
+            for e, c in group:  # written stream by stream: a task holds one stream's renditions at a time
+                frames = mat.render_stream(media, streams, e, c)
+                table = pa.table({"data": pa.array(frames, pa.binary())}, schema=RENDITION_SCHEMA)
+                frags += fragments_to_json(write_fragments(self.uri, table, RENDITION_SCHEMA, self.opts))
+                counts.append(len(frames))
+        return {"frags": frags, "counts": counts, "passes": _passes(counted)}
+
+
+def _decode_groups(frames: np.ndarray, num_groups: int) -> list[list[int]]:
+    """Stream positions dealt into `num_groups` groups of about equal frames (longest first, each
+    to the lightest group), the heaviest group first so it starts first."""
+    load = np.zeros(num_groups, dtype=np.int64)
+    groups: list[list[int]] = [[] for _ in range(num_groups)]
+    for i in np.argsort(-frames, kind="stable").tolist():
+        g = int(np.argmin(load))
+        groups[g].append(i)
+        load[g] += int(frames[i])
+    return [sorted(groups[g]) for g in np.argsort(-load, kind="stable").tolist() if groups[g]]
+
+
+def _remove(uri: str, opts: dict[str, str] | None) -> None:
+    fs = filesystem(uri, opts)
+    if fs.exists(uri):
+        fs.rm(uri, recursive=True)
+
+
+def _render_recorded(
+    mat: SequenceMaterializer, episodes: np.ndarray, out: str, opts: dict[str, str] | None, progress: ProgressFn | None,
+) -> tuple[SequenceMaterializer, list[list[Any]]]:
+    """The decode stage: every recorded stream of `episodes` (rows) that has no access copy,
+    decoded once into `<out>/_renditions.lance`; returns the materializer that reads it and the
+    decode passes the stage made ([episode_id, camera, n])."""
+    import ray
+
+    idx = mat.index
+    if idx.recorded is None or not len(episodes):
+        return mat, []
+    todo = idx.recorded & (idx.media_offset >= 0)
+    if idx.access_offset is not None:
+        todo &= idx.access_offset < 0
+    used = np.zeros(idx.num_episodes, dtype=bool)
+    used[np.asarray(episodes, dtype=np.int64)] = True
+    todo &= used[:, None]
+    pairs = [(int(e), int(c)) for e, c in np.argwhere(todo).tolist()]  # episode by episode, cameras in order
+    if not pairs:
+        return mat, []
+    stride = int(idx.step_stride)
+    num_steps = idx.episodes["num_steps"].to_numpy()
+    frames = np.asarray([(int(num_steps[e]) + stride - 1) // stride for e, _ in pairs], dtype=np.int64)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    groups = [[pairs[i] for i in g] for g in _decode_groups(frames, min(len(pairs), DECODE_TASKS_PER_CPU * cpus))]
+    uri = join_uri(out, RENDITIONS_NAME)
+    _remove(uri, opts)  # what a killed pack left
+    base = lance.write_dataset(pa.Table.from_pylist([], schema=RENDITION_SCHEMA), uri, schema=RENDITION_SCHEMA,
+                               mode="overwrite", storage_options=opts).version  # fmt: skip
+    results: dict[int, dict[str, Any]] = {}
+    for g, res in fan_out(_DecodeStage(mat, groups, uri, opts), len(groups)):
+        results[g] = res
+        if progress:
+            progress("decode", sum(len(groups[k]) for k in results), len(pairs))
+    version = commit_fragments(uri, fragments_from_json([f for g in range(len(groups)) for f in results[g]["frags"]]),
+                               read_version=base, storage_options=opts)  # fmt: skip
+    offset = np.full(todo.shape, -1, dtype=np.int64)
+    row = 0
+    for g in range(len(groups)):  # fragments were committed group by group, stream by stream
+        for (e, c), n in zip(groups[g], results[g]["counts"], strict=True):
+            offset[e, c] = row
+            row += int(n)
+    rendered = dataclasses.replace(mat, rendered_uri=uri, rendered_version=version, rendered_offset=offset)
+    return rendered, [p for g in range(len(groups)) for p in results[g]["passes"]]
+
+
 class _WriteStage:
     def __init__(self, mat: SequenceMaterializer, groups: list[list[int]], sequences: list[np.ndarray], shards_uri: str, opts: dict[str, str] | None):
         self.mat, self.groups, self.sequences, self.uri, self.opts = mat, groups, sequences, shards_uri, opts
 
     def __call__(self, index: int) -> dict[str, Any]:
         seqs = self.groups[index]
-        table = self.mat.rows([self.sequences[i] for i in seqs], seqs)
+        with counted_decodes() as counted:  # none: the decode stage made every recorded frame
+            table = self.mat.rows([self.sequences[i] for i in seqs], seqs)
         frags = write_fragments(self.uri, table, packed_schema(), self.opts)
-        return {"frags": fragments_to_json(frags), "n": len(seqs)}
+        return {"frags": fragments_to_json(frags), "n": len(seqs), "passes": _passes(counted)}
 
 
 class _RangeWriteStage:
@@ -320,9 +423,10 @@ class _RangeWriteStage:
         r, lo, hi, first_seq = self.groups[index]
         flat, bounds = _load_plan(_plan_path(self.dir, r), self.opts)
         bins = [flat[bounds[i] : bounds[i + 1]] for i in range(lo, hi)]
-        table = self.mat.rows(bins, list(range(first_seq, first_seq + hi - lo)))
+        with counted_decodes() as counted:
+            table = self.mat.rows(bins, list(range(first_seq, first_seq + hi - lo)))
         frags = write_fragments(self.uri, table, packed_schema(), self.opts)
-        return {"frags": fragments_to_json(frags), "n": hi - lo}
+        return {"frags": fragments_to_json(frags), "n": hi - lo, "passes": _passes(counted)}
 
 
 def _pack_ranges(
@@ -344,6 +448,8 @@ def _pack_ranges(
         n = int(planned[r]["num_sequences"])
         groups += [(r, lo, min(n, lo + per_task), first + lo) for lo in range(0, n, per_task)]
         first += n
+    used = np.unique(np.asarray([e for p in planned.values() for e in p["episodes"]], dtype=np.int64))
+    mat, passes = _render_recorded(mat, used, out, opts, progress)
     results: dict[int, dict[str, Any]] = {}
     done = 0
     for g, res in fan_out(_RangeWriteStage(mat, groups, plan_dir, shards_uri, opts), len(groups)):
@@ -360,6 +466,7 @@ def _pack_ranges(
         "total_tokens": sum(int(p["total_tokens"]) for p in planned.values()),
         "padded_tokens": sum(float(p["padded_tokens"]) for p in planned.values()),
         "rejected": np.asarray([i for r in range(len(ranges)) for i in planned[r]["rejected"]], dtype=np.int64),
+        "passes": passes + [p for g in sorted(results) for p in results[g]["passes"]],
     }
     if mixture is not None:
         totals["mixture"] = mixture.report(
@@ -419,15 +526,34 @@ def pack(
     index = build_sample_index(lake, spec)
     mixture = mixture_for(lake, index, spec)  # before anything is written: a value naming nothing fails here
     mat = materializer_for(lake, index, spec)
-    shards_uri = join_uri(out, SHARDS_NAME)
-    schema = packed_schema()
     ranges = plan_ranges(index, spec, plan_range_samples)
     mix_report: dict[str, Any] | None = None
+    sequences: list[np.ndarray] = []
+    rejected = np.zeros(0, np.int64)
     if len(ranges) == 1:  # plan first: an oversize sample fails before anything is written
         sequences, rejected = plan_sequences(index, spec, mixture=mixture)
         if mixture is not None:
             mix_report = mixture.report(*mixture.counts(index, np.concatenate(sequences) if sequences else np.zeros(0, np.int64)))
             mix_report["row_strata"] = mixture.strata(index, sequences, spec.max_tokens).tolist()  # the shard loader's deal
+    try:  # the scratch table of renditions goes however the run ends (a killed run's, at the next run's start)
+        return _pack_stages(lake, spec, index, mixture, mat, out, ranges, mix_report, sequences, rejected, t0, progress,
+                            sequences_per_task)  # fmt: skip
+    finally:
+        _remove(join_uri(out, RENDITIONS_NAME), opts)
+
+
+def _pack_stages(
+    lake: Lake, spec: PackSpec, index: SampleIndex, mixture: Mixture | None, mat: SequenceMaterializer, out: str,
+    ranges: list[np.ndarray], mix_report: dict[str, Any] | None, sequences: list[np.ndarray], rejected: np.ndarray,
+    t0: float, progress: ProgressFn | None, sequences_per_task: int,
+) -> PackManifest:
+    """pack() past the plan (of one range; several are planned here): decode, write, commit, manifest."""
+    opts = lake.storage_options
+    shards_uri = join_uri(out, SHARDS_NAME)
+    schema = packed_schema()
+    if len(ranges) == 1:  # decoded before the shards are touched: a damaged stream fails with them as they were
+        packed_ids = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
+        mat, passes = _render_recorded(mat, np.unique(index.episode_of(packed_ids)), out, opts, progress)
     base = lance.write_dataset(pa.Table.from_pylist([], schema=schema), shards_uri, schema=schema, mode="overwrite", storage_options=opts).version
     if len(ranges) > 1:
         frag_json, totals = _pack_ranges(index, spec, ranges, mat, out, shards_uri, opts, sequences_per_task, progress, mixture)
@@ -435,6 +561,7 @@ def pack(
         padded = total / totals["padded_tokens"] if totals["padded_tokens"] else 0.0
         rejected = totals["rejected"]
         mix_report = totals.get("mixture")
+        passes = totals["passes"]
     else:
         groups = chunk(list(range(len(sequences))), sequences_per_task)
         results: dict[int, dict[str, Any]] = {}
@@ -445,13 +572,15 @@ def pack(
             if progress:
                 progress("pack", done, len(sequences))
         frag_json = [f for g in sorted(results) for f in results[g]["frags"]]
-        packed_ids = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
+        passes += [p for g in sorted(results) for p in results[g]["passes"]]
         packed_lengths = index.length_of(packed_ids)
         num_sequences, num_samples, total = len(sequences), int(len(packed_ids)), int(packed_lengths.sum())
         per_seq = len(packed_ids) / max(1, len(sequences))
         rng = np.random.default_rng(spec.seed)
         padded = padded_fill(packed_lengths[rng.permutation(len(packed_ids))], round(per_seq))
     version = commit_fragments(shards_uri, fragments_from_json(frag_json), read_version=base, storage_options=opts)
+    log.info("pack %s: %d decode passes over recorded streams", out, sum(int(n) for _, _, n in passes),
+             extra={"decode_passes": [tuple(p) for p in passes]})
 
     rejected_lengths = index.length_of(rejected)
     manifest = PackManifest(

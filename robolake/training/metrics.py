@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,19 @@ from typing import Any
 import torch
 
 __all__ = ["SampleRecords", "StepMetrics"]
+
+
+def open_run_file(path: Path) -> Any:
+    """`path` opened to append, refusing a symlink: a run directory handed over to resume could
+    otherwise make training append to any file its user can write (`~/.bashrc`)."""
+    try:  # O_NOFOLLOW: no window between a check and the open
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        if not path.is_symlink():
+            raise
+        raise ValueError(f"{path} is a symlink; robolake appends only to its own files inside the run directory: "
+                         "remove the link and run again") from e
+    return os.fdopen(fd, "a")
 
 
 class StepMetrics:
@@ -40,7 +54,7 @@ class StepMetrics:
         self.fh = None
         if self.path is not None and write:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.fh = self.path.open("a")
+            self.fh = open_run_file(self.path)
         self.losses: list[float] = []  # every synced step's loss, in order
         self.last_loss = math.nan  # the newest synced loss (what progress reports between syncs)
         self._device: list[tuple[int, torch.Tensor, tuple[tuple[str, int], ...]]] = []
@@ -94,8 +108,12 @@ class SampleRecords:
     def __init__(self, directory: str | None, rank: int) -> None:
         self.fh = None
         if directory:
-            Path(directory).mkdir(parents=True, exist_ok=True)
-            self.fh = (Path(directory) / f"rank{rank}.jsonl").open("a")
+            folder = Path(directory)
+            if folder.is_symlink():  # a resumed run directory someone handed over must not aim its appends elsewhere
+                raise ValueError(f"{folder} is a symlink; robolake writes sample records only inside the run directory: "
+                                 "remove the link and run again")
+            folder.mkdir(parents=True, exist_ok=True)
+            self.fh = open_run_file(folder / f"rank{rank}.jsonl")
 
     def write(self, epoch: int, step: int, keys: tuple[tuple[str, int], ...]) -> None:
         if self.fh is not None:

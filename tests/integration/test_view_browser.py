@@ -33,6 +33,7 @@ import pytest
 from robolake.lake import Lake
 from robolake.lake.ingest import IngestConfig, ingest
 from robolake.view import ViewServer, create_app
+from robolake.view.frames import frame_bytes
 from tests.fixtures import copy_pick_n_place
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -154,18 +155,18 @@ def _steps(lake: Lake, episode_id: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array(t["state"].to_pylist(), dtype=np.float32), np.array(t["action"].to_pylist(), dtype=np.float32)
 
 
-def _check_frame(driver: Any, lake: Lake, episode_id: str, camera: str, k: int, *, passthrough: bool) -> None:
+def _check_frame(driver: Any, lake: Lake, episode_id: str, camera: str, k: int, *, mime: str) -> None:
+    """The page shows step k of `camera`: the bytes `frame_bytes` serves (a JPEG/PNG row as stored,
+    anything else decoded from the record and sent as PNG), of type `mime`, whose pixels are the lake's."""
     r = driver.execute_async_script(FRAME_JS, k, camera)
     assert "error" not in r, r
     assert r["label"].startswith(f"step {k} /")
     sent = base64.b64decode(r["bytes"])
-    if passthrough:  # a JPEG row: the page loaded exactly the lake's bytes
-        assert r["type"] == "image/jpeg"
-        assert sent == lake.frames().read_encoded([(episode_id, camera, k)])[0]
-    else:  # decoded by FrameReader and sent losslessly
-        assert r["type"] == "image/png" and sent.startswith(b"\x89PNG")
+    reader = lake.frames()
+    assert r["type"] == mime
+    assert sent == frame_bytes(lake, reader, episode_id, camera, k)[0]
     shown = np.frombuffer(base64.b64decode(r["pixels"]), np.uint8).reshape(r["height"], r["width"], 4)[..., :3]
-    np.testing.assert_array_equal(shown, lake.frames().read(episode_id, camera, k))
+    np.testing.assert_array_equal(shown, reader.read(episode_id, camera, k, exact=True))
 
 
 def _check_plots(driver: Any, lake: Lake, episode_id: str) -> None:
@@ -229,7 +230,7 @@ def test_every_page_in_a_browser_on_the_real_gr00t_data(real_lake: Lake, browser
         meta = json.loads(ep["metadata"])
         assert "episode_00000" in header and "lerobot-v2.0" in header and str(meta["source_time_offset_s"]) in header
         for k in (0, 123, ep["num_steps"] - 1):
-            _check_frame(d, lake, eid, camera, k, passthrough=True)
+            _check_frame(d, lake, eid, camera, k, mime="image/png")  # the record: decoded, sent losslessly
         _check_plots(d, lake, eid)
         _wait(d, "robolakeView.lineage !== null")
         assert [(r["version"], r["holds"]) for r in d.execute_script("return robolakeView.lineage;")] == [(1, False), (2, True)]
@@ -245,7 +246,7 @@ def test_every_page_in_a_browser_on_the_real_gr00t_data(real_lake: Lake, browser
         d.save_screenshot(str(tmp_path / "episode_plots.png"))
         step_ms = d.execute_async_script(STEP_THROUGH_JS, 200, 100)
         assert isinstance(step_ms, (int, float)), step_ms
-        _check_frame(d, lake, eid, camera, 299, passthrough=True)  # where the step-through stopped
+        _check_frame(d, lake, eid, camera, 299, mime="image/png")  # where the step-through stopped
 
         # Quarantine page.
         d.get(server.url + "/quarantine")
@@ -304,7 +305,7 @@ def test_an_s3_lake_of_h264_frames_in_a_browser(s3_options: dict[str, str], brow
         _wait(d, "document.body.dataset.ready === '1'")
         for camera in ep["cameras"]:
             for k in (0, 5, ep["num_steps"] - 1):  # a keyframe, a P frame, the last
-                _check_frame(d, lake, ep["episode_id"], camera, k, passthrough=False)
+                _check_frame(d, lake, ep["episode_id"], camera, k, mime="image/png")
         _check_plots(d, lake, ep["episode_id"])
         d.save_screenshot(str(tmp_path / "s3_episode.png"))
         assert _status(server.url + "/episode?" + urllib.parse.urlencode({"id": "../viewlake"})) == 404

@@ -133,8 +133,8 @@ class HDF5Reader:
     Raises:
         SourceError: the file cannot be opened (truncated, not HDF5), a mapping names a dataset
             the file lacks, a camera declares frames over the read budget, a link points
-            outside the file's folder.
-        ValueError: the layout is unknown and no mapping was given.
+            outside the file's folder; `missing_key` when the layout is unknown and no mapping
+            was given (the message says to write one).
     """
 
     def __init__(self, path: str, options: SourceOptions | None = None):
@@ -472,10 +472,15 @@ def _rgb(frame: np.ndarray) -> np.ndarray:
 
 def inspect_hdf5(path: str, options: SourceOptions | None = None) -> dict[str, Any]:
     """An HDF5 file described whatever its layout (for `robolake inspect` of a file no layout fits)."""
-    from robolake.lake.sources.hdf5_inspect import describe_file, suggest_hdf5_mapping
+    from robolake.lake.sources.hdf5_inspect import (
+        describe_file,
+        suggest_hdf5_mapping,
+        suggested_roles,
+    )
 
     info = describe_file(os.path.abspath(path), options or SourceOptions())
     info["suggested_mapping"] = suggest_hdf5_mapping(info, os.path.abspath(path))
+    suggested_roles(info, info["suggested_mapping"])
     return info
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from robolake.lake.sources.hdf5 import HDF5Reader
     from robolake.lake.sources.hdf5_layout import Layout
 
-__all__ = ["describe_file", "describe_reader"]
+__all__ = ["describe_file", "describe_reader", "suggest_hdf5_mapping", "suggested_roles"]
 
 _CLOCK = re.compile(r"(^|[/_])(t|time|times|stamps?|timestamps?)$")
 _FAMILY = re.compile(r"^(?P<prefix>.*?\D)(?P<index>\d+)$")
@@ -106,16 +106,58 @@ def describe_file(path: str, options: SourceOptions, groups: dict[str, str] | No
                 t = np.asarray(obj[()], dtype=np.float64)
                 dt = np.diff(t)
                 if t.size > 1 and (dt >= 0).all() and (dt > 0).any():
-                    entry.update(rate_hz=float(1.0 / np.median(dt[dt > 0])), start_s=float(t[0]), end_s=float(t[-1]), clock=True)
-                    if 1e8 < t[0] < 1e10:  # seconds since the epoch: say when, too
-                        entry["start"] = iso_time(int(t[0] * 1e9))
+                    # the rate to the millihertz (62.5 Hz, not 62.4999), spans made relative below
+                    entry.update(rate_hz=round(float(1.0 / np.median(dt[dt > 0])), 3), start_s=float(t[0]), end_s=float(t[-1]),
+                                 clock=True)
             kind = camera_kind(obj)
             if kind is not None and (obj.ndim >= 3 or (kind == "encoded" and re.search(r"(image|rgb|cam)", key, re.IGNORECASE))):
                 entry["camera"] = kind
     out: dict[str, Any] = {"format": "hdf5", "path": path, "attrs": attrs, "keys": keys}
+    out.update(_relative_spans(keys))
     if problem:
         out["error"] = problem
     return out
+
+
+def _relative_spans(keys: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Clock spans as seconds from the file's first time; clocks in seconds since the epoch also
+    get their ISO 8601 times (per clock, and the file's start and end)."""
+    clocks = [e for e in keys.values() if e.get("clock")]
+    if not clocks:
+        return {}
+    t0, t1 = min(e["start_s"] for e in clocks), max(e["end_s"] for e in clocks)
+    epoch = 1e8 < t0 < 1e10
+    for e in clocks:
+        if epoch:
+            e["start"], e["end"] = iso_time(int(e["start_s"] * 1e9)), iso_time(int(e["end_s"] * 1e9))
+        e["start_s"], e["end_s"] = round(e["start_s"] - t0, 6), round(e["end_s"] - t0, 6)
+    out: dict[str, Any] = {"duration_s": round(t1 - t0, 6)}
+    if epoch:
+        out.update(start=iso_time(int(t0 * 1e9)), end=iso_time(int(t1 * 1e9)))
+    return out
+
+
+def suggested_roles(info: dict[str, Any], text: str) -> None:
+    """Each key's role under the suggested mapping (`state[0] with --suggest-map`), for a file no
+    layout fits; the others say a mapping is needed."""
+    import yaml
+
+    try:
+        m = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return
+    prefix = "data/demo_*/" if m.get("episodes") == "data" else ""
+    roles: dict[str, str] = {}
+    for part in ("state", "action"):
+        for i, stream in enumerate(m.get(part) or []):
+            if isinstance(stream, dict):
+                roles.setdefault(prefix + str(stream.get("source")), f"{part}[{i}] with --suggest-map")
+                if stream.get("stamps"):
+                    roles.setdefault(prefix + str(stream["stamps"]), f"stamps of {part}[{i}] with --suggest-map")
+    for name, src in (m.get("cameras") or {}).items():
+        roles.setdefault(prefix + str(src), f"camera {name} with --suggest-map")
+    for key, row in info.get("keys", {}).items():
+        row["role"] = roles.get(key, "not ingested: the file needs a mapping (see --suggest-map)")
 
 
 def _rows_of(layout: Layout) -> dict[str, str]:
@@ -141,6 +183,21 @@ def _rows_of(layout: Layout) -> dict[str, str]:
     return roles
 
 
+def _ignored_why(rel: str, row: dict[str, Any], layout: str) -> str:
+    """Why a default ingest leaves a dataset out, and how a mapping takes it in."""
+    if row.get("clock"):
+        return "ignored: a clock no mapped stream uses"
+    if row.get("error") or row.get("note"):
+        return "ignored: unreadable (see below)"
+    if row.get("camera"):
+        return f"ignored: images the {layout} layout does not take as a camera (map it under cameras:)"
+    if not str(row.get("type", "")).startswith(("float", "int", "uint", "bool")):
+        return f"ignored: {row.get('type')} values are not numeric"
+    if rel.startswith("obs/") and rel.count("/") > 1:
+        return f"ignored: in a nested group under obs/ (map {rel} under state: to include it)"
+    return f"ignored: not part of the {layout} layout (map {rel} under state: or action: to include it)"
+
+
 def describe_reader(reader: HDF5Reader) -> dict[str, Any]:
     """A file whose layout resolved: its datasets with roles, what ingest makes of it, and the layout as a mapping."""
     lay = reader.layout
@@ -154,7 +211,7 @@ def describe_reader(reader: HDF5Reader) -> dict[str, Any]:
     prefix = next((groups[g] + "/" for _, g, _ in lay.episodes if g), "")
     for key, row in info["keys"].items():
         rel = key[len(prefix):] if prefix and key.startswith(prefix) else key
-        row["role"] = roles.get(rel, "not ingested")
+        row["role"] = roles.get(rel) or _ignored_why(rel, row, lay.name)
     first = prefix + lay.state[0][0]
     frames = int(info["keys"].get(first, {}).get("count", 0))
     s_dim, a_dim = sum(lay.state_widths), sum(lay.action_widths)

@@ -244,8 +244,9 @@ class _Resolver:
         if indexed is not None:
             return indexed
         keys = dataset_keys(f)
-        raise ValueError(
-            f"{self.root}: HDF5 layout not recognised (not ALOHA /observations/qpos + /action, robomimic "
+        raise SourceError(
+            "missing_key", self.root,
+            "HDF5 layout not recognised (not ALOHA /observations/qpos + /action, robomimic "
             f"data/demo_N/obs, robosuite data/demo_N/states, or states_N/actions_N families); it holds {', '.join(keys[:12])}"
             f"{' ...' if len(keys) > 12 else ''}; write a mapping (`robolake inspect {self.root} --suggest-map`) and pass --map"
         )
@@ -524,8 +525,8 @@ def resolve_layout(f: Any, root: str, mapping: Mapping | None, *, state_only: bo
 
     Raises:
         SourceError: a mapped dataset is missing, a camera declares frames over the budget, a
-            link points outside the file's folder.
-        ValueError: the layout is unknown and no mapping was given.
+            link points outside the file's folder; the layout is unknown and no mapping was
+            given (`missing_key`).
     """
     check_links(f, root)
     return _Resolver(f, root, mapping, state_only, limits).resolve()

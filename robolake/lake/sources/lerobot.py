@@ -46,8 +46,8 @@ from robolake.lake.sources.lerobot_meta import (
     STATE_KEY,
     LeRobotMeta,
     embodiment_tag,
-    inside_dataset,
     is_lerobot_dataset,
+    resolves_inside,
 )
 from robolake.lake.sources.lerobot_plan import LeRobotPlan
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
@@ -106,12 +106,45 @@ class LeRobotReader:
         return self.plan.spec
 
     def inspect(self) -> dict[str, Any]:
-        """What the dataset holds: features (dtype, shape), cameras, episodes, frames, fps, tasks."""
+        """What the dataset holds: features (dtype, shape, role), cameras, episodes, frames, fps, tasks,
+        and what ingest makes of it; a declared camera with no video file is said, not counted."""
         feats = self.info.get("features", {})
         lengths = [int(e.get("length", 0)) for e in self.meta.episodes.values()]
-        return {
+        keys: dict[str, dict[str, Any]] = {}
+        roles = {STATE_KEY: "state", ACTION_KEY: "action", "timestamp": "timestamps", "task_index": "task"}
+        roles.update({key: "ignored: a meta/modality.json annotation (the embodiment names it; its values are not ingested)"
+                      for _, key in self.plan.spec.annotations})
+        roles.update({key: f"camera {cam}" for cam, key in self.plan.video_keys.items()})
+        no_video: list[str] = []
+        for k, v in feats.items():
+            row: dict[str, Any] = {"type": str(v.get("dtype", "")), "shape": list(v.get("shape", [])), "count": int(sum(lengths)),
+                                   "rate_hz": self.fps}
+            if v.get("dtype") == "video" and not self.meta.video_key_has_files(k):
+                no_video.append(k)
+                row["count"] = 0
+                declared = f"declared in meta/info.json with no video file under videos/ ({int(sum(lengths))} frames declared)"
+                if self.state_only:
+                    row["note"], row["role"] = f"{declared}: --state-only leaves it out", "ignored: no video files (--state-only)"
+                elif k in self.plan.video_keys.values():
+                    row["note"] = f"{declared}: ingest quarantines its episodes as missing_video; --state-only leaves it out"
+                    row["role"] = "camera: no video files"
+                else:  # declared, but not a camera this dataset's plan ingests (modality.json names others)
+                    row["note"] = f"{declared}; not one of the cameras ingested, so nothing is lost"
+                    row["role"] = "ignored: no video files, and not a camera here (meta/modality.json names the cameras)"
+            else:
+                row["role"] = roles.get(k, "bookkeeping" if k in ("frame_index", "episode_index", "index") else
+                                        "ignored: not state, action or a camera (meta/modality.json can name it)")
+            keys[k] = row
+        spec = self.plan.spec
+        blocked = [k for k in no_video if k in self.plan.video_keys.values()]
+        ingest = (f"quarantined (missing_video): {', '.join(blocked)} declared but no video file; "
+                  "--state-only ingests state and action alone" if blocked else
+                  f"{len(self.meta.episodes)} episode(s) of embodiment {self.tag!r}: state {spec.state_dim} values, "
+                  f"action {spec.action_dim}, cameras {list(self.cameras) or 'none'}, at {self.fps:g} Hz")
+        out: dict[str, Any] = {
             "format": self.format_name,
             "path": self.root,
+            "ingest": ingest,
             "embodiment": self.tag,
             "episodes": len(self.meta.episodes),
             "fps": self.fps,
@@ -119,12 +152,11 @@ class LeRobotReader:
             "duration_s": float(sum(lengths) / self.fps) if self.fps else 0.0,
             "cameras": list(self.cameras),
             "tasks": sorted(set(self.meta.tasks.values()))[:20],
-            "keys": {
-                k: {"type": str(v.get("dtype", "")), "shape": list(v.get("shape", [])), "count": int(sum(lengths)),
-                    "rate_hz": self.fps}
-                for k, v in feats.items()
-            },
+            "keys": keys,
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
     def discover(self) -> list[EpisodeRef]:
         """One reference per listed episode, and one per data file the metadata does not list.
@@ -139,9 +171,10 @@ class LeRobotReader:
     def _read_rows(self, ref: EpisodeRef) -> tuple[pa.Table, str]:
         rel = str(ref.get("data_path"))
         path = os.path.join(self.root, rel)
-        if not inside_dataset(rel):  # the metadata checks refuse such templates; never open one regardless
+        if not resolves_inside(self.root, rel):  # the metadata checks refuse such templates; never open one regardless
             raise SourceError("bad_metadata", os.path.join(self.root, "meta", "info.json"),
-                              f"data_path of episode {ref.episode_index} is {rel!r}, outside the dataset; fix meta/info.json")
+                              f"data_path of episode {ref.episode_index} is {rel!r}, outside the dataset (or a symlink "
+                              "out of it); fix meta/info.json or copy the real file into the dataset")
         if not os.path.exists(path):
             raise SourceError("missing_file", path, "episode parquet file is missing; re-export the dataset")
         try:
@@ -186,9 +219,10 @@ class LeRobotReader:
         key = self.plan.video_keys[cam]
         if rel is None and self.meta.dtype(key) == "image":
             return None
-        if rel is not None and not inside_dataset(rel):  # never open a file outside the dataset
+        if rel is not None and not resolves_inside(self.root, rel):  # never open a file outside the dataset
             raise SourceError("bad_metadata", os.path.join(self.root, "meta", "info.json"),
-                              f"video_path of camera {cam!r} is {rel!r}, outside the dataset; fix meta/info.json")
+                              f"video_path of camera {cam!r} is {rel!r}, outside the dataset (or a symlink out of it); "
+                              "fix meta/info.json or copy the real file into the dataset")
         path = os.path.join(self.root, rel) if rel is not None else None
         if path is not None and os.path.isfile(path):
             return path

@@ -15,8 +15,8 @@ Real datasets have quirks this tolerates: no `codebase_version` (the layout on d
 note). What it does not tolerate is *dataset metadata* that cannot be trusted: info.json missing,
 not JSON, not an object, an unknown `codebase_version`, `fps` missing/null/0, features without
 `observation.state` / `action` widths, a missing or malformed `data_path` (or a `data_path` /
-`video_path` that points outside the dataset: absolute, `..`, NUL; nothing outside the source
-root is ever opened because of the metadata), missing
+`video_path` that points outside the dataset: absolute, `..`, NUL, or a file that is a symlink
+out of the root; nothing outside the source root is ever opened because of the metadata), missing
 `episodes.jsonl` / `tasks.jsonl` (v3.0: `meta/episodes/`, `tasks.parquet`), an invalid
 `modality.json`. Each raises one `SourceError("bad_metadata", ...)` whose message names the
 file and the field and says what to do, and which carries the episodes the dataset declares
@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 
 from robolake.lake.sources.base import SourceError
 
-__all__ = ["LeRobotMeta", "is_lerobot_dataset", "embodiment_tag", "inside_dataset", "STATE_KEY", "ACTION_KEY", "VERSIONS"]
+__all__ = ["LeRobotMeta", "is_lerobot_dataset", "embodiment_tag", "inside_dataset", "resolves_inside", "STATE_KEY", "ACTION_KEY", "VERSIONS"]
 
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
@@ -99,6 +99,28 @@ def inside_dataset(rel: str) -> bool:
     return ".." not in parts and not re.match(r"^[A-Za-z]:", rel)
 
 
+def resolves_inside(root: str, rel: str) -> bool:
+    """Whether `rel` (a path from the dataset's metadata) names a file under `root` once symlinks
+    are resolved, as well as lexically (`inside_dataset`): a dataset handed to robolake may hold a
+    link to `~/.aws/credentials` or another team's data, and its target must never be read as
+    the dataset's own. One exception keeps the Hugging Face cache working: in a snapshot
+    (`.../datasets--org--name/snapshots/<rev>/`) every file is a link into the repository's
+    `blobs/`, so targets there are inside too.
+    """
+    if not inside_dataset(rel):
+        return False
+    real_root = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(root, rel))
+    allowed = [real_root]
+    parent = real_root
+    while os.path.dirname(parent) != parent:  # an HF snapshot anywhere above the root
+        if os.path.basename(os.path.dirname(parent)) == "snapshots":
+            allowed.append(os.path.join(os.path.dirname(os.path.dirname(parent)), "blobs"))
+            break
+        parent = os.path.dirname(parent)
+    return any(os.path.commonpath([target, a]) == a for a in allowed)
+
+
 def _kind(value: Any) -> str:
     """How a JSON value reads in a sentence (`an object`, `a list`, `null`, ...)."""
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
@@ -140,6 +162,7 @@ class LeRobotMeta:
         self.episodes: dict[int, dict[str, Any]] = {}
         self.duplicates: dict[int, str] = {}
         self._episodes_loaded = False
+        self._refuse_links_out()
         self.info = self._load_info()
         self.version = self._version()
         self.layout = "v3" if self.version == "v3.0" else "v2"
@@ -151,6 +174,19 @@ class LeRobotMeta:
         self.episodes = self._load_episodes()
         self._episodes_loaded = True
         self.tasks = self._load_tasks()
+
+    def _refuse_links_out(self) -> None:
+        """No file under `meta/` may be a symlink out of the dataset (see `resolves_inside`): its
+        target would be read as this dataset's metadata. Raised without the declared episodes,
+        since listing them would read the linked file."""
+        meta = os.path.join(self.root, "meta")
+        for dirpath, dirs, files in os.walk(meta):  # symlinked folders are not descended, only checked
+            for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]):
+                rel = os.path.relpath(os.path.join(dirpath, name), self.root).replace(os.sep, "/")
+                if not resolves_inside(self.root, rel):
+                    raise SourceError("bad_metadata", os.path.join(self.root, rel),
+                                      f"{rel} is a symlink out of the dataset (to {os.path.realpath(os.path.join(self.root, rel))}); "
+                                      "robolake reads only files under the dataset root: copy the real file there")
 
     def bad(self, rel: str, message: str) -> SourceError:
         """A dataset-level error about file `rel` (relative to the root)."""

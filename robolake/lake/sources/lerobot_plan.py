@@ -38,6 +38,7 @@ from robolake.lake.sources.lerobot_meta import (
     LeRobotMeta,
     inside_dataset,
     is_int,
+    resolves_inside,
 )
 from robolake.schemas.embodiment import EmbodimentSpec
 
@@ -243,7 +244,7 @@ class LeRobotPlan:
         for path in sorted(glob.glob(os.path.join(glob.escape(meta.root), pattern))):
             rel = os.path.relpath(path, meta.root).replace(os.sep, "/")
             m = regex.match(rel)
-            if m is None:
+            if m is None or not resolves_inside(meta.root, rel):  # a link out of the dataset is never opened
                 continue
             if meta.version == "v3.0":
                 try:

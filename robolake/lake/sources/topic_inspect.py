@@ -8,7 +8,7 @@ that a user edits instead of writing from scratch.
 
 Per topic: the type and encoding, the message count read from the storage (not its metadata),
 the rate as measured ((n - 1) / span of the log times, not rounded), the header-stamp rate where
-messages carry one, the shape and fields of the first message, its time span as seconds from the
+messages carry one (and the rate of distinct stamps where messages share them), the shape and fields of the first message, its time span as seconds from the
 recording's start (absolute times are ISO 8601, UTC), how many messages share a stamp with
 another (what resampling would average), and for TF topics the frames they hold. Numeric topics
 are decoded for this up to `DECODE_CAP` messages each, so a long recording stays quick to
@@ -133,7 +133,7 @@ def describe_recording(rec: Recording) -> dict[str, Any]:
             "encoding": info.encoding, "count": len(ts), "rate_hz": _rate(ts),
             "start_s": (ts[0] - t0) / _NS if ts and t0 is not None else None,
             "end_s": (ts[-1] - t0) / _NS if ts and t0 is not None else None,
-            "start": iso_time(ts[0]) if ts else None,
+            "start": iso_time(ts[0]) if ts else None, "end": iso_time(ts[-1]) if ts else None,
         }
         if info.count != len(ts):
             row["metadata_count"] = info.count
@@ -143,6 +143,8 @@ def describe_recording(rec: Recording) -> dict[str, Any]:
         if n_shared:
             row["shared_stamps"] = n_shared
             row["most_on_one_stamp"] = most
+            # the rate of distinct stamps: what ticks resample at (the message rate counts every burst)
+            row["distinct_stamps_hz"] = _rate(sorted(set(stamps[name] or ts)))
         if name in frames and frames[name]:
             row["frames"] = {child: {"parent": parent, "count": n} for (parent, child), n in sorted(frames[name].items())}
         if name in first:
@@ -178,7 +180,8 @@ def describe_unit(reader: TopicLogReader) -> dict[str, Any]:
             pass
     for described in recordings:
         for name, row in described.get("topics", {}).items():
-            row["role"] = roles.get(name, "ignored")
+            role = roles.get(name, "ignored")
+            row["role"] = "ignored: its messages cannot be decoded (why below)" if role.startswith("ignored") and row.get("error") else role
     out: dict[str, Any] = {"format": reader.format_name, "path": reader.root}
     if plan is not None:
         s_dim = sum(reader._state_dims)
@@ -196,8 +199,28 @@ def describe_unit(reader: TopicLogReader) -> dict[str, Any]:
     if reader.notes:
         out["notes"] = list(reader.notes)
     if recordings and "topics" in recordings[0]:
-        out["suggested_mapping"] = suggest_mapping(recordings[0]["topics"], topics, plan, reader.root, tag=reader.tag if plan else None)
+        text = suggest_mapping(recordings[0]["topics"], topics, plan, reader.root, tag=reader.tag if plan else None)
+        out["suggested_mapping"] = text
+        state_only_helps = any(r.endswith("with --state-only") for r in roles.values())
+        if plan is None and not state_only_helps and (suggested := _suggested_roles(text, topics, reader.root)):
+            for described in recordings:
+                for name, row in described.get("topics", {}).items():
+                    row["role"] = suggested.get(name, row["role"])
     return out
+
+
+def _suggested_roles(text: str, topics: dict[str, TopicInfo], path: str) -> dict[str, str]:
+    """Each topic's role under the suggested mapping, so a recording ingest refuses still says
+    per topic what a mapping would make of it ({} when the suggestion does not resolve)."""
+    import yaml
+
+    from robolake.lake.sources.mapping import mapping_from_dict
+
+    try:
+        plan = resolve_plan(topics, mapping_from_dict(yaml.safe_load(text), "the suggested mapping"), path)
+    except (SourceError, ValueError, TypeError):
+        return {}
+    return {t: r if r.startswith("ignored") else f"{r} with --suggest-map" for t, r in topic_roles(topics, plan).items()}
 
 
 def _q(text: str) -> str:
@@ -300,7 +323,8 @@ def suggest_mapping(rows: dict[str, dict[str, Any]], topics: dict[str, TopicInfo
                  f"                        # {'header stamps' if stamped else 'no header stamps: log (receive) time'}")
     if state and state[0]["source"] in rows:
         r = rows[state[0]["source"]]
-        lines.append(f"# fps: {r.get('header_rate_hz') or r.get('rate_hz', 0):g}                 # tick rate (default: the first state stream's)")
+        hz = r.get("distinct_stamps_hz") or r.get("header_rate_hz") or r.get("rate_hz", 0)
+        lines.append(f"# fps: {hz:g}                 # tick rate (default: the first state stream's, measured)")
         if r.get("shared_stamps"):
             lines.append(f"# resample: none                  # {r['shared_stamps']} messages of {state[0]['source']} share a "
                          "stamp: `none` keeps every message as a step (default: averaged per stamp on ticks)")

@@ -173,7 +173,7 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
         raise SourceError(
             "missing_video", path,
             f"no camera: the recording has no sensor_msgs/Image or CompressedImage topic (topics: {listed or 'none'}); "
-            "map `cameras:` to image topics, or pass --state-only to ingest it without frames",
+            "map `cameras:` to image topics, or pass --state-only (or `cameras: {}` in a mapping) to ingest it without frames",
         )
     for c in plan.cameras:
         kind = topics[c.source].kind if c.source in topics else ""

@@ -41,7 +41,8 @@ class NumericStream:
 
     A TF topic carries the transforms of many frames, each message some of them: the stream
     takes the transform of its `child_frame` from the messages holding it, stamped by that
-    transform's own header, and skips the others.
+    transform's own header, and skips the others. An indexed path (`transforms.0.transform`)
+    instead takes that transform of every message, whatever its frame.
     """
 
     def __init__(self, s: StreamMap, info: TopicInfo, clock: str):
@@ -64,48 +65,71 @@ class NumericStream:
         if self.field is None and self.info.kind != rm.TF:
             self.field = rm.default_field(self.info.msgtype, msg)
         key: tuple[str, ...] = ()
+        stamped = msg  # what carries the header stamp: the message, or the transform taken from it
+        row: np.ndarray
         try:
-            if self.info.kind == rm.TF:
-                if not self.s.child_frame:
-                    frames = ", ".join(f"{c} (parent {p})" for p, c in rm.tf_frames(msg)) or "none in this message"
-                    raise rm.FieldError(f"a TF topic holds transforms of several frames; name one with "
-                                        f"`child_frame:` in the mapping (frames: {frames})")
-                tr = rm.tf_transform(msg, self.s.child_frame)
-                if tr is None:
-                    self.count += 1
-                    return  # this message carries other frames
-                msg = tr
-                if self.field is None or self.field == rm.default_field(self.info.msgtype, None):
-                    self.field = self.s.field or "transform"
-            if self.info.kind == rm.JOINT_STATE and not (self.field and "." in self.field):  # `position.1`: one value
-                have = tuple(rm.get_field(msg, "name"))
-                if self.names is None:
-                    self.names = have
-                if self.s.names is None and set(have) != set(self.names):
-                    several = not set(have) & set(self.names)
-                    raise SourceError(
-                        "shape", rec.path,
-                        f"{self.s.source}: the JointState joints change at message {self.count} "
-                        f"({list(self.names)} -> {list(have)}); "
-                        + ("several publishers share the topic: list the joints to keep under `names:` in the mapping"
-                           if several else "select fixed joints with `names:` in the mapping or split the recording where the robot changed"),
-                    )
-                key = tuple(n for n in self.names if n in have)
-                if not key:
-                    self.count += 1
-                    return  # a publisher of joints the mapping does not want
-                row = rm.joint_vector(msg, self.field or "position", key)
-            else:
+            if self.info.kind == rm.TF and not self.s.child_frame and _indexed_transform(self.field):
+                # `transforms.0.transform`: the i-th transform of every message, whatever its frame (a
+                # /tf of one transform a message); stamped by that transform's header
+                stamped = rm.get_field(msg, ".".join(str(self.field).split(".")[:2]))
                 row = rm.to_vector(msg, self.field)
+            else:
+                picked = self._row(rec, msg)
+                if picked is None:
+                    self.count += 1
+                    return  # a message without the frame or the joints the mapping wants
+                row, key, stamped = picked
         except rm.FieldError as e:
             raise SourceError("missing_key", rec.path, f"{self.s.source} ({rm.short_type(self.info.msgtype)}) message {self.count}: {e}") from None
-        stamp = rm.header_stamp_ns(msg) if self.clock == "header" else None
+        stamp = rm.header_stamp_ns(stamped) if self.clock == "header" else None
         if self.header_clock is None:
             self.header_clock = stamp is not None
         ts, rows = self.groups.setdefault(key, ([], []))
         ts.append(stamp if (self.header_clock and stamp is not None) else log_ns)
         rows.append(row)
         self.count += 1
+
+    def _row(self, rec: Recording, msg: Any) -> tuple[np.ndarray, tuple[str, ...], Any] | None:
+        """(vector, joint group, what carries the stamp) of one message; None when it holds
+        neither the mapped frame nor any mapped joint.
+
+        Raises:
+            rm.FieldError: a field missing; a TF topic without a frame named.
+            SourceError: the joints of a JointState change.
+        """
+        key: tuple[str, ...] = ()
+        stamped = msg
+        if self.info.kind == rm.TF:
+            if not self.s.child_frame:
+                frames = ", ".join(f"{c} (parent {p})" for p, c in rm.tf_frames(msg)) or "none in this message"
+                raise rm.FieldError(f"a TF topic holds transforms of several frames; name one with "
+                                    f"`child_frame:` in the mapping (frames: {frames})")
+            tr = rm.tf_transform(msg, self.s.child_frame)
+            if tr is None:
+                return None  # this message carries other frames
+            msg = stamped = tr
+            if self.field is None or self.field == rm.default_field(self.info.msgtype, None):
+                self.field = self.s.field or "transform"
+        if self.info.kind == rm.JOINT_STATE and not (self.field and "." in self.field):  # `position.1`: one value
+            have = tuple(rm.get_field(msg, "name"))
+            if self.names is None:
+                self.names = have
+            if self.s.names is None and set(have) != set(self.names):
+                several = not set(have) & set(self.names)
+                raise SourceError(
+                    "shape", rec.path,
+                    f"{self.s.source}: the JointState joints change at message {self.count} "
+                    f"({list(self.names)} -> {list(have)}); "
+                    + ("several publishers share the topic: list the joints to keep under `names:` in the mapping"
+                       if several else "select fixed joints with `names:` in the mapping or split the recording where the robot changed"),
+                )
+            key = tuple(n for n in self.names if n in have)
+            if not key:
+                return None  # a publisher of joints the mapping does not want
+            row = rm.joint_vector(msg, self.field or "position", key)
+        else:
+            row = rm.to_vector(msg, self.field)
+        return row, key, stamped
 
     def streams(self, t0: int, path: str) -> list[tuple[Stream, list[int]]]:
         """One stream per group of messages, with the output columns (of this stream's vector) it fills.
@@ -132,6 +156,12 @@ class NumericStream:
             name = self.s.source if len(self.groups) == 1 else f"{self.s.source}[{','.join(key)}]"
             out.append((Stream(name, rel_seconds(ts, t0), stack_rows(rows, name, path), path), [col[n] for n in key]))
         return out
+
+
+def _indexed_transform(field: str | None) -> bool:
+    """A TF field path that picks a transform by position (`transforms.0...`), not by frame."""
+    parts = (field or "").split(".")
+    return len(parts) > 1 and parts[0] == "transforms" and parts[1].isdigit()
 
 
 def rel_seconds(ns: Sequence[int], t0: int) -> np.ndarray:

@@ -18,9 +18,11 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +44,29 @@ class RecordedVideo(EncodedFrames):
     stream: StreamIndex
 
 
+@contextmanager
+def _segment(path: str, start_s: float | None, end_s: float | None,
+             fps: float) -> Iterator[tuple[Any, Any, Fraction, float | None, float | None]]:
+    """`path` open at its video stream, seeked to the keyframe at or before `start_s`, with the
+    segment's bounds [lo, hi) in seconds: half a frame early, so a frame stamped a little before
+    its step still belongs to it. PyAV errors propagate for the caller to name."""
+    import av
+
+    if not os.path.exists(path):
+        raise SourceError("missing_video", path, "video file is missing; re-export or re-download it")
+    half = 0.5 / fps if fps > 0 else 1e-4
+    lo = None if start_s is None else start_s - half
+    hi = None if end_s is None else end_s - half
+    with av.open(path) as container:
+        if not container.streams.video:
+            raise SourceError("corrupt_video", path, "file has no video stream")
+        stream = container.streams.video[0]
+        time_base = stream.time_base or Fraction(1, 90000)
+        if lo is not None and lo > 0:
+            container.seek(max(0, int(lo / time_base)), stream=stream, backward=True)
+        yield container, stream, time_base, lo, hi
+
+
 def read_record(path: str, *, start_s: float | None, end_s: float | None, fps: float, source_path: str,
                 digest: str) -> RecordedVideo:
     """The packets of `path` in [start_s, end_s) (all of it when None), checked to decode.
@@ -52,20 +77,9 @@ def read_record(path: str, *, start_s: float | None, end_s: float | None, fps: f
     """
     import av
 
-    if not os.path.exists(path):
-        raise SourceError("missing_video", path, "video file is missing; re-export or re-download it")
-    half = 0.5 / fps if fps > 0 else 1e-4
-    lo = None if start_s is None else start_s - half
-    hi = None if end_s is None else end_s - half
     try:
-        with av.open(path) as container:
-            if not container.streams.video:
-                raise SourceError("corrupt_video", path, "file has no video stream")
-            stream = container.streams.video[0]
-            time_base = stream.time_base or Fraction(1, 90000)
+        with _segment(path, start_s, end_s, fps) as (container, stream, time_base, lo, hi):
             cc = stream.codec_context
-            if lo is not None and lo > 0:
-                container.seek(max(0, int(lo / time_base)), stream=stream, backward=True)
             data: list[bytes] = []
             pts: list[int] = []
             dts: list[int] = []
@@ -166,20 +180,9 @@ def iter_video_frames(
     """
     import av
 
-    if not os.path.exists(path):
-        raise SourceError("missing_video", path, "video file is missing; re-export or re-download it")
-    half = 0.5 / fps if fps > 0 else 1e-4
-    lo = None if start_s is None else start_s - half
-    hi = None if end_s is None else end_s - half
     try:
-        with av.open(path) as container:
-            if not container.streams.video:
-                raise SourceError("corrupt_video", path, "file has no video stream")
-            stream = container.streams.video[0]
+        with _segment(path, start_s, end_s, fps) as (container, stream, time_base, lo, hi):
             stream.thread_type = "AUTO"
-            time_base = stream.time_base or Fraction(1, 90000)
-            if lo is not None and lo > 0:
-                container.seek(max(0, int(lo / time_base)), stream=stream, backward=True)
             for frame in container.decode(stream):
                 if frame.pts is None:
                     continue

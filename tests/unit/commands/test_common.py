@@ -144,3 +144,12 @@ def test_quiet_ray_turns_off_ray_datas_own_bars():
     ctx = DataContext.get_current()
     assert ctx.enable_progress_bars is False and ctx.print_on_execution_start is False
     assert logging.getLogger("ray").level == logging.ERROR
+
+
+def test_a_malformed_storage_option_never_echoes_its_value(capsys):
+    # before: `robolake view` repeated the whole pair in its error, a credential included
+    from robolake.cli import main
+
+    assert main(["view", "some_lake", "--storage-option", "aws_secret_access_key:SUPERSECRET123"]) == 2
+    err = capsys.readouterr().err
+    assert "--storage-option must be KEY=VALUE" in err and "SUPERSECRET123" not in err

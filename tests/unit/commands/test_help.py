@@ -83,3 +83,14 @@ def test_eval_description_prints_one_percent_sign(capsys):
         main(["eval", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "Wilson 95% interval" in out
+
+
+def test_bench_name_help_is_the_benchmarks_own(capsys):
+    # before: `robolake bench media --help` printed bench's own three options, as if NAME were ignored
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "media", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--closed-loop" in out and "--demos-per-task" in out
+    assert main(["bench", "media"]) == 2
+    assert "--json PATH is required" in capsys.readouterr().err

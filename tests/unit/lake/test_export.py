@@ -369,9 +369,11 @@ def _renamed(lake_root: Path, tmp_path: Path, *, tag: str | None = None, camera:
     with lake.begin() as tx:
         eps = tx.dataset("episodes").to_table()
         emb = tx.dataset("embodiments").to_table()
-        if tag is not None:
-            eps = eps.set_column(eps.schema.get_field_index("embodiment"), "embodiment", pa.array([tag] * eps.num_rows))
-            rows = emb.to_pylist()[:1]
+        if tag is not None:  # the first embodiment re-tagged; the others stay, so the export has several
+            rows = emb.to_pylist()
+            old_tag = rows[0]["embodiment"]
+            eps = eps.set_column(eps.schema.get_field_index("embodiment"), "embodiment",
+                                 pa.array([tag if e == old_tag else e for e in eps["embodiment"].to_pylist()]))
             rows[0]["embodiment"] = tag
             spec = json.loads(rows[0]["spec_json"])
             spec["tag"] = tag

@@ -59,3 +59,16 @@ def test_auto_runs_small_sources_in_process_and_large_ones_on_ray(tmp_path: Path
         IngestConfig(execution="local", ray_address="ray://head:10001")
     with pytest.raises(ValueError, match="execution must be auto, local or ray"):
         IngestConfig(execution="threads")
+
+
+def test_a_note_said_of_many_files_is_printed_once(tmp_path: Path):
+    """Three bags with no command topic and no camera: each note once, naming how many files."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3):
+        write_ros1(src / f"take_{i}.bag", Layout(seconds=0.3, seed=i, cmd_hz=None, camera="none"))
+    res = ingest(str(src), str(tmp_path / "lake"), IngestConfig(state_only=True, execution="local"))
+    assert res.ingested == 3
+    said = [n for n in res.notes if n.startswith("no command topic")]
+    assert len(said) == 1 and said[0].endswith(f"(3 files: {src / 'take_0.bag'} and 2 more)"), res.notes
+    assert not any(n.startswith(str(src)) and "no command topic" in n for n in res.notes)

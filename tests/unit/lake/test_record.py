@@ -3,8 +3,9 @@
 Every check compares against decoding the source file with PyAV from its start (what the source
 decode is), frame for frame, max abs difference 0: on h264 with B-frames and episodes that
 start mid-GOP (one mp4 holding three episodes, keyframes where the encoder put them), on AV1
-LeRobot v3.0 written by `robolake.writers` (many episodes per file), and, where ../shared is
-present, on the real GR00T data (h264).
+LeRobot v3.0 written by `robolake.writers` (many episodes per file; and re-encoded so episodes
+start mid-GOP), and, where ../shared is present, on the real GR00T data (h264). `read_many` is
+checked to feed each needed packet once, from memory.
 """
 
 from __future__ import annotations
@@ -140,6 +141,65 @@ def test_a_shared_file_is_kept_once(mid_gop) -> None:
     assert own == packet_bytes  # each packet once, in the episode whose span holds it
     extra = sum(sum(map(len, s.extra)) for s in streams)
     assert 0 < extra <= 2 * packet_bytes / len(sizes) * 25  # at most a GOP of lead-in for each of two later episodes
+
+
+def test_read_many_feeds_each_needed_packet_once_from_memory(mid_gop, monkeypatch) -> None:
+    """Frames wanted from two GOPs, shuffled and repeated: one pass per GOP run, each packet fed
+    once, exactly the runs' packets, and no container opened (the packets are already in memory)."""
+    import robolake.lake.media as media
+
+    _, lake = mid_gop
+    ep = max(lake.episodes().to_pylist(), key=lambda e: e["num_steps"])
+    eid, cam, n = ep["episode_id"], ep["cameras"][0], ep["num_steps"]
+    reader = lake.frames()
+    stream = reader.stream(eid, cam)
+    assert stream is not None
+    steps = [n - 1, 3, n - 2, 4, 0, 3, n - 1]
+    runs = stream.runs(steps)
+    assert 1 <= len(runs) <= 2 and int(stream.start_of[n - 1]) > int(stream.step_packet[4])  # two GOPs apart
+    want = [reader.read(eid, cam, t) for t in steps]  # one a call: each a fresh run (bit-exact: tests above)
+    fed: list[int] = []
+    calls: list[int] = []
+    real = media.decode_runs
+
+    def counting(index, runs_, packet):  # the real decoder, its packet lookups counted
+        calls.append(len(runs_))
+        return real(index, runs_, lambda s: fed.append(s) or packet(s))
+
+    monkeypatch.setattr(media, "decode_runs", counting)
+    monkeypatch.setattr(av, "open", lambda *a, **k: pytest.fail("read_many opened a container"))
+    got = reader.read_many([(eid, cam, t) for t in steps])
+    assert calls == [len(runs)]
+    assert len(fed) == len(set(fed)) and sorted(fed) == stream.owned_steps(runs)
+    assert len(fed) < n  # the packets between the two runs are never fed
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.fixture(scope="module")
+def av1_mid_gop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Lake]:
+    """AV1 LeRobot v3.0, one file of three episodes re-encoded as one stream, keyframes every 25
+    frames: the later episodes start mid-GOP."""
+    root = tmp_path_factory.mktemp("av1midgop")
+    src = _dataset(root / "src", "av1")
+    (mp4,) = glob.glob(str(src / "videos" / "**" / "*.mp4"), recursive=True)
+    with av.open(mp4) as c:
+        frames = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
+    encode_video(mp4, [frames], fps=FPS, options=VideoOptions(codec="av1", gop=25))
+    ingest(str(src), str(root / "lake"), IngestConfig(execution="local"))
+    return src, Lake.open(str(root / "lake"))
+
+
+def test_av1_episodes_that_start_mid_gop_decode_bit_exact_and_the_file_is_kept_once(av1_mid_gop) -> None:
+    src, lake = av1_mid_gop
+    streams = [StreamIndex.from_row(r) for r in lake.dataset("streams").to_table().to_pylist()]
+    assert {s.codec for s in streams} == {"av1"} and len({s.source_path for s in streams}) == 1 < len(streams)
+    assert any(len(s.extra) for s in streams), "no AV1 episode started mid-GOP: the test data lost its point"
+    assert _assert_bit_exact(str(src), lake) == lake.count("media")
+    with av.open(glob.glob(str(src / "videos" / "**" / "*.mp4"), recursive=True)[0]) as c:
+        packet_bytes = sum(p.size for p in c.demux(video=0) if p.size)
+    own = sum(len(b) for b in lake.dataset("media").to_table(columns=["data"])["data"].to_pylist())
+    assert own == packet_bytes  # each packet once, in the episode whose span holds it
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,23 @@
-"""pack(): shards hold every sample exactly once, with exactly the lake's payload, reproducibly."""
+"""pack(): shards hold every sample exactly once, with exactly the lake's payload (its images, or the
+rendition of its decoded frames), reproducibly."""
 
 from __future__ import annotations
 
 import json
+import logging
 import tarfile
 from collections import Counter
 from pathlib import Path
 
 import lance
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from robolake.lake import Lake
+from robolake.lake.codecs import decode_frame, fidelity, render_rgb
 from robolake.lake.ingest import ingest
+from robolake.lake.record import is_record
 from robolake.packers import (
     PackSpec,
     TokenLengthConfig,
@@ -22,7 +27,7 @@ from robolake.packers import (
     plan_sequences,
     read_manifest,
 )
-from robolake.packers.pipeline import window_sequences
+from robolake.packers.pipeline import plan_ranges, window_sequences
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 TOKENS = TokenLengthConfig(tokens_per_view=16, state_tokens=0)
@@ -60,13 +65,36 @@ def test_every_sample_once_within_capacity(lake, tmp_path, algorithm):
     assert m.lake_uri == lake.uri and m.lake_version == lake.version
 
 
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
 def test_payload_equals_the_lake(lake, tmp_path):
+    """A shard's frame is the lake's own image bytes where the lake holds an image, and otherwise
+    (a recorded video's packet, FFV1, h264) the training rendition of the lake's decoded frame:
+    byte for byte `render_rgb` of the pixels `FrameReader` gives, within JPEG tolerance of them."""
     spec = _spec(step_stride=3, normalization="mean_std")
     m = pack(lake, spec, str(tmp_path / "p"))
     eps = {e["episode_id"]: e for e in lake.episodes().to_pylist()}
     steps = lake.to_arrow("steps").to_pylist()
     by_key = {(s["episode_id"], s["step_index"]): s for s in steps}
-    media = {(f["episode_id"], f["camera"], f["step_index"]): f["data"] for f in lake.to_arrow("media").to_pylist()}
+    rows = {(f["episode_id"], f["camera"], f["step_index"]): (f["encoding"], f["data"])
+            for f in lake.to_arrow("media", columns=["episode_id", "camera", "step_index", "encoding", "data"]).to_pylist()}
+    reader = lake.frames()
+    renditions = 0
+
+    def want_frame(key: tuple[str, str, int]) -> bytes:
+        nonlocal renditions
+        encoding, data = rows[key]
+        if fidelity(encoding) == "source" and not is_record(encoding):
+            return data  # an image as the source recorded it
+        rgb = reader.read(*key)
+        out = render_rgb(rgb, spec.image_size)
+        assert _psnr(decode_frame(out), rgb) >= 27.0  # JPEG q90 (chroma halved) of 32 px sharp discs: min 29.9 dB
+        renditions += 1
+        return out
+
     stats = {tag: lake.norm_stats(tag) for tag in m.embodiments}
     checked = 0
     for r in _rows(tmp_path / "p"):
@@ -90,9 +118,10 @@ def test_payload_equals_the_lake(lake, tmp_path):
             assert r["num_views"][i] == len(ep["cameras"])
             for cam in ep["cameras"]:
                 got_cam, data = next(frames)
-                assert got_cam == cam and data == media[(eid, cam, t)]
+                assert got_cam == cam and data == want_frame((eid, cam, t))
             checked += 1
     assert checked == m.num_samples == sum((e["num_steps"] + 2) // 3 for e in eps.values())
+    assert renditions  # the default lake records the synthetic videos: their frames are renditions
 
 
 def test_same_inputs_same_shards_and_seed_changes_order(lake, tmp_path):
@@ -172,3 +201,46 @@ def test_webdataset_export_roundtrip(lake, tmp_path):
             assert all(n.split(".", 1)[1] in ("json", "text_ids.npy", "state.npy", "action.npy", "action_valid.npy") or n.endswith(".jpg") for n in names)
     rows = _rows(tmp_path / "p")
     assert seqs == m.num_sequences and views == sum(len(r["frames"]) for r in rows)
+
+
+def _recorded_streams(lake: Lake) -> set[tuple[str, str]]:
+    media = lake.to_arrow("media", columns=["episode_id", "camera", "encoding"]).to_pylist()
+    return {(f["episode_id"], f["camera"]) for f in media if is_record(f["encoding"])}
+
+
+def _decode_passes(caplog) -> Counter:
+    """Stream decodes pack reports from its stages (each Ray task counts its own passes)."""
+    records = [r for r in caplog.records if hasattr(r, "decode_passes")]
+    assert len(records) == 1
+    passes: Counter = Counter()
+    for eid, cam, n in records[0].decode_passes:
+        passes[(eid, cam)] += n
+    return passes
+
+
+@pytest.mark.parametrize("plan_range_samples", [4_000_000, 40])
+def test_pack_decodes_each_recorded_stream_once(lake, tmp_path, caplog, plan_range_samples):
+    """Sequences mix episodes at random, and each write task used to decode every stream it
+    touched (each Ray worker every stream): the decode stage decodes each one once in all."""
+    caplog.set_level(logging.INFO, logger="robolake.packers.pipeline")
+    streams = _recorded_streams(lake)
+    assert len(streams) > 2  # enough streams, and sequences over several of them, for repeats to show
+    assert (len(plan_ranges(build_sample_index(lake, _spec()), _spec(), plan_range_samples)) > 1) == (plan_range_samples == 40)
+    m = pack(lake, _spec(), str(tmp_path / "p"), sequences_per_task=2, plan_range_samples=plan_range_samples)
+    assert m.num_sequences > 4
+    passes = _decode_passes(caplog)
+    assert set(passes) == streams and set(passes.values()) == {1}
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == ["manifest.json", "shards.lance"]  # scratch gone
+
+
+def test_pack_replaces_what_a_killed_pack_left(lake, tmp_path):
+    """A killed run leaves its scratch table of renditions (and no manifest): the next run starts
+    it afresh, and the shards hold the lake's frames, not the stale renditions."""
+    first = pack(lake, _spec(), str(tmp_path / "p"))
+    want = _rows(tmp_path / "p")
+    stale = tmp_path / "p" / "_renditions.lance"
+    lance.write_dataset(pa.table({"data": pa.array([b"stale"] * 5000, pa.binary())}), str(stale))
+    (tmp_path / "p" / "manifest.json").unlink()
+    again = pack(lake, _spec(), str(tmp_path / "p"))
+    assert again.num_sequences == first.num_sequences and _rows(tmp_path / "p") == want
+    assert not stale.exists()

@@ -3,8 +3,9 @@
 The crafted `step_00000001.pt` creates a marker file when it is unpickled (as a real attack would
 run a shell). The first test proves it does; every other test hands it to one of robolake's
 loaders (the Python API, `train` resume, `robolake eval`, `robolake train`, `robolake rl --init`,
-`robolake convert-checkpoint` without `--trust`) and checks the refusal names the conversion
-command and that the marker never appears.
+`robolake lineage`, `robolake convert-checkpoint` without `--trust`) and checks the refusal is one
+line naming the conversion command and that the marker never appears. (No command exports a
+policy: `robolake export` writes lake data only.)
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def test_eval_refuses_it(tmp_path: Path, capsys) -> None:
     run, marker = _crafted_run(tmp_path)
     rc = main(["eval", "--sim", "metaworld", "--checkpoint", str(run), "--episodes", "1", "--no-baselines", "--workers", "0"])
     err = capsys.readouterr().err
-    assert rc == 2 and "convert-checkpoint" in err and "Traceback" not in err
+    assert rc == 2 and "robolake convert-checkpoint" in err and len(err.strip().splitlines()) == 1, err
     assert not marker.exists()
 
 
@@ -105,7 +106,15 @@ def test_train_command_resume_refuses_it(packed_data, tmp_path: Path, capsys) ->
     rc = main(["train", "--shards", str(packed_data.packed), "--out", str(run), "--steps", "3", "--workers", "0",
                "--device", "cpu", "--no-progress"])  # fmt: skip
     err = capsys.readouterr().err
-    assert rc == 2 and "convert-checkpoint" in err and "Traceback" not in err
+    assert rc == 2 and "robolake convert-checkpoint" in err and len(err.strip().splitlines()) == 1, err
+    assert not marker.exists()
+
+
+def test_lineage_refuses_it(tmp_path: Path, capsys) -> None:
+    run, marker = _crafted_run(tmp_path)
+    rc = main(["lineage", str(run)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "robolake convert-checkpoint" in err and len(err.strip().splitlines()) == 1, err
     assert not marker.exists()
 
 

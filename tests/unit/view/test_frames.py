@@ -53,3 +53,19 @@ def test_an_unknown_frame_is_a_key_error_naming_it(view_lakes) -> None:
 def test_png_bytes_round_trip_exactly() -> None:
     rgb = np.random.default_rng(0).integers(0, 256, size=(17, 23, 3), dtype=np.uint8)
     np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(png_bytes(rgb)))), rgb)
+
+
+def test_stepping_through_decoded_frames_decodes_each_run_once_and_sends_frame_bytes(view_lakes) -> None:
+    # before: every frame a person stepped to was its own decode from the keyframe (10 s for 100
+    # frames of the GR00T record in the browser test); now a decode brings the next steps with it
+    lake = Lake.open(str(view_lakes.h264))
+    row = lake.episodes(columns=["episode_id", "cameras", "num_steps"]).to_pylist()[0]
+    eid, cam, n = row["episode_id"], row["cameras"][0], row["num_steps"]
+    source = FrameSource(lake, read_ahead=8)
+    calls = []
+    real = source._reader.read_many
+    source._reader.read_many = lambda keys, *a, **kw: calls.append(len(keys)) or real(keys, *a, **kw)  # type: ignore[method-assign]
+    reader = lake.frames()
+    for step in range(n):
+        assert source.get(eid, cam, step) == frame_bytes(lake, reader, eid, cam, step)
+    assert len(calls) == -(-n // 8) and sum(calls) == n

@@ -57,6 +57,7 @@ def test_one_tag_one_width(tmp_path: Path, ray_session):
     from robolake.lake.sources import SourceOptions
     from robolake.testing.hdf5 import write_robosuite
 
+    (tmp_path / "src").mkdir()
     write_robosuite(tmp_path / "src" / "a.hdf5", state_dim=32)
     write_robosuite(tmp_path / "src" / "b.hdf5", state_dim=40)  # same robot and env, another scene version
     found = discover_readers(str(tmp_path / "src"))

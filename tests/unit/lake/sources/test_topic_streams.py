@@ -107,6 +107,7 @@ def test_a_camera_with_one_message_does_not_block_the_recording(tmp_path: Path):
     ep = r.read_tabular(r.discover()[0])
     assert ep.num_steps > 90 and np.all(ep.state[:, 3] == np.float32(4.25))  # the window is not cut to t = 0.5
     assert ep.metadata["static"] == ["/calibration"]
+    assert any("/calibration has a single message: held as a static value" in n for n in ep.metadata["notes"]), ep.metadata["notes"]
 
 
 @pytest.mark.parametrize("how", ["state_only", "cameras_empty"])
@@ -182,3 +183,26 @@ def test_a_metadata_count_of_zero_is_checked_against_the_storage(tmp_path: Path)
     assert any("metadata says /joint_states has no messages but its storage holds 50" in n for n in r.notes)
     assert [c.name for c in r.plan.cameras] == ["wrist"] and not r.plan.action_from_state
     assert r.read_tabular(r.discover()[0]).num_steps > 40
+
+
+def test_an_indexed_tf_path_and_nested_odometry_fields_map(tmp_path: Path):
+    """`transforms.0.transform` (the README's indexed path) used to be refused for want of a child_frame."""
+    _robot_bag(tmp_path / "robot.bag")
+    mapping = mapping_from_dict(yaml.safe_load("""
+state:
+  - {source: /tf, field: transforms.0.transform}        # the first transform of every message (odom -> base_link)
+  - {source: /odom, field: pose.pose}                   # position and orientation: 7
+  - {source: /odom, field: twist.twist.angular.z}       # one value
+action_from_state: true
+cameras: {}
+fps: 20
+"""), "robot.yaml")
+    reader = Ros1Reader(str(tmp_path / "robot.bag"), SourceOptions(mapping=mapping))
+    assert reader.spec().state_dim == 7 + 7 + 1
+    ep = reader.read_tabular(reader.discover()[0])
+    t = _abs_ticks(ep)
+    np.testing.assert_allclose(ep.state[:, 0], t, atol=1e-5)  # base_link x, stamped by the transform's header
+    np.testing.assert_allclose(ep.state[:, 1:7], np.tile([0, 0, 0, 0, 0, 1], (len(t), 1)), atol=1e-6)
+    np.testing.assert_allclose(ep.state[:, 7:9], np.stack([t, 2 * t], 1), atol=1e-5)
+    np.testing.assert_allclose(ep.state[:, 14], 0.5, atol=1e-6)
+    assert ep.metadata["clock"]["/tf.transforms.0.transform"] == "header"

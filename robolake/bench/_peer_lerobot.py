@@ -1,0 +1,172 @@
+"""LeRobot's side of `robolake bench peers`, run by the LeRobot environment's own Python.
+
+Not imported by robolake (it needs `lerobot`, which lives only in the peer environment that
+`robolake.bench.peers` builds): `peers.py` starts it as `PYTHON _peer_lerobot.py` and talks to it
+one JSON object per line, on stdin and stdout, so that the interpreter, LeRobot's imports and its
+DataLoader workers stay warm between the interleaved timed epochs, as robolake's own loader does.
+
+Requests (`op`):
+
+- `make_av1`: write a 640x480 dataset with LeRobot's own writer and its default encoder settings
+  (`LeRobotDataset.create`, `add_frame`, `save_episode`, `finalize`; libsvtav1), the kind of
+  dataset LeRobot records today.
+- `open`: a `LeRobotDataset` on a local v3.0 dataset, with the requested video backend and
+  `delta_timestamps` for an action chunk of `horizon` steps, then a shuffled DataLoader as
+  `lerobot_train.py` builds it (the same `num_workers` and `batch_size` as robolake's loader;
+  LeRobot's defaults otherwise: persistent workers, prefetch factor 4, spawn).
+- `epoch`: iterate that DataLoader once, timed here from `iter()` to the last batch.
+- `quit`.
+
+Answers are `{"ok": true, ...}` or `{"ok": false, "error": "..."}`. LeRobot's own prints go to
+stderr; stdout carries only the answers.
+"""
+
+# ruff: noqa: E402
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local datasets only: never reach for the hub
+_ANSWERS = sys.stdout
+sys.stdout = sys.stderr
+
+STATE: dict[str, Any] = {}
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for name in ("lerobot", "torch", "torchcodec", "av", "datasets"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _frame(i: int, episode: int, height: int, width: int) -> Any:
+    """A smooth synthetic scene (gradient, a moving block, faint noise) that codes like camera video."""
+    import numpy as np
+
+    rng = np.random.default_rng(episode * 100_000 + i)
+    y = np.linspace(0, 255, height, dtype=np.float32)[:, None]
+    x = np.linspace(0, 255, width, dtype=np.float32)[None, :]
+    img = np.empty((height, width, 3), dtype=np.float32)
+    img[..., 0] = 0.6 * y + 0.2 * x
+    img[..., 1] = 0.3 * x + 40.0 * episode % 200
+    img[..., 2] = 120.0 + 0.2 * (x - y)
+    cx = int((width - 120) * (0.5 + 0.45 * np.sin(0.05 * i + episode)))
+    cy = int((height - 120) * (0.5 + 0.45 * np.cos(0.04 * i)))
+    img[cy : cy + 120, cx : cx + 120] = (230.0, 60.0 + episode * 20 % 180, 40.0)
+    img += rng.normal(0.0, 2.0, size=img.shape).astype(np.float32)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def make_av1(req: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    height, width, dim = int(req["height"]), int(req["width"]), int(req.get("dim", 7))
+    features = {
+        "observation.images.front": {"dtype": "video", "shape": (height, width, 3), "names": ["height", "width", "channels"]},
+        "observation.state": {"dtype": "float32", "shape": (dim,), "names": None},
+        "action": {"dtype": "float32", "shape": (dim,), "names": None},
+    }
+    t0 = time.perf_counter()
+    ds = LeRobotDataset.create(req["repo_id"], fps=int(req["fps"]), features=features, root=req["root"], use_videos=True)
+    for episode, length in enumerate(req["lengths"]):
+        for i in range(int(length)):
+            q = np.sin(0.05 * i + np.arange(dim, dtype=np.float32) + episode).astype(np.float32)
+            ds.add_frame({"observation.images.front": _frame(i, episode, height, width), "observation.state": q,
+                          "action": np.roll(q, 1), "task": f"move the block, episode {episode % 3}"})
+        ds.save_episode()
+    ds.finalize()
+    info = json.load(open(os.path.join(req["root"], "meta", "info.json")))
+    video = info["features"]["observation.images.front"].get("info", {})
+    return {"seconds": time.perf_counter() - t0, "frames": int(sum(req["lengths"])), "video_info": video}
+
+
+def open_loader(req: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    STATE.pop("loader", None)  # the previous DataLoader's workers exit with it
+    root, backend, horizon = req["root"], req["backend"], int(req["horizon"])
+    probe = LeRobotDataset(req["repo_id"], root=root, video_backend=backend)
+    fps = probe.fps
+    delta = {"action": [i / fps for i in range(horizon)]}
+    ds = LeRobotDataset(req["repo_id"], root=root, delta_timestamps=delta, video_backend=backend)
+    data: Any = ds
+    stride, cap = int(req.get("step_stride", 1)), req.get("max_samples")
+    if stride > 1 or cap is not None:
+        # every `stride`-th step of each episode (robolake's step_stride), then a seeded random
+        # subset of at most `max_samples` of them: the per-sample cost of a random read does not
+        # depend on which samples are read, and a slow backend need not read them all
+        import numpy as np
+
+        frames = np.asarray(ds.hf_dataset.data.column("frame_index").to_numpy())
+        indices = np.flatnonzero(frames % stride == 0)
+        if cap is not None and int(cap) < indices.size:
+            indices = np.sort(np.random.default_rng(int(req.get("seed", 0))).choice(indices, int(cap), replace=False))
+        data = torch.utils.data.Subset(ds, indices.tolist())
+    workers = int(req["num_workers"])
+    loader = torch.utils.data.DataLoader(
+        data,
+        batch_size=int(req["batch_size"]),
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=False,
+        drop_last=False,
+        prefetch_factor=int(req.get("prefetch_factor", 4)) if workers else None,
+        persistent_workers=workers > 0,
+        multiprocessing_context=req.get("multiprocessing_context", "spawn") if workers else None,
+        generator=torch.Generator().manual_seed(int(req.get("seed", 0))),
+    )
+    STATE.update(loader=loader, cameras=list(ds.meta.camera_keys), backend=backend)
+    video = {k: ds.meta.features[k].get("info", {}) for k in ds.meta.camera_keys}
+    return {"samples": len(data), "dataset_frames": len(ds), "fps": fps, "cameras": STATE["cameras"], "video_info": video,
+            "delta_timestamps": delta, "versions": versions()}
+
+
+def epoch(req: dict[str, Any]) -> dict[str, Any]:
+    loader, cameras = STATE["loader"], STATE["cameras"]
+    samples = 0
+    first = None
+    image_shape: list[int] = []
+    action_shape: list[int] = []
+    t0 = time.perf_counter()
+    for batch in loader:
+        first = time.perf_counter() - t0 if first is None else first
+        samples += int(batch["index"].shape[0])
+        image_shape = list(batch[cameras[0]].shape[1:])
+        action_shape = list(batch["action"].shape[1:])
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "first_batch_s": first or 0.0, "samples": samples, "image_shape": image_shape,
+            "action_shape": action_shape, "backend": STATE["backend"]}
+
+
+OPS = {"make_av1": make_av1, "open": open_loader, "epoch": epoch, "versions": lambda req: {"versions": versions()}}
+
+
+def main() -> None:
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req.get("op") == "quit":
+            break
+        try:
+            answer = {"ok": True, **OPS[req["op"]](req)}
+        except Exception as e:  # the parent reports it as one line; the trace goes to stderr
+            traceback.print_exc()
+            answer = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        _ANSWERS.write(json.dumps(answer) + "\n")
+        _ANSWERS.flush()
+
+
+if __name__ == "__main__":
+    main()
