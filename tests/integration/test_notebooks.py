@@ -98,7 +98,12 @@ def test_every_notebook_is_checked() -> None:
     assert not missing, f"add a check of what {missing} print to CHECKS"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+# The scale-out notebook starts a multi-node Ray cluster: the slowest (~95 s here); opt in with -m slow.
+SLOW = {"03_scale_out"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW else [])
+                                  for p in NOTEBOOKS])  # fmt: skip
 def test_notebook_runs(path: Path, tmp_path: Path) -> None:
     from nbclient import NotebookClient
 
