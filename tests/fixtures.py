@@ -7,8 +7,11 @@ is built once per session.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,3 +136,33 @@ def random_batch(
         max_action_dim=config.max_action_dim,
         sample_keys=tuple((f"ep{seed}", i) for i in range(n)),
     )
+
+
+@contextmanager
+def moto_s3(key_id: str = "test", secret: str = "test") -> Iterator[tuple[Any, dict[str, str]]]:
+    """moto's S3 server on 127.0.0.1 with a `robolake` bucket: (a boto3 client, the Lance/fsspec
+    storage options that reach it with these credentials). Skips where moto, s3fs or boto3 is missing."""
+    server_mod = pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key_id, aws_secret_access_key=secret,
+                              region_name="us-east-1")
+        client.create_bucket(Bucket="robolake")
+        yield client, {"aws_endpoint": endpoint, "aws_access_key_id": key_id, "aws_secret_access_key": secret,
+                       "aws_region": "us-east-1", "allow_http": "true"}
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def s3_options() -> Iterator[dict[str, str]]:
+    """Storage options of a fresh moto S3 server with a `robolake` bucket (see `moto_s3`)."""
+    with moto_s3() as (_, options):
+        yield options
+

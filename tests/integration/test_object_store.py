@@ -6,32 +6,11 @@ to it exactly as they would to S3 or MinIO, with the same Lance-style `storage_o
 
 from __future__ import annotations
 
-import logging
-
-import pytest
-
 from robolake.lake import Lake
 from robolake.lake.ingest import ingest
 from robolake.loaders import LoaderConfig, PackedLoader
 from robolake.packers import PackSpec, TokenLengthConfig, pack, read_manifest
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
-
-
-@pytest.fixture()
-def s3_options():
-    server_mod = pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                 region_name="us-east-1").create_bucket(Bucket="robolake")
-    yield {"aws_endpoint": endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
-           "aws_region": "us-east-1", "allow_http": "true"}
-    server.stop()
 
 
 def test_lake_pack_and_load_on_s3(s3_options, tmp_path, ray_session):

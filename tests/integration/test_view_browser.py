@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import logging
 import tempfile
 import urllib.error
 import urllib.parse
@@ -108,24 +107,6 @@ def real_lake(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     request.getfixturevalue("ray_session")
     ingest(str(src), str(root / "lake"))
     return Lake.open(str(root / "lake"))
-
-
-@pytest.fixture()
-def s3_options() -> Iterator[dict[str, str]]:
-    """moto's S3 server on 127.0.0.1 with a `robolake` bucket (as tests/integration/test_object_store.py)."""
-    server_mod = pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                 region_name="us-east-1").create_bucket(Bucket="robolake")
-    yield {"aws_endpoint": endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
-           "aws_region": "us-east-1", "allow_http": "true"}
-    server.stop()
 
 
 def _wait(driver: Any, condition: str, timeout: float = 60) -> Any:

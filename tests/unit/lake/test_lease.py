@@ -4,7 +4,6 @@ and the interleaving the lease exists for (writer A passes its checks, B tries t
 from __future__ import annotations
 
 import json
-import logging
 import subprocess
 import sys
 import threading
@@ -193,14 +192,13 @@ def test_lease_record_round_trip():
     assert LeaseRecord.from_json(json.loads(rec.to_bytes())) == rec
 
 
-def test_lease_and_manifest_on_s3(s3_lake_options):
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+def test_lease_and_manifest_on_s3(s3_options):
     uri = "s3://robolake/leased"
-    put_if_absent(f"{uri}/probe.json", b"1", s3_lake_options)
+    put_if_absent(f"{uri}/probe.json", b"1", s3_options)
     with pytest.raises(FileExistsError):
-        put_if_absent(f"{uri}/probe.json", b"2", s3_lake_options)  # a conditional PUT, not exists-then-put
-    lake = Lake.create(uri, storage_options=s3_lake_options)
-    with Writer(uri, s3_lake_options, config=FAST) as a, Writer(uri, s3_lake_options, config=FAST) as b:
+        put_if_absent(f"{uri}/probe.json", b"2", s3_options)  # a conditional PUT, not exists-then-put
+    lake = Lake.create(uri, storage_options=s3_options)
+    with Writer(uri, s3_options, config=FAST) as a, Writer(uri, s3_options, config=FAST) as b:
         lease = a.acquire(1)
         with pytest.raises(LeaseLostError):
             b.acquire(1)
@@ -209,27 +207,10 @@ def test_lease_and_manifest_on_s3(s3_lake_options):
     tx = lake.begin()
     tx.append_table("quarantine", _rows(3, "s3"))
     assert tx.commit("s3").version == 2
-    assert Lake.open(uri, storage_options=s3_lake_options).count("quarantine") == 3
+    assert Lake.open(uri, storage_options=s3_options).count("quarantine") == 3
 
 
-@pytest.fixture()
-def s3_lake_options():
-    server_mod = pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                 region_name="us-east-1").create_bucket(Bucket="robolake")
-    yield {"aws_endpoint": endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
-           "aws_region": "us-east-1", "allow_http": "true"}
-    server.stop()
-
-
-def test_a_renewed_record_on_s3_never_reads_as_free(s3_lake_options, monkeypatch):
+def test_a_renewed_record_on_s3_never_reads_as_free(s3_options, monkeypatch):
     # Regression: s3fs's open() pinned the object's ETag; the holder renewing its record before
     # the GET made the read fail a precondition, the record read as absent and the lease as free
     # (CI: a second writer took a held lease). Here every read races a renewal, at its worst moment.
@@ -239,8 +220,8 @@ def test_a_renewed_record_on_s3_never_reads_as_free(s3_lake_options, monkeypatch
     uri = "s3://robolake/renewed"
     rec_uri = f"{uri}/_robolake/lease/0000000001.json"
     held = LeaseRecord(epoch=1, state="held", holder="A", token="t1", base_version=1, expires_at=time.time() + 60)
-    put_if_absent(rec_uri, held.to_bytes(), s3_lake_options)
-    real_fs = storage.filesystem(uri, s3_lake_options)
+    put_if_absent(rec_uri, held.to_bytes(), s3_options)
+    real_fs = storage.filesystem(uri, s3_options)
     renewals = []
 
     def renew() -> None:
@@ -262,20 +243,20 @@ def test_a_renewed_record_on_s3_never_reads_as_free(s3_lake_options, monkeypatch
 
     monkeypatch.setattr(storage, "filesystem", lambda *a, **k: RenewingFs())
     monkeypatch.setattr(lease_mod, "filesystem", lambda *a, **k: RenewingFs())
-    epoch, rec = lease_mod._newest(uri, s3_lake_options)
+    epoch, rec = lease_mod._newest(uri, s3_options)
     assert renewals and epoch == 1 and rec is not None and rec.holder == "A" and rec.state == "held"
 
 
-def test_another_process_new_version_is_seen_on_s3(s3_lake_options):
+def test_another_process_new_version_is_seen_on_s3(s3_options):
     # Regression: fsspec caches listings per filesystem instance (forever by default), so a
     # long-lived reader listed the versions it first saw, and a writer the lease epochs it first saw.
     s3fs = pytest.importorskip("s3fs")
     from robolake.lake.versions import list_versions
 
     uri = "s3://robolake/listed"
-    Lake.create(uri, storage_options=s3_lake_options)
-    assert list_versions(uri, s3_lake_options) == [1]
+    Lake.create(uri, storage_options=s3_options)
+    assert list_versions(uri, s3_options) == [1]
     other = s3fs.S3FileSystem(key="test", secret="test", skip_instance_cache=True,
-                              client_kwargs={"endpoint_url": s3_lake_options["aws_endpoint"], "region_name": "us-east-1"})
+                              client_kwargs={"endpoint_url": s3_options["aws_endpoint"], "region_name": "us-east-1"})
     other.pipe_file(f"{uri}/_robolake/versions/00000002.json", b"{}")  # another process's next version
-    assert list_versions(uri, s3_lake_options) == [1, 2]
+    assert list_versions(uri, s3_options) == [1, 2]

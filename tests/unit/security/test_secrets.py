@@ -15,6 +15,7 @@ from robolake.lake import Lake
 from robolake.lake.ingest import ingest
 from robolake.packers import PackSpec, TokenLengthConfig, pack
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
+from tests.fixtures import moto_s3
 
 SECRET = "RL-F4KE-S3CR3T-9d1c7e0b"  # distinctive: a hit can only be a leak
 KEY_ID = "RLFAKEKEYID7Q2"
@@ -22,21 +23,8 @@ KEY_ID = "RLFAKEKEYID7Q2"
 
 @pytest.fixture()
 def s3():
-    server_mod = pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
-                          region_name="us-east-1")
-    client.create_bucket(Bucket="robolake")
-    options = {"aws_endpoint": endpoint, "aws_access_key_id": KEY_ID, "aws_secret_access_key": SECRET,
-               "aws_region": "us-east-1", "allow_http": "true"}
-    yield client, options
-    server.stop()
+    with moto_s3(KEY_ID, SECRET) as server:
+        yield server
 
 
 def _objects_holding(client, needle: bytes) -> list[str]:
