@@ -412,14 +412,14 @@ class _Eval:
         raise WhereError(f"--where {self.text!r}: {ast.unparse(node)!r} cannot be used here")
 
     def _call(self, node: ast.Call) -> Any:
-        assert isinstance(node.func, ast.Name)
+        if not isinstance(node.func, ast.Name):  # parse() refuses these; kept as a real error under python -O
+            raise WhereError(f"--where {self.text!r}: {ast.unparse(node.func)!r} is not a function of the language")
         fn = node.func.id
         if fn in _AGGREGATES:
-            assert self.steps is not None
             v = self.step(node.args[0])
             if not isinstance(v, _StepValue):
                 raise WhereError(f"--where {self.text!r}: {ast.unparse(node)!r} aggregates a constant; name a step column")
-            return self.steps.aggregate(fn, v)
+            return self._steps(node).aggregate(fn, v)
         args = [self.run(a) for a in node.args]
         if fn == "abs":
             return np.abs(np.asarray(args[0], dtype=float))
@@ -437,10 +437,15 @@ class _Eval:
                   "endswith": lambda s: s.endswith(pattern)}[fn]
         return _truth(_strings(args[0], method))
 
+    def _steps(self, node: ast.expr) -> _Steps:
+        """The episodes' steps; parse() marks every step expression, so they are loaded unless it missed one."""
+        if self.steps is None:
+            raise WhereError(f"--where {self.text!r}: {ast.unparse(node)!r} needs the episodes' steps, which were not loaded")
+        return self.steps
+
     def step(self, node: ast.expr) -> _StepValue | float:
         """A step-level expression: a `_StepValue`, or a plain number for constants."""
-        steps = self.steps
-        assert steps is not None
+        steps = self._steps(node)
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
                 raise WhereError(f"--where {self.text!r}: inside an aggregate only numbers are allowed, not {node.value!r}")
