@@ -32,6 +32,8 @@ import dataclasses
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from robolake.bench._common import machine, print_table, write_json
@@ -170,47 +172,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
 
-    def lap(name: str, t0: float) -> None:
+    @contextmanager
+    def lap(name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        yield
         timings[name] = time.perf_counter() - t0
         print(f"[flywheel] {name}: {timings[name]:.0f}s", flush=True)
 
-    t0 = time.perf_counter()
-    demo, checkpoint, recipe = _demo(args, work)
-    lake_uri, lake_version, base, demo_spec = _base_episodes(demo)
-    lap("demo", t0)
-    t0 = time.perf_counter()
-    before = _arm(_evaluate(checkpoint, args, os.path.join(work, "eval_before")), checkpoint)
-    lap("eval_before", t0)
+    with lap("demo"):
+        demo, checkpoint, recipe = _demo(args, work)
+        lake_uri, lake_version, base, demo_spec = _base_episodes(demo)
+    with lap("eval_before"):
+        before = _arm(_evaluate(checkpoint, args, os.path.join(work, "eval_before")), checkpoint)
 
     after_lake, more_lake = os.path.join(work, "lake_after"), os.path.join(work, "lake_more_demos")
     for d in (after_lake, more_lake):
         shutil.rmtree(d, ignore_errors=True)
         shutil.copytree(lake_uri, d)  # the demo's lake stays as it was
-    t0 = time.perf_counter()
-    collected = _collect(checkpoint, after_lake, args)
-    lap("collect", t0)
-    t0 = time.perf_counter()
-    after_train = _retrain(after_lake, base, collected["kept_ids"], demo_spec, recipe, args, os.path.join(work, "after"))
-    lap("train_after", t0)
-    t0 = time.perf_counter()
-    after = _arm(_evaluate(after_train["run"], args, os.path.join(work, "eval_after")), after_train["run"])
-    lap("eval_after", t0)
-
-    t0 = time.perf_counter()
-    extra = _more_demos(more_lake, work, args)
-    lap("record_more_demos", t0)
-    t0 = time.perf_counter()
-    more_train = _retrain(more_lake, base, extra["kept_ids"], demo_spec, recipe, args, os.path.join(work, "more_demos"))
-    lap("train_more_demos", t0)
-    t0 = time.perf_counter()
-    more = _arm(_evaluate(more_train["run"], args, os.path.join(work, "eval_more_demos")), more_train["run"])
-    lap("eval_more_demos", t0)
-
-    def drop_ids(d: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in d.items() if k != "kept_ids"}
-
-    after.update(data=drop_ids(collected), train=after_train)
-    more.update(data=drop_ids(extra), train=more_train)
+    with lap("collect"):
+        collected = _collect(checkpoint, after_lake, args)
+    with lap("record_more_demos"):
+        extra = _more_demos(more_lake, work, args)
+    arms = {}
+    for name, lake, data in (("after", after_lake, collected), ("more_demos", more_lake, extra)):
+        with lap(f"train_{name}"):
+            trained = _retrain(lake, base, data["kept_ids"], demo_spec, recipe, args, os.path.join(work, name))
+        with lap(f"eval_{name}"):
+            arms[name] = _arm(_evaluate(trained["run"], args, os.path.join(work, f"eval_{name}")), trained["run"])
+        arms[name].update(data={k: v for k, v in data.items() if k != "kept_ids"}, train=trained)
+    after, more = arms["after"], arms["more_demos"]
     if not collected["kept"]:
         after["note"] = "no rollout succeeded: retrained on the demonstrations alone"
     timings["total"] = time.perf_counter() - t_start

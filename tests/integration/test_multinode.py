@@ -9,7 +9,6 @@ local directory and on the local S3-compatible server.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.fixtures import moto_s3
 
 pytestmark = pytest.mark.slow
 
@@ -47,20 +48,8 @@ def test_cluster_matches_one_node(tmp_path: Path) -> None:
 
 
 def test_cluster_on_object_store(tmp_path: Path) -> None:
-    server_mod = pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                     region_name="us-east-1").create_bucket(Bucket="robolake")
+    with moto_s3() as (_, options):
         src = tmp_path / "src"
-        multi = _run(tmp_path / "s3multi", 3, src, endpoint)
-        single = _run(tmp_path / "s3single", 1, src, endpoint)
+        multi = _run(tmp_path / "s3multi", 3, src, options["aws_endpoint"])
+        single = _run(tmp_path / "s3single", 1, src, options["aws_endpoint"])
         _check(multi, single)
-    finally:
-        server.stop()

@@ -65,6 +65,7 @@ from robolake.lake.sources.hdf5_layout import (
     Layout,
     attr_text,
     dataset_keys,
+    import_h5py,
     resolve_layout,
 )
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
@@ -101,14 +102,6 @@ def is_hdf5_file(path: str) -> bool:
     return False
 
 
-def _h5py() -> Any:
-    try:
-        import h5py
-    except ImportError as e:  # pragma: no cover - h5py is a core dependency
-        raise ImportError("reading HDF5 needs h5py: pip install h5py") from e
-    return h5py
-
-
 def open_hdf5(path: str) -> Any:
     """An open h5py.File, read-only.
 
@@ -116,7 +109,7 @@ def open_hdf5(path: str) -> Any:
         SourceError: `corrupt_file` when it does not open.
     """
     try:
-        return _h5py().File(path, "r")
+        return import_h5py().File(path, "r")
     except OSError as e:
         raise SourceError(
             "corrupt_file", path, f"HDF5 file cannot be opened ({e}); it is truncated or corrupt: re-copy it from the recorder",

@@ -44,7 +44,8 @@ _ACTION_FAMILY = re.compile(r"(action|cmd|command)", re.IGNORECASE)
 _INDEXED = re.compile(r"^(?P<prefix>.*?)(?P<index>\d+)(?P<suffix>(\.[A-Za-z]+)?)$")
 
 
-def _h5py() -> Any:
+def import_h5py() -> Any:
+    """h5py, imported on first use (the package imports without it until HDF5 is read)."""
     try:
         import h5py
     except ImportError as e:  # pragma: no cover - h5py is a core dependency
@@ -88,7 +89,7 @@ def _looks_like_image(name: str, ds: Any) -> bool:
 
 
 def dataset_keys(g: Any) -> list[str]:
-    h5py = _h5py()
+    h5py = import_h5py()
     out: list[str] = []
     g.visititems(lambda name, obj: out.append(name) if isinstance(obj, h5py.Dataset) else None)
     return out
@@ -105,7 +106,7 @@ def check_links(f: Any, root: str) -> None:
     Raises:
         SourceError: `outside_source`, naming the link or dataset and where it points.
     """
-    h5py = _h5py()
+    h5py = import_h5py()
     folder = os.path.dirname(os.path.abspath(root))
 
     def refuse(name: str, what: str, target: str) -> SourceError:
