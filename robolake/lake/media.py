@@ -80,7 +80,6 @@ from robolake.lake.codecs import (
     frame_size,
     render_frame,
     render_rgb,
-    resize_rgb,
     video_gop,
 )
 from robolake.lake.offsets import row_offsets
@@ -195,10 +194,11 @@ def load_streams(streams: lance.LanceDataset | None, episode_ids: Iterable[str])
 
 
 def record_images(
-    index: StreamIndex, steps: Sequence[int], packet: Callable[[int], bytes], render: Callable[[np.ndarray], Any]
+    index: StreamIndex, steps: Sequence[int], packet: Callable[[int], bytes], render: Callable[[np.ndarray], Any],
+    size: tuple[int, int] | None = None,
 ) -> dict[int, Any]:
-    """step -> render(RGB frame) of `steps` of a recorded stream, each GOP decoded once."""
-    return {s: render(rgb(frame)) for s, frame in decode_runs(index, index.runs(steps), packet)}
+    """step -> render(RGB frame, at `size` if given) of `steps` of a recorded stream, each GOP decoded once."""
+    return {s: render(rgb(frame, size)) for s, frame in decode_runs(index, index.runs(steps), packet)}
 
 
 class FrameReader:
@@ -332,7 +332,7 @@ class FrameReader:
         data = self._ds.take([offs[j] for j in order], columns=["data"])["data"].to_pylist() if offs else []
         packets = {need[j]: data[n] for n, j in enumerate(order.tolist())}
         for sk, runs in plans.items():
-            frames = {s: resize_rgb(rgb(f), size) for s, f in
+            frames = {s: rgb(f, size) for s, f in
                       decode_runs(self._streams[sk], runs, lambda s, sk=sk: packets[(sk[0], sk[1], s)])}  # type: ignore[misc]
             for i in groups[sk]:
                 out[i] = frames[keys[i][2]]

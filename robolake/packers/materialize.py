@@ -218,7 +218,8 @@ class SequenceMaterializer:
         base, n = int(idx.media_offset[e, c]), int(idx.episodes["num_steps"][e].as_py())
         data = media.take(list(range(base, base + n)), columns=["data"])["data"].to_pylist()
         steps = range(0, n, stride)
-        frames = record_images(stream, steps, data.__getitem__, lambda rgb: render_rgb(rgb, size))
+        frames = record_images(stream, steps, data.__getitem__, lambda rgb: render_rgb(rgb, size),
+                               None if size is None else (size, size))
         passes = getattr(_local, "passes", None)
         if passes is not None:
             passes[(eid, camera)] += 1

@@ -201,11 +201,12 @@ def iter_video_frames(
         raise SourceError("corrupt_video", path, f"video cannot be decoded ({e}); re-encode or re-export it") from e
 
 
-def seek_frame(path: str, index: int, fps: float) -> np.ndarray:
+def seek_frame(path: str, index: int, fps: float, *, one_thread: bool = False) -> np.ndarray:
     """Decode frame `index` of a video by seeking to its keyframe and decoding forward.
 
     This is what a per-sample loader does for every frame it reads; robolake uses it only as the
-    baseline the lake is measured against.
+    baseline the lake is measured against. By default with PyAV's decoder settings (what such a
+    loader gets); `one_thread` decodes on one thread, as the lake's reader does.
     """
     import av
 
@@ -213,6 +214,8 @@ def seek_frame(path: str, index: int, fps: float) -> np.ndarray:
     half = 0.5 / fps
     with av.open(path) as container:
         stream = container.streams.video[0]
+        if one_thread:
+            stream.thread_count, stream.thread_type = 1, "NONE"
         time_base = stream.time_base or Fraction(1, 90000)
         container.seek(max(0, int((target - half) / time_base)), stream=stream, backward=True)
         for frame in container.decode(stream):

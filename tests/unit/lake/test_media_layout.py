@@ -318,7 +318,7 @@ def test_pack_of_a_record_lake_renders_the_exact_frames(record, tmp_path) -> Non
                 got_cam, data = next(views)
                 assert got_cam == cam
                 if checked < 40:  # a rendition of the source decode's pixels, byte for byte
-                    assert data == render_rgb(exact.read(eid, cam, t), 32)
+                    assert data == render_rgb(exact.read_many([(eid, cam, t)], size=(32, 32))[0], 32)
                 checked += 1
     assert checked == sum(len(c) for c in shards["cameras"].to_pylist())
 

@@ -176,6 +176,29 @@ def test_read_many_feeds_each_needed_packet_once_from_memory(mid_gop, monkeypatc
         np.testing.assert_array_equal(g, w)
 
 
+def test_scaled_reads_convert_and_scale_in_one_pass_close_to_a_resize_of_the_exact_frame(mid_gop) -> None:
+    """`read_many(size=...)` of a recorded frame: swscale's one-pass conversion and scale of the
+    decoded picture (what `pack` renders), the same every call, and in brightness close to a PIL
+    resize of the exact RGB frame. Not byte for byte: the filters differ, and the 4:2:0 chroma is
+    scaled from its own quarter-size planes, so sharp coloured edges differ more than luma."""
+    from robolake.lake.codecs import resize_rgb
+
+    _, lake = mid_gop
+    reader = lake.frames()
+    ep = lake.episodes().to_pylist()[0]
+    keys = [(ep["episode_id"], ep["cameras"][0], t) for t in range(0, ep["num_steps"], 5)]
+    small = reader.read_many(keys, size=(24, 32))
+    again = reader.read_many(list(reversed(keys)), size=(24, 32))
+    for got, same, key in zip(small, reversed(again), keys, strict=True):
+        assert got.shape == (24, 32, 3) and got.dtype == np.uint8
+        np.testing.assert_array_equal(got, same)
+        ref = resize_rgb(reader.read(*key), (24, 32)).astype(np.float64).mean(-1)
+        mse = float(np.mean((ref - got.astype(np.float64).mean(-1)) ** 2))
+        assert 10 * np.log10(255.0**2 / max(mse, 1e-9)) >= 35.0
+    full = reader.read_many(keys[:1], size=(96, 128))[0]  # the frame's own size: exactly the record
+    np.testing.assert_array_equal(full, reader.read(*keys[0]))
+
+
 @pytest.fixture(scope="module")
 def av1_mid_gop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Lake]:
     """AV1 LeRobot v3.0, one file of three episodes re-encoded as one stream, keyframes every 25
