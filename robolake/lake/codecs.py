@@ -141,7 +141,34 @@ def decode_frame(data: bytes, size: tuple[int, int] | None = None) -> np.ndarray
     Frames already at `size` (training renditions written by `pack --image-size`) are decoded
     and returned without any resize.
     """
-    return np.asarray(_open_rgb(data, size))
+    out = _jpeg_rgb(data, size)
+    return out if out is not None else np.asarray(_open_rgb(data, size))
+
+
+_TURBO_COLORSPACES = frozenset({"YCbCr", "Gray"})  # decoded to RGB exactly as PIL does (tested)
+
+
+def _jpeg_rgb(data: bytes, size: tuple[int, int] | None) -> np.ndarray | None:
+    """A YCbCr or grey JPEG already at `size` (or any size when None), decoded by libjpeg-turbo
+    straight into an array (simplejpeg); None where PIL decodes it instead.
+
+    The loader decodes every view of every batch: PIL spends most of a small frame's decode
+    parsing markers in Python and building an Image (0.13 ms a 32 px view against 0.011 ms
+    here), with the same libjpeg-turbo defaults (accurate DCT, fancy upsampling), so the pixels
+    are identical (the tests compare every subsampling). CMYK, other formats, damaged bytes and
+    frames that need a resize go to PIL, which also names what is wrong with a damaged frame.
+    """
+    if data[:2] != b"\xff\xd8":
+        return None
+    import simplejpeg
+
+    try:
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+        if colorspace not in _TURBO_COLORSPACES or (size is not None and (height, width) != tuple(size)):
+            return None
+        return cast(np.ndarray, simplejpeg.decode_jpeg(data, colorspace="RGB"))
+    except ValueError:
+        return None
 
 
 def frame_size(data: bytes) -> tuple[int, int]:

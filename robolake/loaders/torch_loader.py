@@ -25,7 +25,8 @@ must the world size and rank, except at an epoch boundary, where a new world siz
 epoch as step 2 splits it (`LoaderState.resume_from` checks all of it on load).
 
 Images are decoded inside the workers (`collate_rows`), and the Lance dataset is opened once per
-worker.
+worker. Batches leave the workers as `wire.WireBatch` (small arrays inline, not one shared-memory
+segment per tensor) and `PackedLoader` rebuilds them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from robolake.loaders.collate import collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
 from robolake.loaders.resume import ResumableSource
 from robolake.loaders.shards import PackedShards, check_not_stale, open_shards
+from robolake.loaders.wire import WireBatch, from_wire, to_wire
 from robolake.schemas.batch import BatchLayout, LoaderState, PackedBatch
 
 __all__ = ["PackedShardDataset", "PackedLoader", "epoch_batches"]
@@ -218,14 +220,15 @@ class PackedShardDataset(IterableDataset):
         return epoch_batches(self.shards.num_rows, epoch=self.epoch, rank=self.rank, world_size=self.world_size, config=self.config,
                              strata=row_strata(self.shards.manifest.mixture))  # fmt: skip
 
-    def __iter__(self) -> Iterator[PackedBatch]:
+    def __iter__(self) -> Iterator[PackedBatch | WireBatch]:
         info = get_worker_info()
         w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
         if self.position is not None:
             self.epoch, self.start_batch = int(self.position[0]), int(self.position[1])
         plan = self.batches()
         for b in range(self.start_batch + w, len(plan), nw):
-            yield collate_rows(self.shards.read_rows(plan[b]), self.collate)
+            batch = collate_rows(self.shards.read_rows(plan[b]), self.collate)
+            yield batch if info is None else to_wire(batch)  # PackedLoader unwires
 
 
 class PackedLoader(ResumableSource):
@@ -322,7 +325,7 @@ class PackedLoader(ResumableSource):
             self.dataset.position[0], self.dataset.position[1] = self.epoch, self.batches_done
         for batch in self._dataloader():
             self.batches_done += 1
-            yield batch
+            yield from_wire(batch)
 
     def _identity(self) -> tuple[str, str, int, str]:
         return "torch", self.shards.root, self.shards.version, LoaderState.digest(self.shards.manifest.spec)
