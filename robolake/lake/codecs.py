@@ -135,20 +135,26 @@ def resize_rgb(rgb: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
     return rgb if size is None or rgb.shape[:2] == tuple(size) else np.asarray(_resize(Image.fromarray(rgb), size))
 
 
-def decode_frame(data: bytes, size: tuple[int, int] | None = None) -> np.ndarray:
+def decode_frame(data: bytes, size: tuple[int, int] | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """RGB uint8 [H, W, 3] of JPEG/PNG/WebP bytes, resized to `size` = (height, width) if given.
 
     Frames already at `size` (training renditions written by `pack --image-size`) are decoded
-    and returned without any resize.
+    and returned without any resize. With `out` (a C-contiguous uint8 [H, W, 3] array of the
+    result's shape) the frame is decoded into it and `out` is returned.
     """
-    out = _jpeg_rgb(data, size)
-    return out if out is not None else np.asarray(_open_rgb(data, size))
+    rgb = _jpeg_rgb(data, size, out)
+    if rgb is None:
+        rgb = np.asarray(_open_rgb(data, size))
+        if out is not None:
+            out[...] = rgb
+            return out
+    return rgb
 
 
 _TURBO_COLORSPACES = frozenset({"YCbCr", "Gray"})  # decoded to RGB exactly as PIL does (tested)
 
 
-def _jpeg_rgb(data: bytes, size: tuple[int, int] | None) -> np.ndarray | None:
+def _jpeg_rgb(data: bytes, size: tuple[int, int] | None, out: np.ndarray | None = None) -> np.ndarray | None:
     """A YCbCr or grey JPEG already at `size` (or any size when None), decoded by libjpeg-turbo
     straight into an array (simplejpeg); None where PIL decodes it instead.
 
@@ -164,9 +170,14 @@ def _jpeg_rgb(data: bytes, size: tuple[int, int] | None) -> np.ndarray | None:
 
     try:
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
-        if colorspace not in _TURBO_COLORSPACES or (size is not None and (height, width) != tuple(size)):
-            return None
-        return cast(np.ndarray, simplejpeg.decode_jpeg(data, colorspace="RGB"))
+    except ValueError:
+        return None
+    if colorspace not in _TURBO_COLORSPACES or (size is not None and (height, width) != tuple(size)):
+        return None
+    if out is not None and (out.shape != (height, width, 3) or out.dtype != np.uint8 or not out.flags.c_contiguous):
+        raise ValueError(f"decode_frame: out is {out.dtype} {out.shape}, the frame is uint8 ({height}, {width}, 3)")
+    try:
+        return cast(np.ndarray, simplejpeg.decode_jpeg(data, colorspace="RGB", buffer=out))
     except ValueError:
         return None
 

@@ -85,7 +85,7 @@ def decode_views(frames: list[bytes], image_size: int) -> np.ndarray:
                      "`robolake pack --image-size %d` writes them at that size once", w, h, image_size, image_size, image_size)
     out = np.empty((len(frames), image_size, image_size, 3), dtype=np.uint8)
     for i, data in enumerate(frames):
-        out[i] = decode_frame(data, size=(image_size, image_size))
+        decode_frame(data, size=(image_size, image_size), out=out[i])
     return out
 
 

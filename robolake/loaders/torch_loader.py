@@ -16,6 +16,9 @@ size), so every process computes the same plan without talking to the others:
      (B = 1 and N not a multiple of W, or tiny data): then some batches hold one sequence more.
 4. DataLoader worker w of nw takes the batches b with `(b - start) % nw == w`. The DataLoader
    fetches from its workers round robin, so batches reach the training loop in index order.
+   `PackedLoader`'s workers do not stop at the epoch's end: batch numbers run on into the next
+   epoch's plan (epoch e + 1's batch b is number N + b), so their prefetch carries over the
+   boundary and an epoch starts without waiting for its first batch to be read and decoded.
 
 Resuming is skipping: `PackedLoader` counts the batches the training loop has taken in the
 main process; `state_dict()` records (epoch, batches taken) in a `LoaderState`, and a new loader
@@ -197,7 +200,9 @@ class PackedShardDataset(IterableDataset):
     """One rank's batches of one epoch, split across DataLoader workers (yields PackedBatch).
 
     Set `epoch` and `start_batch` before iterating (PackedLoader does); each worker reads the
-    batches `start_batch + w, start_batch + w + nw, ...` of the rank's plan.
+    batches `start_batch + w, start_batch + w + nw, ...` of the rank's plan. With `continuous`
+    the stream does not stop at the epoch's end but goes on into the next epochs' plans, batch
+    numbers counted across epochs, so the workers' prefetch runs over the boundary.
     """
 
     def __init__(self, shards: PackedShards, config: LoaderConfig, *, rank: int, world_size: int) -> None:
@@ -209,16 +214,17 @@ class PackedShardDataset(IterableDataset):
         self.world_size = world_size
         self.epoch = 0
         self.start_batch = 0
+        self.continuous = False
         # Persistent workers keep the copy of this object they started with; PackedLoader passes
         # each epoch's (epoch, start_batch) through this shared array instead.
         self.position: Any = None
 
-    def batches(self) -> list[np.ndarray]:
-        """This rank's batches (row indices) of the current epoch."""
+    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
+        """This rank's batches (row indices) of `epoch` (default: the current one)."""
         from robolake.packers.mix import row_strata
 
-        return epoch_batches(self.shards.num_rows, epoch=self.epoch, rank=self.rank, world_size=self.world_size, config=self.config,
-                             strata=row_strata(self.shards.manifest.mixture))  # fmt: skip
+        return epoch_batches(self.shards.num_rows, epoch=self.epoch if epoch is None else epoch, rank=self.rank,
+                             world_size=self.world_size, config=self.config, strata=row_strata(self.shards.manifest.mixture))  # fmt: skip
 
     def __iter__(self) -> Iterator[PackedBatch | WireBatch]:
         info = get_worker_info()
@@ -226,9 +232,15 @@ class PackedShardDataset(IterableDataset):
         if self.position is not None:
             self.epoch, self.start_batch = int(self.position[0]), int(self.position[1])
         plan = self.batches()
-        for b in range(self.start_batch + w, len(plan), nw):
+        n, b = len(plan), self.start_batch + w
+        epoch = self.epoch
+        while b < n or (self.continuous and n):
+            if b >= n:  # the next epoch's plan: batch numbers run on across epochs
+                epoch, b = epoch + b // n, b % n
+                plan = self.batches(epoch)
             batch = collate_rows(self.shards.read_rows(plan[b]), self.collate)
             yield batch if info is None else to_wire(batch)  # PackedLoader unwires
+            b += nw
 
 
 class PackedLoader(ResumableSource):
@@ -277,6 +289,9 @@ class PackedLoader(ResumableSource):
         self.batches_done = 0
         self._num_batches = len(self.dataset.batches())
         self._loader: DataLoader | None = None
+        self.dataset.continuous = True
+        self._stream: Iterator[PackedBatch | WireBatch] | None = None  # the workers' stream, running on
+        self._stream_at = (0, 0)  # (epoch, batch) the stream yields next
         if self.config.num_workers:
             self.dataset.position = _worker_context(self.config.worker_start_method).Array("q", 2, lock=False)
 
@@ -317,14 +332,25 @@ class PackedLoader(ResumableSource):
         return self._loader
 
     def __iter__(self) -> Iterator[PackedBatch]:
+        """The rest of this epoch. The workers' stream runs on across epochs (their prefetch
+        fills the next epoch's first batches while this one ends) and is restarted only where
+        the position was moved (`set_epoch`, `load_state_dict`)."""
         if self.batches_done >= self._num_batches:
             self.epoch, self.batches_done = self.epoch + 1, 0
-        self.dataset.epoch = self.epoch
-        self.dataset.start_batch = self.batches_done
-        if self.dataset.position is not None:
-            self.dataset.position[0], self.dataset.position[1] = self.epoch, self.batches_done
-        for batch in self._dataloader():
+        if self._stream is None or self._stream_at != (self.epoch, self.batches_done):
+            self.dataset.epoch = self.epoch
+            self.dataset.start_batch = self.batches_done
+            if self.dataset.position is not None:
+                self.dataset.position[0], self.dataset.position[1] = self.epoch, self.batches_done
+            self._stream, self._stream_at = iter(self._dataloader()), (self.epoch, self.batches_done)
+        while self.batches_done < self._num_batches:
+            try:
+                batch = next(self._stream)
+            except BaseException:
+                self._stream = None  # a worker failed: the next iteration starts afresh
+                raise
             self.batches_done += 1
+            self._stream_at = (self.epoch, self.batches_done) if self.batches_done < self._num_batches else (self.epoch + 1, 0)
             yield from_wire(batch)
 
     def _identity(self) -> tuple[str, str, int, str]:

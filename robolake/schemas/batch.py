@@ -195,6 +195,9 @@ def make_packed_batch(
             f"per-sample inputs disagree in count: views={len(views)} text={n} state={len(state)} "
             f"action={len(action)} valid={len(action_valid_steps)} embodiment={len(embodiment_id)}"
         )
+    if isinstance(pixels, np.ndarray) and pixels.ndim == 4 and pixels.shape[-1] == 3 and pixels.shape[1] != 3:
+        # NHWC -> NCHW: numpy's strided copy costs half of torch's permute().contiguous() here
+        pixels = np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))
     px = torch.as_tensor(pixels)
     if px.ndim != 4:
         raise ValueError(f"pixels must be [views, 3, H, W], got shape {tuple(px.shape)}")

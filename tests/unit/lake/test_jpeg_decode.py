@@ -65,3 +65,15 @@ def test_a_damaged_jpeg_fails_as_pillow_says() -> None:
     data = CASES["4:2:0"]()
     with pytest.raises(OSError, match="truncated"):
         decode_frame(data[: len(data) // 2])
+
+
+def test_decoding_into_a_buffer_gives_the_same_pixels_through_either_decoder() -> None:
+    for case in ("4:2:0", "cmyk"):
+        data = CASES[case]()
+        out = np.zeros((2, 48, 64, 3), dtype=np.uint8)
+        got = decode_frame(data, size=(48, 64), out=out[1])
+        assert np.shares_memory(got, out)
+        np.testing.assert_array_equal(out[1], _pillow(data))
+        assert not out[0].any()
+    with pytest.raises(ValueError, match="out is uint8"):
+        decode_frame(CASES["4:2:0"](), out=np.zeros((10, 10, 3), dtype=np.uint8))

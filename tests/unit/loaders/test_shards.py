@@ -190,3 +190,27 @@ def test_persistent_workers_follow_epochs_and_interrupted_iteration(packed_data)
     assert _keys(loader) == e1 and loader.epoch == 1
     loader.set_epoch(0)
     assert _keys(loader) == e0
+
+
+def test_the_workers_stream_runs_on_across_epochs_and_restarts_only_where_moved(packed_data, monkeypatch):
+    """Consecutive epochs come from one running stream (its prefetch carries over the boundary),
+    with exactly the batches a fresh loader gives; set_epoch and load_state_dict restart it."""
+    from torch.utils.data import DataLoader
+
+    starts: list[int] = []
+    real_iter = DataLoader.__iter__
+    monkeypatch.setattr(DataLoader, "__iter__", lambda self: starts.append(1) or real_iter(self))
+    cfg = LoaderConfig(sequences_per_batch=1, image_size=8, num_workers=2, seed=3)
+    reference = PackedLoader(str(packed_data.packed), dataclasses.replace(cfg, num_workers=0))
+    epochs = [_keys(reference) for _ in range(3)]
+    starts.clear()
+    loader = PackedLoader(str(packed_data.packed), cfg)
+    assert _keys(loader) == epochs[0] and _keys(loader) == epochs[1]
+    head = _keys(loader, limit=1)
+    state = loader.state_dict()
+    assert head + _keys(loader) == epochs[2]
+    assert len(starts) == 1  # three epochs and a broken-off iteration: one stream
+    loader.load_state_dict(state)  # back to batch 1 of epoch 2: a restart from there
+    assert _keys(loader) == epochs[2][len(head):] and len(starts) == 2
+    loader.set_epoch(1)
+    assert _keys(loader) == epochs[1] and len(starts) == 3
