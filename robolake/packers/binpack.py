@@ -163,18 +163,22 @@ def _sorted_groups(
     lengths: np.ndarray, accepted: np.ndarray, max_tokens: int
 ) -> tuple[np.ndarray, list[int], list[int]]:
     """Accepted indices sorted longest first (stable), and the distinct lengths with counts."""
-    acc_len = lengths[accepted]
-    key = max_tokens - acc_len  # ascending key = descending length
-    if max_tokens < 2**16:
-        key = key.astype(np.uint16)  # numpy's stable sort is a radix sort for 16-bit keys
-    sorted_idx = accepted[np.argsort(key, kind="stable")]
+    everything = accepted.size == lengths.size  # nothing rejected: no gathers through `accepted`
+    acc_len = lengths if everything else lengths[accepted]
+    if max_tokens < 2**16:  # numpy's stable sort is a radix sort for 16-bit keys
+        key = np.subtract(np.uint16(max_tokens), acc_len.astype(np.uint16))  # ascending key = descending length
+    else:
+        key = max_tokens - acc_len
+    order = np.argsort(key, kind="stable")
+    sorted_idx = order if everything else accepted[order]
     counts = np.bincount(acc_len, minlength=max_tokens + 1)[::-1]
     sizes = np.flatnonzero(counts)
     return sorted_idx, (max_tokens - sizes).tolist(), counts[sizes].tolist()
 
 
 def _build_plan(
-    lengths: np.ndarray,
+    sizes: list[int],
+    counts: list[int],
     sorted_idx: np.ndarray,
     chunks: list[np.ndarray],
     num_bins: int,
@@ -187,7 +191,10 @@ def _build_plan(
     order = sorted_idx[np.argsort(key, kind="stable")]
     offsets = np.zeros(num_bins + 1, dtype=_I64)
     np.cumsum(np.bincount(bin_of, minlength=num_bins), out=offsets[1:])
-    tokens = np.bincount(bin_of, weights=lengths[sorted_idx], minlength=num_bins)
+    # the sorted lengths are runs of the distinct sizes: built in one pass, where gathering
+    # them through `sorted_idx` costs a cache miss an item (7x the time at a million samples)
+    sorted_len = np.repeat(np.asarray(sizes, dtype=_I64), counts)
+    tokens = np.bincount(bin_of, weights=sorted_len, minlength=num_bins)
     return PackPlan(
         order=order,
         bin_offsets=offsets,
@@ -221,7 +228,7 @@ def best_fit_decreasing(
     arr, accepted, rejected = _validate(lengths, max_tokens, on_oversize)
     sorted_idx, sizes, counts = _sorted_groups(arr, accepted, max_tokens)
     if not sizes:
-        return _build_plan(arr, sorted_idx, [], 0, rejected, max_tokens)
+        return _build_plan(sizes, counts, sorted_idx, [], 0, rejected, max_tokens)
     min_size = sizes[-1]
     buckets: dict[int, list[int]] = {}  # remaining room -> ids of bins with that room
     rooms: list[int] = []  # sorted keys of `buckets`
@@ -276,7 +283,7 @@ def best_fit_decreasing(
                 chunks.append(np.full(rest, num_bins, dtype=_I64))
                 put(max_tokens - rest * s, [num_bins])
                 num_bins += 1
-    return _build_plan(arr, sorted_idx, chunks, num_bins, rejected, max_tokens)
+    return _build_plan(sizes, counts, sorted_idx, chunks, num_bins, rejected, max_tokens)
 
 
 def first_fit_decreasing(
@@ -329,7 +336,7 @@ def first_fit_decreasing(
             room[ids] = max_tokens - per_bin * s
             num_bins += ids.size
             max_room = max(max_room, int(room[ids].max()))
-    return _build_plan(arr, sorted_idx, chunks, num_bins, rejected, max_tokens)
+    return _build_plan(sizes, counts, sorted_idx, chunks, num_bins, rejected, max_tokens)
 
 
 def reference_best_fit_decreasing(
