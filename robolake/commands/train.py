@@ -84,6 +84,10 @@ def _finished(args: argparse.Namespace) -> tuple[int, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.workers > 0:  # before the imports below: the workers' fork server imports beside them
+        from robolake.fork_server import start_fork_server
+
+        start_fork_server()
     from robolake.training.run import RunConfig, train_on
 
     _check_sources(args)

@@ -48,6 +48,7 @@ import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from robolake.distributed import resolve_rank
+from robolake.fork_server import PRELOAD, start_fork_server
 from robolake.lake.lake import Lake
 from robolake.loaders.collate import collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
@@ -98,9 +99,6 @@ def epoch_batches(
         )
     nb = min(math.ceil(num_rows / (world_size * b)), num_rows // world_size)
     return np.array_split(mine, nb)
-
-
-_PRELOAD = ["numpy", "pyarrow", "pyarrow.dataset", "PIL.Image", "torch"]
 
 
 _PREP_LOCK = threading.Lock()
@@ -160,7 +158,7 @@ def _worker_context(method: str) -> multiprocessing.context.BaseContext:
     """
     if method == "forkserver":
         ctx: multiprocessing.context.BaseContext = _ForkServerContext()
-        ctx.set_forkserver_preload(_PRELOAD)  # no effect once the server runs
+        ctx.set_forkserver_preload(PRELOAD)  # no effect once the server runs
         return ctx
     if method == "spawn":
         return _SpawnContext()
@@ -294,6 +292,8 @@ class PackedLoader(ResumableSource):
         self._stream_at = (0, 0)  # (epoch, batch) the stream yields next
         if self.config.num_workers:
             self.dataset.position = _worker_context(self.config.worker_start_method).Array("q", 2, lock=False)
+            if self.config.worker_start_method == "forkserver":
+                start_fork_server()  # its imports run while the caller sets up, not at the first batch
 
     def __len__(self) -> int:
         """Batches per epoch on this rank (the same on every rank)."""

@@ -40,3 +40,21 @@ def test_small_arrays_travel_inline_and_big_ones_in_shared_memory(packed_data) -
     assert small and not any(isinstance(wire.fields[k], torch.Tensor) for k in small)
     _fields_equal(big, from_wire(wire))
     assert from_wire(batch) is batch
+
+
+def test_a_loader_with_workers_starts_their_fork_server_before_the_first_batch(packed_data) -> None:
+    """The server's imports (torch) run while the caller sets up: it is running once the loader
+    is built, before anything is iterated (checked in a fresh process, where nothing else started it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from multiprocessing import forkserver\n"
+        "from robolake.loaders import LoaderConfig, PackedLoader\n"
+        "assert forkserver._forkserver._forkserver_pid is None\n"
+        f"PackedLoader({str(packed_data.packed)!r}, LoaderConfig(image_size=8, num_workers=2))\n"
+        "assert forkserver._forkserver._forkserver_pid is not None\n"
+        "PackedLoader({0!r}, LoaderConfig(image_size=8, num_workers=0))\n"
+    ).replace("{0!r}", repr(str(packed_data.packed)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
