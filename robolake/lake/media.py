@@ -25,31 +25,34 @@ the real GR00T data.
 
 Measured (`robolake bench scale --quick --sections media`; every frame of every episode
 compared with decoding the source file with PyAV; reads are random frames against mp4
-seek-and-decode from the source, 3 paired runs, median (range), taken on a loaded shared 2-core
-machine: sizes and exactness do not depend on load, timings do):
+seek-and-decode from the source with PyAV's default decoder settings, 3 paired runs, median
+(range), taken on a shared 2-core machine: sizes and exactness do not depend on load, timings do):
 
     data                  layout                      bytes x source  fidelity            1 a call            64 a call
-    real GR00T (h264)     record (default)            1.004           bit-exact           1.77x (1.65-2.02)   5.55x (5.23-6.40)
-    real GR00T (h264)     access copy h264 (derived)  +0.584          37.5 dB (min 35.2)  17.8x (11.6-21.1)   66.1x (60.7-76.0)
-    real GR00T (h264)     --frames jpeg               5.158           34.2 dB (min 32.9)  23.0x (18.9-26.4)   139x (74-141)
-    real GR00T (h264)     --frames h264               0.584           37.5 dB (min 35.2)  20.0x (13.3-20.7)   61.7x (59.4-66.9)
-    synthetic AV1 v3.0    record                      1.054           bit-exact           1.08x (0.92-1.21)   4.11x (3.40-4.22)
-    synthetic h264 64 px  record                      1.020           bit-exact           1.67x (1.43-1.77)   4.53x (4.25-4.72)
+    real GR00T (h264)     record (default)            1.004           bit-exact           1.94x (1.86-2.11)   6.36x (6.18-6.57)
+    real GR00T (h264)     access copy h264 (derived)  +0.584          37.5 dB (min 35.2)  17.3x (16.8-20.8)   63.5x (47.8-63.6)
+    real GR00T (h264)     --frames jpeg               5.158           34.2 dB (min 32.9)  37.4x (33.9-46.8)   154x (117-191)
+    real GR00T (h264)     --frames h264               0.584           37.5 dB (min 35.2)  15.7x (12.9-17.6)   59.2x (58.2-60.1)
+    synthetic AV1 v3.0    record                      1.054           bit-exact           1.26x (1.23-1.69)   5.04x (4.60-5.84)
+    synthetic h264 64 px  record                      1.020           bit-exact           1.77x (1.52-1.78)   4.76x (4.62-5.86)
 
 The record's packets alone are 0.91-0.99x the source's video bytes; the rest is its index, 21
 bytes a packet (step, pts, dts, keyframe), which on the 128 px synthetic AV1 (about 260 bytes a
-packet) is 8% of the bytes: camera-sized packets keep it under 1%. `pack` at 64 px took 4.7 s
-from the record against 2.0 s from the JPEG lake on the GR00T data (decoding h264 costs more
-than a JPEG decoded at 1/4 scale in the DCT domain), 5.1 s with the access copy.
+packet) is 8% of the bytes: camera-sized packets keep it under 1%. `pack` at 64 px took 1.00 s
+from the record against 0.67 s from the JPEG lake on the GR00T data (1.53x, `bench media
+--pack-pairs 5`): decoding h264 costs more than a JPEG decoded at 1/4 scale in the DCT domain.
 
 Reads. `FrameReader.read_many` takes every row it needs in one Lance take, groups the requested
 frames of a recorded stream into decode runs (`StreamIndex.runs`: one pass per GOP however many
 of its frames are wanted, non-reference pictures skipped), and decodes packets already in
 memory: no container open, no demux, no seek. On the GR00T data (250-frame GOPs) a random frame
-from the record still costs a decode from its keyframe, about what an mp4 seek costs less the
-container work and the non-reference pictures (1.8x), which is why the access copy exists.
-Decoded frames become RGB through one swscale context per thread (`record.rgb`): PyAV's
-`to_ndarray` builds one per frame, which cost more than the decode on these frames. `pack` and
+from the record still costs a decode from its keyframe: what an mp4 seek costs less the
+container work and the non-reference pictures, on one decoder thread (1.9x against PyAV's
+default slice threads, 1.5x against a one-thread seek), which is why the access copy exists.
+Its P-frames reference its B-pictures, so no more than the non-reference ones can be skipped.
+Decoded frames become RGB through one swscale context per thread (`record.rgb`; PyAV's
+`to_ndarray` builds one per frame, which cost more than the decode on these frames), scaled to
+a requested size in the same pass. `pack` and
 `LakeStream` decode each recorded episode-camera sequentially once per worker process
 (`packers.materialize`). A single-row Lance take costs 0.3-0.5 ms whatever the bytes, so
 everything reads many rows per take.
