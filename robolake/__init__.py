@@ -20,11 +20,11 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "Lake": "robolake.lake.lake",
-    "EpisodeFilter": "robolake.lake.query",
-    "ingest": "robolake.lake.ingest",
-    "IngestConfig": "robolake.lake.ingest",
-    "IngestResult": "robolake.lake.ingest",
+    "Lake": "robolake.lake",
+    "EpisodeFilter": "robolake.lake",
+    "ingest": "robolake.lake",
+    "IngestConfig": "robolake.lake",
+    "IngestResult": "robolake.lake",
     "pack": "robolake.packers.pipeline",
     "PackSpec": "robolake.packers.spec",
     "TokenLengthConfig": "robolake.packers.lengths",

@@ -29,7 +29,21 @@ from robolake.commands.common import (
 
 __all__ = ["build_parser", "main"]
 
-_NO_RAY_COMMANDS = {"info", "check", "gc", "restore", "inspect", "select", "delete", "split", "merge", "tag", "diff", "optimize", "view"}
+_NO_RAY_COMMANDS = {
+    "info",
+    "check",
+    "gc",
+    "restore",
+    "inspect",
+    "select",
+    "delete",
+    "split",
+    "merge",
+    "tag",
+    "diff",
+    "optimize",
+    "view",
+}
 _GLOBAL_FLAGS = ("--debug", "--verbose")
 _EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 _EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `cat` stopped by `head`
@@ -55,8 +69,11 @@ def _catch_sigterm() -> object:
 def build_parser() -> argparse.ArgumentParser:
     from robolake import __version__
 
-    p = argparse.ArgumentParser(prog="robolake", description="Robot episodes -> Lance lake -> packed batches -> trainer.",
-                                formatter_class=help_formatter())  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="robolake",
+        description="Robot episodes -> Lance lake -> packed batches -> trainer.",
+        formatter_class=help_formatter(),
+    )
     p.add_argument("--version", action="version", version=f"robolake {__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     p.add_argument("--verbose", action="store_true", help="show the log lines of Lance, Ray and robolake")
@@ -77,7 +94,9 @@ def _check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
         return
     close = difflib.get_close_matches(word, COMMANDS, n=3, cutoff=0.5)
     if close:
-        parser.error(f"unknown command {word!r}; did you mean {' or '.join(close)}? (robolake --help lists every command)")
+        parser.error(
+            f"unknown command {word!r}; did you mean {' or '.join(close)}? (robolake --help lists every command)"
+        )
     parser.error(f"unknown command {word!r}; choose one of {', '.join(COMMANDS)}")
 
 
@@ -121,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         if args.debug:
             raise
-        what, code = ("terminated", _EXIT_TERMINATED) if isinstance(e, _Terminated) else ("interrupted", _EXIT_INTERRUPTED)
+        what, code = (
+            ("terminated", _EXIT_TERMINATED) if isinstance(e, _Terminated) else ("interrupted", _EXIT_INTERRUPTED)
+        )
         print(f"robolake {args.command}: {what}{lake_state(args)}{checkpoint_state(args)}", file=sys.stderr)
         return code
     except SystemExit as e:  # ray.init installs its own SIGTERM handler: sys.exit(SIGTERM)

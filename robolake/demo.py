@@ -35,8 +35,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from robolake.lake import EpisodeFilter, Lake
-from robolake.lake.ingest import IngestConfig, ingest
+from robolake.lake import EpisodeFilter, IngestConfig, Lake, ingest
 from robolake.loaders import LoaderConfig, PackedLoader
 from robolake.packers import (
     PackSpec,
@@ -132,8 +131,11 @@ def _pack_once(lake: Lake, spec: PackSpec, path: str, progress: ProgressFn | Non
         old = read_manifest(path)
     except FileNotFoundError:
         old = None
-    if old is not None and (old.lake_uri, old.lake_version) == (lake.uri, lake.version) \
-            and old.spec == json.loads(json.dumps(spec.to_json())):  # fmt: skip
+    if (
+        old is not None
+        and (old.lake_uri, old.lake_version) == (lake.uri, lake.version)
+        and old.spec == json.loads(json.dumps(spec.to_json()))
+    ):
         print(f"      ({path} already holds these shards)")
         return old
     return pack(lake, spec, path, overwrite=True, progress=progress)
@@ -176,9 +178,17 @@ def _record_sim(config: DemoConfig, src: str, fig: dict[str, Any]) -> None:
         print("      (already recorded)")
         return
     r = record_demos(src, RecordConfig(episodes_per_task=per_task, seed=config.seed, num_workers=2))
-    fig["record"] = {"episodes": r.episodes, "failed": r.failed, "steps": r.steps, "seconds": r.seconds, "per_task": r.per_task}
-    print(f"      {r.episodes} demonstrations ({r.failed} failed and dropped), {r.steps} steps in {r.seconds:.0f}s: "
-          + ", ".join(f"{k} {v}" for k, v in r.per_task.items()))  # fmt: skip
+    fig["record"] = {
+        "episodes": r.episodes,
+        "failed": r.failed,
+        "steps": r.steps,
+        "seconds": r.seconds,
+        "per_task": r.per_task,
+    }
+    print(
+        f"      {r.episodes} demonstrations ({r.failed} failed and dropped), {r.steps} steps in {r.seconds:.0f}s: "
+        + ", ".join(f"{k} {v}" for k, v in r.per_task.items())
+    )
 
 
 def run_demo(
@@ -209,19 +219,34 @@ def run_demo(
     t0 = time.perf_counter()
     if use_sim:
         src = os.path.join(out, "sim_demos")
-        print(f"[1/{stages}] record noisy-expert demonstrations of 5 Meta-World tasks on Ray actors (HDF5 logs) -> {src}")
+        print(
+            f"[1/{stages}] record noisy-expert demonstrations of 5 Meta-World tasks on Ray actors (HDF5 logs) -> {src}"
+        )
         _record_sim(config, src, fig)
     else:
         src = os.path.join(out, "synthetic")
         print(f"[1/{stages}] synthetic teleoperation data -> {src}")
         if not os.path.isdir(src):
-            generate_synthetic(src, SyntheticConfig(seed=config.seed, episodes_per_embodiment=4 if config.quick else 10, max_length=80 if config.quick else 160))
+            generate_synthetic(
+                src,
+                SyntheticConfig(
+                    seed=config.seed,
+                    episodes_per_embodiment=4 if config.quick else 10,
+                    max_length=80 if config.quick else 160,
+                ),
+            )
     fig["generate_s"] = time.perf_counter() - t0
 
     print(f"[2/{stages}] ingest into a Lance lake (Ray Data, one commit)")
     result = ingest(src, os.path.join(out, "lake"), IngestConfig(), progress=progress)
     lake = Lake.open(os.path.join(out, "lake"))
-    fig["ingest"] = {"episodes": lake.count("episodes"), "steps": lake.count("steps"), "frames": lake.count("media"), "new": result.ingested, "seconds": result.seconds}
+    fig["ingest"] = {
+        "episodes": lake.count("episodes"),
+        "steps": lake.count("steps"),
+        "frames": lake.count("media"),
+        "new": result.ingested,
+        "seconds": result.seconds,
+    }
     for name, e in lake.summary()["embodiments"].items():
         print(f"      {name:<18} {e['episodes']:>3} episodes {e['steps']:>6} steps  cameras: {', '.join(e['cameras'])}")
 
@@ -237,24 +262,47 @@ def run_demo(
     # of ~16 samples, one per step, give many small optimizer steps, which learns a closed-loop
     # policy faster per second of CPU than fewer large batches (measured on this machine).
     max_tokens = 512 if use_sim else 1024
-    spec = PackSpec(max_tokens=max_tokens, horizon=model.action_horizon, tokens=tokens, seed=config.seed,
-                    where=EpisodeFilter(episode_ids=train_ids), image_size=model.image_size)  # fmt: skip
+    spec = PackSpec(
+        max_tokens=max_tokens,
+        horizon=model.action_horizon,
+        tokens=tokens,
+        seed=config.seed,
+        where=EpisodeFilter(episode_ids=train_ids),
+        image_size=model.image_size,
+    )
     m = _pack_once(lake, spec, os.path.join(out, "packed_train"), progress)
-    _pack_once(lake, dataclasses.replace(spec, where=EpisodeFilter(episode_ids=test_ids)), os.path.join(out, "packed_test"), None)
+    _pack_once(
+        lake,
+        dataclasses.replace(spec, where=EpisodeFilter(episode_ids=test_ids)),
+        os.path.join(out, "packed_test"),
+        None,
+    )
     index = build_sample_index(lake, spec)
     fills = {alg: _plan_fill(index, dataclasses.replace(spec, algorithm=alg)) for alg in ("bfd", "ffd", "window")}
-    fig["pack"] = {"samples": m.num_samples, "sequences": m.num_sequences, "fill": fills, "padded_fill": m.padded_fill, "max_tokens": max_tokens}
-    print(f"      {m.num_samples} samples -> {m.num_sequences} sequences; fill bfd {fills['bfd']:.3f}, ffd {fills['ffd']:.3f}, "
-          f"window {fills['window']:.3f}; padded batches {m.padded_fill:.3f}")
+    fig["pack"] = {
+        "samples": m.num_samples,
+        "sequences": m.num_sequences,
+        "fill": fills,
+        "padded_fill": m.padded_fill,
+        "max_tokens": max_tokens,
+    }
+    print(
+        f"      {m.num_samples} samples -> {m.num_sequences} sequences; fill bfd {fills['bfd']:.3f}, ffd {fills['ffd']:.3f}, "
+        f"window {fills['window']:.3f}; padded batches {m.padded_fill:.3f}"
+    )
     group = "task" if use_sim else "embodiment"
     tags = np.asarray(index.episodes[group].to_pylist())[index.episode]
     lengths = {str(t): index.length[tags == t] for t in sorted(set(tags.tolist()))}
 
     print(f"[4/{stages}] stream PackedBatches from the shards (DataLoader, 2 workers)")
-    loader = PackedLoader(os.path.join(out, "packed_train"), LoaderConfig(image_size=model.image_size, sequences_per_batch=2))
+    loader = PackedLoader(
+        os.path.join(out, "packed_train"), LoaderConfig(image_size=model.image_size, sequences_per_batch=2)
+    )
     batch = next(iter(loader))
-    print(f"      one batch: {batch.num_samples} samples, {batch.total_tokens} tokens, cu_seqlens[:6]={batch.cu_seqlens[:6].tolist()}, "
-          f"pixels {tuple(batch.pixels.shape)}")
+    print(
+        f"      one batch: {batch.num_samples} samples, {batch.total_tokens} tokens, cu_seqlens[:6]={batch.cu_seqlens[:6].tolist()}, "
+        f"pixels {tuple(batch.pixels.shape)}"
+    )
 
     print(f"[5/{stages}] train the tiny GR00T-style model, packed, {steps} steps (varlen attention)")
     t_train = time.perf_counter()
@@ -264,29 +312,56 @@ def run_demo(
     if resume:
         print(f"      resuming from the checkpoint at step {done} an interrupted demo left in {run_dir}")
     spb = 1 if use_sim else 2
-    run = RunConfig(out=run_dir, steps=steps, lr=1e-3, sequences_per_batch=spb, seed=config.seed,
-                    warmup_steps=min(50, steps // 10 + 1), checkpoint_every=max(1, steps // 5), resume=resume)  # fmt: skip
-    packed_result = train_on(os.path.join(out, "packed_train"), run,
-                             progress=train_progress(steps, "train packed") if train_progress else None)  # fmt: skip
+    run = RunConfig(
+        out=run_dir,
+        steps=steps,
+        lr=1e-3,
+        sequences_per_batch=spb,
+        seed=config.seed,
+        warmup_steps=min(50, steps // 10 + 1),
+        checkpoint_every=max(1, steps // 5),
+        resume=resume,
+    )
+    packed_result = train_on(
+        os.path.join(out, "packed_train"),
+        run,
+        progress=train_progress(steps, "train packed") if train_progress else None,
+    )
     fig["train_s"] = time.perf_counter() - t_train
     _keep_only(packed_result.checkpoint)
     fig["checkpoint"] = str(packed_result.checkpoint)
-    print(f"      checkpoint {packed_result.checkpoint}" + (f" (robolake eval --checkpoint {run_dir} evaluates it)" if use_sim else ""))
+    print(
+        f"      checkpoint {packed_result.checkpoint}"
+        + (f" (robolake eval --checkpoint {run_dir} evaluates it)" if use_sim else "")
+    )
     packed_m = _metrics(os.path.join(run.out, "metrics.jsonl"))
     padding = _batch_padding(build_sample_index(lake, spec), spec, spb)
     padded_m: list[dict[str, Any]] = []
     if padding >= MIN_PADDING_TO_COMPARE:
         padded_steps = max(10, min(40, steps // 5))
-        print(f"      ... and the padded baseline on the same batches, {padded_steps} steps (each padded to its longest "
-              f"sample: {padding:.0%} padding; dense attention with a mask)")  # fmt: skip
-        padded_run = dataclasses.replace(run, out=os.path.join(out, "train_padded"), layout="padded", steps=padded_steps,
-                                         checkpoint_every=0, resume=False)  # fmt: skip
-        train_on(os.path.join(out, "packed_train"), padded_run,
-                 progress=train_progress(padded_steps, "train padded") if train_progress else None)  # fmt: skip
+        print(
+            f"      ... and the padded baseline on the same batches, {padded_steps} steps (each padded to its longest "
+            f"sample: {padding:.0%} padding; dense attention with a mask)"
+        )
+        padded_run = dataclasses.replace(
+            run,
+            out=os.path.join(out, "train_padded"),
+            layout="padded",
+            steps=padded_steps,
+            checkpoint_every=0,
+            resume=False,
+        )
+        train_on(
+            os.path.join(out, "packed_train"),
+            padded_run,
+            progress=train_progress(padded_steps, "train padded") if train_progress else None,
+        )
         padded_m = _metrics(os.path.join(padded_run.out, "metrics.jsonl"))
     else:
-        print(f"      (no padded baseline: the packer's batches hold samples of one length, so padding them costs "
-              f"{padding:.1%}; `robolake bench train` compares packed and padded on mixed lengths)")  # fmt: skip
+        print(
+            f"      (no padded baseline: the packer's batches hold samples of one length, so padding them costs "
+            f"{padding:.1%}; `robolake bench train` compares packed and padded on mixed lengths)"
+        )
     losses = [r["loss"] for r in packed_m]
     fig["train"] = {
         "steps": steps,
@@ -299,27 +374,46 @@ def run_demo(
         "batch_padding_fraction": padding,
         "data_wait_fraction": packed_result.data_wait_fraction,
     }
-    line = f"      loss {fig['train']['loss_first']:.3f} -> {fig['train']['loss_last_mean10']:.3f} in {fig['train_s']:.0f}s; " \
-           f"effective tokens/s packed {fig['train']['packed_tokens_per_s']:,.0f}"
+    line = (
+        f"      loss {fig['train']['loss_first']:.3f} -> {fig['train']['loss_last_mean10']:.3f} in {fig['train_s']:.0f}s; "
+        f"effective tokens/s packed {fig['train']['packed_tokens_per_s']:,.0f}"
+    )
     if padded_m:
         fig["train"]["padded_tokens_per_s"] = _steady(padded_m, "effective_tokens_per_s")
         fig["train"]["padded_padding_fraction"] = _steady(padded_m, "padding_fraction")
-        fig["train"]["speedup_packed_vs_padded"] = fig["train"]["packed_tokens_per_s"] / fig["train"]["padded_tokens_per_s"]
-        line += f" vs padded {fig['train']['padded_tokens_per_s']:,.0f} ({fig['train']['speedup_packed_vs_padded']:.2f}x)"
+        fig["train"]["speedup_packed_vs_padded"] = (
+            fig["train"]["packed_tokens_per_s"] / fig["train"]["padded_tokens_per_s"]
+        )
+        line += (
+            f" vs padded {fig['train']['padded_tokens_per_s']:,.0f} ({fig['train']['speedup_packed_vs_padded']:.2f}x)"
+        )
     print(line)
 
     print(f"[6/{stages}] evaluate on held-out episodes (action MSE vs the mean-action baseline)")
     fitted = cast(GrootModel, packed_result.model).config
-    test_loader = PackedLoader(os.path.join(out, "packed_test"), LoaderConfig(image_size=model.image_size, shuffle=False, num_workers=0,
-                                                                              max_state_dim=fitted.max_state_dim,
-                                                                              max_action_dim=fitted.max_action_dim))
+    test_loader = PackedLoader(
+        os.path.join(out, "packed_test"),
+        LoaderConfig(
+            image_size=model.image_size,
+            shuffle=False,
+            num_workers=0,
+            max_state_dim=fitted.max_state_dim,
+            max_action_dim=fitted.max_action_dim,
+        ),
+    )
     fig["eval"] = evaluate_actions(packed_result.model, test_loader, seed=config.seed)
     fig["eval"]["heldout_loss"] = heldout_loss(packed_result.model, test_loader, seed=config.seed)
-    train_eval_loader = PackedLoader(os.path.join(out, "packed_train"), dataclasses.replace(test_loader.config, shuffle=True))
-    fig["eval_train"] = evaluate_actions(packed_result.model, train_eval_loader, seed=config.seed, max_batches=len(test_loader))
-    print(f"      action MSE {fig['eval']['mse']:.4f} vs mean-action baseline {fig['eval']['baseline_mse']:.4f} "
-          f"({fig['eval']['ratio_to_baseline']:.2f}x of baseline) on {int(fig['eval']['samples'])} held-out samples; "
-          f"on training samples {fig['eval_train']['mse']:.4f} vs {fig['eval_train']['baseline_mse']:.4f}")
+    train_eval_loader = PackedLoader(
+        os.path.join(out, "packed_train"), dataclasses.replace(test_loader.config, shuffle=True)
+    )
+    fig["eval_train"] = evaluate_actions(
+        packed_result.model, train_eval_loader, seed=config.seed, max_batches=len(test_loader)
+    )
+    print(
+        f"      action MSE {fig['eval']['mse']:.4f} vs mean-action baseline {fig['eval']['baseline_mse']:.4f} "
+        f"({fig['eval']['ratio_to_baseline']:.2f}x of baseline) on {int(fig['eval']['samples'])} held-out samples; "
+        f"on training samples {fig['eval_train']['mse']:.4f} vs {fig['eval_train']['baseline_mse']:.4f}"
+    )
 
     if use_sim:
         print(f"[7/{stages}] closed-loop evaluation in Meta-World on unseen seeds (Ray actors, batched policy calls)")
@@ -327,22 +421,32 @@ def run_demo(
 
     print(f"[{stages}/{stages}] report -> {os.path.join(out, 'report.md')}")
     pngs = {
-        "lengths": plot_length_histograms(lengths, os.path.join(out, "lengths.png"),
-                                          title=f"sample length (backbone tokens) per {group}"),  # fmt: skip
-        "fill": plot_fill_rates(fills, m.padded_fill, os.path.join(out, "fill.png"), padded_label="padded\n(random batches)"),
-        "loss": plot_loss({"packed": losses, **({"padded": [r["loss"] for r in padded_m]} if padded_m else {})},
-                          os.path.join(out, "loss.png"), held_out={"packed": [(steps, fig["eval"]["heldout_loss"])]}),  # fmt: skip
+        "lengths": plot_length_histograms(
+            lengths, os.path.join(out, "lengths.png"), title=f"sample length (backbone tokens) per {group}"
+        ),
+        "fill": plot_fill_rates(
+            fills, m.padded_fill, os.path.join(out, "fill.png"), padded_label="padded\n(random batches)"
+        ),
+        "loss": plot_loss(
+            {"packed": losses, **({"padded": [r["loss"] for r in padded_m]} if padded_m else {})},
+            os.path.join(out, "loss.png"),
+            held_out={"packed": [(steps, fig["eval"]["heldout_loss"])]},
+        ),
     }
     if padded_m:
-        pngs["throughput"] = plot_throughput({"packed": fig["train"]["packed_tokens_per_s"], "padded": fig["train"]["padded_tokens_per_s"]},
-                                             os.path.join(out, "throughput.png"))  # fmt: skip
+        pngs["throughput"] = plot_throughput(
+            {"packed": fig["train"]["packed_tokens_per_s"], "padded": fig["train"]["padded_tokens_per_s"]},
+            os.path.join(out, "throughput.png"),
+        )
     if use_sim and fig["closed_loop"].get("plot"):
         pngs["success"] = fig["closed_loop"]["plot"]
     fig["total_s"] = time.perf_counter() - t0
     _write_report(out, fig, pngs)
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(fig, f, indent=2)
-    print(f"      whole demo {fig['total_s']:.0f}s; report {os.path.join(out, 'report.md')}; checkpoint {fig['checkpoint']}")
+    print(
+        f"      whole demo {fig['total_s']:.0f}s; report {os.path.join(out, 'report.md')}; checkpoint {fig['checkpoint']}"
+    )
     return fig
 
 
@@ -373,7 +477,9 @@ def _closed_loop(config: DemoConfig, out: str, run_dir: str, progress: ProgressF
     previous = torch.get_num_threads()
     set_torch_threads(reserved=ec.rollout.num_workers)  # the environment actors keep their cores busy
     try:
-        result = evaluate_checkpoint(run_dir, ec, out_dir=out, json_path=os.path.join(out, "eval.json"), progress=progress)
+        result = evaluate_checkpoint(
+            run_dir, ec, out_dir=out, json_path=os.path.join(out, "eval.json"), progress=progress
+        )
     finally:
         torch.set_num_threads(previous)
     floor = result["floor"]
@@ -381,12 +487,18 @@ def _closed_loop(config: DemoConfig, out: str, run_dir: str, progress: ProgressF
     print(f"      {'task':<14} {'policy':>7} {'95% CI':>13} {'expert':>7} {'floor':>6}")
     for name, t in result["tasks"].items():
         lo, hi = t["ci95"]
-        print(f"      {name:<14} {t['success_rate']:>7.2f} {f'[{lo:.2f}, {hi:.2f}]':>13} {expert[name]['success_rate']:>7.2f} {floor[name]:>6.2f}")
-    print(f"      mean success {result['mean_success']:.2f} (expert {result['expert_mean_success']:.2f}, floor "
-          f"{result['floor_mean_success']:.2f}) over {episodes} episodes per task; {result['actions_per_s']:.0f} actions/s; "
-          f"eval JSON {result['json']}")  # fmt: skip
+        print(
+            f"      {name:<14} {t['success_rate']:>7.2f} {f'[{lo:.2f}, {hi:.2f}]':>13} {expert[name]['success_rate']:>7.2f} {floor[name]:>6.2f}"
+        )
+    print(
+        f"      mean success {result['mean_success']:.2f} (expert {result['expert_mean_success']:.2f}, floor "
+        f"{result['floor_mean_success']:.2f}) over {episodes} episodes per task; {result['actions_per_s']:.0f} actions/s; "
+        f"eval JSON {result['json']}"
+    )
     if result.get("videos"):
-        print(f"      success.png and {len(result['videos'])} rollout GIFs (videos/, each saying success or failure) in {out}")
+        print(
+            f"      success.png and {len(result['videos'])} rollout GIFs (videos/, each saying success or failure) in {out}"
+        )
     return result
 
 
@@ -416,7 +528,9 @@ def _closed_loop_lines(out: str, cl: dict[str, Any]) -> list[str]:
     ]
     for name, t in cl["tasks"].items():
         lo, hi = t["ci95"]
-        lines.append(f"| {name} | {t['success_rate']:.2f} | [{lo:.2f}, {hi:.2f}] | {expert[name]['success_rate']:.2f} | {floor[name]:.2f} | {t['mean_length']:.0f} |")
+        lines.append(
+            f"| {name} | {t['success_rate']:.2f} | [{lo:.2f}, {hi:.2f}] | {expert[name]['success_rate']:.2f} | {floor[name]:.2f} | {t['mean_length']:.0f} |"
+        )
     lines += [
         f"| **mean** | **{cl['mean_success']:.2f}** | | {cl['expert_mean_success']:.2f} | {cl['floor_mean_success']:.2f} | |",
         "",
@@ -433,34 +547,46 @@ def _closed_loop_lines(out: str, cl: dict[str, Any]) -> list[str]:
 
 def _throughput_row(tr: dict[str, Any]) -> str:
     if "padded_tokens_per_s" not in tr:
-        return (f"| effective tokens/s, higher is better | packed {tr['packed_tokens_per_s']:,.0f}; no padded baseline "
-                f"(padding these batches costs {tr['batch_padding_fraction']:.1%}) |")  # fmt: skip
-    return (f"| effective tokens/s, higher is better | packed {tr['packed_tokens_per_s']:,.0f}, padded "
-            f"{tr['padded_tokens_per_s']:,.0f} (packed is {tr['speedup_packed_vs_padded']:.2f}x padded; padding "
-            f"{tr['padded_padding_fraction']:.1%} of the padded token grid) |")  # fmt: skip
+        return (
+            f"| effective tokens/s, higher is better | packed {tr['packed_tokens_per_s']:,.0f}; no padded baseline "
+            f"(padding these batches costs {tr['batch_padding_fraction']:.1%}) |"
+        )
+    return (
+        f"| effective tokens/s, higher is better | packed {tr['packed_tokens_per_s']:,.0f}, padded "
+        f"{tr['padded_tokens_per_s']:,.0f} (packed is {tr['speedup_packed_vs_padded']:.2f}x padded; padding "
+        f"{tr['padded_padding_fraction']:.1%} of the padded token grid) |"
+    )
 
 
 def _throughput_note(tr: dict[str, Any]) -> str:
     """What the throughput row compares, said only as far as the figures show it."""
     if "padded_tokens_per_s" not in tr:
-        return ("The packer buckets samples by length, and here the samples of a batch have one length: padding them "
-                f"to their longest would cost {tr['batch_padding_fraction']:.1%} of the token grid, so a padded run would "
-                "measure the attention kernels, not padding, and the demo runs none. The fill row's padded figure is "
-                "for batches drawn at random, as a loader without a packer draws them; `robolake bench train` times "
-                "packed against padded on mixed lengths. Throughput is measured in this run on this machine.")
-    return ("Throughputs are measured in this run on this machine. The padded baseline trains the same model on the same "
-            f"batches, each padded to its longest sample ({tr['padded_padding_fraction']:.1%} of its token grid is "
-            "padding), with dense attention and a key-padding mask: the difference is that padding plus the kernels' own.")
+        return (
+            "The packer buckets samples by length, and here the samples of a batch have one length: padding them "
+            f"to their longest would cost {tr['batch_padding_fraction']:.1%} of the token grid, so a padded run would "
+            "measure the attention kernels, not padding, and the demo runs none. The fill row's padded figure is "
+            "for batches drawn at random, as a loader without a packer draws them; `robolake bench train` times "
+            "packed against padded on mixed lengths. Throughput is measured in this run on this machine."
+        )
+    return (
+        "Throughputs are measured in this run on this machine. The padded baseline trains the same model on the same "
+        f"batches, each padded to its longest sample ({tr['padded_padding_fraction']:.1%} of its token grid is "
+        "padding), with dense attention and a key-padding mask: the difference is that padding plus the kernels' own."
+    )
 
 
 def _write_report(out: str, fig: dict[str, Any], pngs: dict[str, str]) -> None:
     tr, pk, ev, ing = fig["train"], fig["pack"], fig["eval"], fig["ingest"]
     if fig.get("sim"):
-        intro = (f"Meta-World demonstrations recorded by noisy scripted experts (5 tasks, one Sawyer arm, 1 camera): "
-                 f"{ing['episodes']} episodes, {ing['steps']} steps, {ing['frames']} camera frames.")  # fmt: skip
+        intro = (
+            f"Meta-World demonstrations recorded by noisy scripted experts (5 tasks, one Sawyer arm, 1 camera): "
+            f"{ing['episodes']} episodes, {ing['steps']} steps, {ing['frames']} camera frames."
+        )
     else:
-        intro = (f"Synthetic multi-embodiment teleoperation data: {ing['episodes']} episodes, {ing['steps']} steps, {ing['frames']} camera frames "
-                 "(7-DoF arm with 1 camera, 14-DoF bimanual rig with 3, 44-DoF humanoid with 1).")  # fmt: skip
+        intro = (
+            f"Synthetic multi-embodiment teleoperation data: {ing['episodes']} episodes, {ing['steps']} steps, {ing['frames']} camera frames "
+            "(7-DoF arm with 1 camera, 14-DoF bimanual rig with 3, 44-DoF humanoid with 1)."
+        )
     lines = [
         "# robolake demo report",
         "",
@@ -485,8 +611,13 @@ def _write_report(out: str, fig: dict[str, Any], pngs: dict[str, str]) -> None:
     ]
     if fig.get("closed_loop"):
         lines += _closed_loop_lines(out, fig["closed_loop"])
-    titles = {"lengths": "Sample lengths", "fill": "Fill rate per packing algorithm vs padding",
-              "loss": "Training loss", "throughput": "Packed vs padded throughput", "success": "Closed-loop success per task"}
+    titles = {
+        "lengths": "Sample lengths",
+        "fill": "Fill rate per packing algorithm vs padding",
+        "loss": "Training loss",
+        "throughput": "Packed vs padded throughput",
+        "success": "Closed-loop success per task",
+    }
     for key, path in pngs.items():
         lines += [f"## {titles[key]}", "", f"![{key}]({os.path.basename(path)})", ""]
     with open(os.path.join(out, "report.md"), "w") as f:

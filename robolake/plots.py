@@ -53,8 +53,14 @@ def mark_zero_bars(ax: Any, bars: Any) -> list[Any]:
     for b in bars:
         if b.get_height() == 0:
             x0, w = b.get_x(), b.get_width()
-            (line,) = ax.plot([x0, x0 + w], [0, 0], color=b.get_facecolor(), linewidth=ZERO_BAR_LINEWIDTH,
-                              solid_capstyle="butt", label="_zero_bar")  # fmt: skip
+            (line,) = ax.plot(
+                [x0, x0 + w],
+                [0, 0],
+                color=b.get_facecolor(),
+                linewidth=ZERO_BAR_LINEWIDTH,
+                solid_capstyle="butt",
+                label="_zero_bar",
+            )
             stubs.append(line)
     if stubs:
         bottom, top = ax.get_ylim()
@@ -70,7 +76,9 @@ def save_figure(fig: Any, path: str) -> str:
     return path
 
 
-def length_histograms_figure(lengths: Mapping[str, np.ndarray], *, title: str = "sample length (backbone tokens) per embodiment") -> Any:
+def length_histograms_figure(
+    lengths: Mapping[str, np.ndarray], *, title: str = "sample length (backbone tokens) per embodiment"
+) -> Any:
     """Stepped (unfilled) histograms of sample token lengths, one outline per embodiment.
 
     Outlines in distinct colours and line styles never blend, so every bar traces back to its
@@ -82,7 +90,14 @@ def length_histograms_figure(lengths: Mapping[str, np.ndarray], *, title: str = 
     bins = np.linspace(all_lengths.min(), all_lengths.max() + 1, 40)
     styles = ["-", "--", "-.", ":"]
     for i, (name, values) in enumerate(sorted(lengths.items())):
-        ax.hist(values, bins=bins, histtype="step", linewidth=1.8, linestyle=styles[i % len(styles)], label=f"{name} (n={len(values)})")
+        ax.hist(
+            values,
+            bins=bins,
+            histtype="step",
+            linewidth=1.8,
+            linestyle=styles[i % len(styles)],
+            label=f"{name} (n={len(values)})",
+        )
     ax.set_xlabel("tokens per sample")
     ax.set_ylabel("samples")
     ax.set_title(title)
@@ -91,7 +106,9 @@ def length_histograms_figure(lengths: Mapping[str, np.ndarray], *, title: str = 
     return fig
 
 
-def plot_length_histograms(lengths: Mapping[str, np.ndarray], path: str, *, title: str = "sample length (backbone tokens) per embodiment") -> str:
+def plot_length_histograms(
+    lengths: Mapping[str, np.ndarray], path: str, *, title: str = "sample length (backbone tokens) per embodiment"
+) -> str:
     """`length_histograms_figure` saved to `path`."""
     return save_figure(length_histograms_figure(lengths, title=title), path)
 
@@ -146,7 +163,9 @@ def plot_loss(
     return save_figure(fig, path)
 
 
-def throughput_figure(values: Mapping[str, float], *, ylabel: str = "effective tokens / s", title: str = "packed vs padded throughput") -> Any:
+def throughput_figure(
+    values: Mapping[str, float], *, ylabel: str = "effective tokens / s", title: str = "packed vs padded throughput"
+) -> Any:
     """Bar chart of throughputs (effective tokens/s, samples/s, ...)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -160,6 +179,12 @@ def throughput_figure(values: Mapping[str, float], *, ylabel: str = "effective t
     return fig
 
 
-def plot_throughput(values: Mapping[str, float], path: str, *, ylabel: str = "effective tokens / s", title: str = "packed vs padded throughput") -> str:
+def plot_throughput(
+    values: Mapping[str, float],
+    path: str,
+    *,
+    ylabel: str = "effective tokens / s",
+    title: str = "packed vs padded throughput",
+) -> str:
     """`throughput_figure` saved to `path`."""
     return save_figure(throughput_figure(values, ylabel=ylabel, title=title), path)

@@ -97,7 +97,9 @@ def _start_reaper() -> None:
     read_end, write_end = os.pipe()  # non-inheritable: only this process holds the write end
     proc = subprocess.Popen(
         [sys.executable, "-c", _REAPER, *map(str, pids)],
-        stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=read_end,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,  # outlives a killpg of the driver's group, which is the point
     )
     os.close(read_end)

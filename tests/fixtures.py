@@ -63,7 +63,7 @@ class PackedData:
 
 
 def build_packed(root: Path) -> PackedData:
-    from robolake.lake.ingest import ingest
+    from robolake.lake.intake.ingest import ingest
     from robolake.packers.lengths import TokenLengthConfig
     from robolake.packers.pipeline import pack
     from robolake.packers.spec import PackSpec
@@ -107,21 +107,13 @@ def random_batch(
 
     rng = np.random.default_rng(seed)
     views = views if views is not None else rng.integers(1, 4, size=n).tolist()
-    text_lengths = (
-        text_lengths if text_lengths is not None else rng.integers(5, 41, size=n).tolist()
-    )
-    embodiments = (
-        embodiments
-        if embodiments is not None
-        else rng.integers(0, len(EMBODIMENTS), size=n).tolist()
-    )
+    text_lengths = text_lengths if text_lengths is not None else rng.integers(5, 41, size=n).tolist()
+    embodiments = embodiments if embodiments is not None else rng.integers(0, len(EMBODIMENTS), size=n).tolist()
     horizon, size = config.action_horizon, config.image_size
     pixels = rng.integers(0, 256, size=(int(sum(views)), 3, size, size), dtype=np.uint8)
     text = [rng.integers(0, 256, size=length).astype(np.int64) for length in text_lengths]
     state = [rng.standard_normal(EMBODIMENTS[e][0]).astype(np.float32) for e in embodiments]
-    action = [
-        rng.standard_normal((horizon, EMBODIMENTS[e][1])).astype(np.float32) for e in embodiments
-    ]
+    action = [rng.standard_normal((horizon, EMBODIMENTS[e][1])).astype(np.float32) for e in embodiments]
     valid = rng.integers(horizon // 2, horizon + 1, size=n).tolist()
     return make_packed_batch(
         pixels=pixels,
@@ -151,11 +143,20 @@ def moto_s3(key_id: str = "test", secret: str = "test") -> Iterator[tuple[Any, d
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key_id, aws_secret_access_key=secret,
-                              region_name="us-east-1")
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id=key_id, aws_secret_access_key=secret, region_name="us-east-1"
+        )
         client.create_bucket(Bucket="robolake")
-        yield client, {"aws_endpoint": endpoint, "aws_access_key_id": key_id, "aws_secret_access_key": secret,
-                       "aws_region": "us-east-1", "allow_http": "true"}
+        yield (
+            client,
+            {
+                "aws_endpoint": endpoint,
+                "aws_access_key_id": key_id,
+                "aws_secret_access_key": secret,
+                "aws_region": "us-east-1",
+                "allow_http": "true",
+            },
+        )
     finally:
         server.stop()
 
@@ -165,4 +166,3 @@ def s3_options() -> Iterator[dict[str, str]]:
     """Storage options of a fresh moto S3 server with a `robolake` bucket (see `moto_s3`)."""
     with moto_s3() as (_, options):
         yield options
-

@@ -34,11 +34,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from robolake.lake import Lake
-from robolake.lake.sources import SourceError, discover_readers
-from robolake.lake.sources.lerobot import LeRobotReader
-from robolake.lake.sources.video import seek_frame
-from robolake.lake.stats import NormStats
+from robolake.lake import Lake, LeRobotReader, NormStats, SourceError, discover_readers, seek_frame
 from robolake.loaders import PackedBatch, PackedShards, PaddedBatch, make_packed_batch
 from robolake.packers.lengths import TokenLengthConfig
 
@@ -178,11 +174,15 @@ class PerSampleDataset(Dataset):
         if key not in self._tables:
             cols = ["observation.state", "action"]
             schema_names = pq.read_schema(ep.data_path).names
-            table = pq.read_table(ep.data_path, columns=[*cols, *(["episode_index"] if "episode_index" in schema_names else [])])
+            table = pq.read_table(
+                ep.data_path, columns=[*cols, *(["episode_index"] if "episode_index" in schema_names else [])]
+            )
             if "episode_index" in table.column_names:
                 mask = table.column("episode_index").to_numpy() == ep.episode_index
                 table = table.filter(mask)
-            self._tables[key] = tuple(np.stack(table[c].to_numpy(zero_copy_only=False)).astype(np.float32) for c in cols)  # type: ignore[assignment]
+            self._tables[key] = tuple(
+                np.stack(table[c].to_numpy(zero_copy_only=False)).astype(np.float32) for c in cols
+            )  # type: ignore[assignment]
         return self._tables[key]
 
     def __getitem__(self, i: int) -> dict[str, Any]:

@@ -42,20 +42,35 @@ def _frame_fidelity(lake: Any, reference: Any, limit: int = 400) -> dict[str, An
     by_src = {(e["source_uri"], e["source_episode_index"]): e["episode_id"] for e in reference.episodes().to_pylist()}
     ids = {e["episode_id"]: by_src[(e["source_uri"], e["source_episode_index"])] for e in lake.episodes().to_pylist()}
     got = lake.frames().read_many([(k["episode_id"], k["camera"], k["step_index"]) for k in keys])
-    want = reference.frames().read_many([(ids[k["episode_id"]], k["camera"], k["step_index"]) for k in keys], exact=True)
-    mse = float(np.mean([np.mean((g.astype(np.float64) - w) ** 2) for g, w in zip(got, want, strict=True)])) if keys else 0.0
-    return {"frame_bytes": frame_bytes, "psnr_db_vs_record": float("inf") if mse == 0 else float(10 * np.log10(255.0**2 / mse)),
-            "frames_compared": len(keys)}
+    want = reference.frames().read_many(
+        [(ids[k["episode_id"]], k["camera"], k["step_index"]) for k in keys], exact=True
+    )
+    mse = (
+        float(np.mean([np.mean((g.astype(np.float64) - w) ** 2) for g, w in zip(got, want, strict=True)]))
+        if keys
+        else 0.0
+    )
+    return {
+        "frame_bytes": frame_bytes,
+        "psnr_db_vs_record": float("inf") if mse == 0 else float(10 * np.log10(255.0**2 / mse)),
+        "frames_compared": len(keys),
+    }
 
 
-def run_closed_loop(work: str, *, quick: bool, seed: int = 0, steps: int | None = None, demos_per_task: int | None = None,
-                    eval_episodes: int | None = None) -> dict[str, Any]:
+def run_closed_loop(
+    work: str,
+    *,
+    quick: bool,
+    seed: int = 0,
+    steps: int | None = None,
+    demos_per_task: int | None = None,
+    eval_episodes: int | None = None,
+) -> dict[str, Any]:
     """Record once, then per arm: ingest, pack, train, evaluate (see the module docstring)."""
     import torch
 
     from robolake.demo import DemoConfig, eval_config, sim_available
-    from robolake.lake import Lake
-    from robolake.lake.ingest import IngestConfig, ingest
+    from robolake.lake import IngestConfig, Lake, ingest
     from robolake.packers import PackSpec, TokenLengthConfig, pack
     from robolake.sim.evaluate import evaluate_checkpoint
     from robolake.sim.recorder import RecordConfig, record_demos
@@ -70,12 +85,21 @@ def run_closed_loop(work: str, *, quick: bool, seed: int = 0, steps: int | None 
     src = os.path.join(work, "sim_demos")
     t0 = time.perf_counter()
     if not (os.path.isdir(src) and os.listdir(src)):
-        record_demos(src, RecordConfig(episodes_per_task=demos_per_task or (3 if quick else 24), seed=seed, num_workers=2,
-                                       format="lerobot"))
+        record_demos(
+            src,
+            RecordConfig(
+                episodes_per_task=demos_per_task or (3 if quick else 24), seed=seed, num_workers=2, format="lerobot"
+            ),
+        )
     out: dict[str, Any] = {"steps": steps, "seed": seed, "record_seconds": time.perf_counter() - t0, "arms": {}}
     model = ModelConfig.preset("tiny")
-    spec = PackSpec(max_tokens=512, horizon=model.action_horizon, seed=seed, image_size=model.image_size,
-                    tokens=TokenLengthConfig(tokens_per_view=model.tokens_per_view, state_tokens=0))  # the demo's sim spec
+    spec = PackSpec(
+        max_tokens=512,
+        horizon=model.action_horizon,
+        seed=seed,
+        image_size=model.image_size,
+        tokens=TokenLengthConfig(tokens_per_view=model.tokens_per_view, state_tokens=0),
+    )  # the demo's sim spec
     ec = dataclasses.replace(eval_config(demo), baselines=False, videos=0)
     lakes: dict[str, Any] = {}
     for arm in ARMS:
@@ -85,8 +109,16 @@ def run_closed_loop(work: str, *, quick: bool, seed: int = 0, steps: int | None 
         lakes[arm] = lake = Lake.open(uri)
         packed = os.path.join(work, f"packed-{arm}")
         pack(lake, spec, packed, overwrite=True)
-        run = RunConfig(out=os.path.join(work, f"train-{arm}"), steps=steps, lr=1e-3, sequences_per_batch=1, seed=seed,
-                        warmup_steps=min(50, steps // 10 + 1), checkpoint_every=0, resume=False)  # the demo's run
+        run = RunConfig(
+            out=os.path.join(work, f"train-{arm}"),
+            steps=steps,
+            lr=1e-3,
+            sequences_per_batch=1,
+            seed=seed,
+            warmup_steps=min(50, steps // 10 + 1),
+            checkpoint_every=0,
+            resume=False,
+        )  # the demo's run
         trained = train_on(packed, run)
         previous = torch.get_num_threads()
         set_torch_threads(reserved=ec.rollout.num_workers)  # the environment actors keep their cores busy
@@ -94,11 +126,15 @@ def run_closed_loop(work: str, *, quick: bool, seed: int = 0, steps: int | None 
             result = evaluate_checkpoint(run.out, ec)
         finally:
             torch.set_num_threads(previous)
-        out["arms"][arm] = {"encodings": sorted(set(lake.to_arrow("media", columns=["encoding"])["encoding"].to_pylist())),
-                            **_frame_fidelity(lake, lakes["record"]),
-                            "loss_last_mean10": float(np.mean(trained.losses[-10:])) if trained.losses else None,
-                            "tasks": result["tasks"], "mean_success": result["mean_success"],
-                            "episodes_per_task": ec.episodes, "seconds": time.perf_counter() - t_arm}
+        out["arms"][arm] = {
+            "encodings": sorted(set(lake.to_arrow("media", columns=["encoding"])["encoding"].to_pylist())),
+            **_frame_fidelity(lake, lakes["record"]),
+            "loss_last_mean10": float(np.mean(trained.losses[-10:])) if trained.losses else None,
+            "tasks": result["tasks"],
+            "mean_success": result["mean_success"],
+            "episodes_per_task": ec.episodes,
+            "seconds": time.perf_counter() - t_arm,
+        }
     out["total_seconds"] = time.perf_counter() - t0
     return out
 
@@ -108,8 +144,12 @@ def closed_loop_rows(res: dict[str, Any]) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = [("optimizer steps / seed", f"{res['steps']} / {res['seed']}")]
     record_bytes = res["arms"]["record"]["frame_bytes"]
     for arm, a in res["arms"].items():
-        rows.append((f"{arm}: frame bytes x record, PSNR vs record",
-                     f"{a['frame_bytes'] / record_bytes:.2f}x, {a['psnr_db_vs_record']:.1f} dB ({', '.join(a['encodings'])})"))
+        rows.append(
+            (
+                f"{arm}: frame bytes x record, PSNR vs record",
+                f"{a['frame_bytes'] / record_bytes:.2f}x, {a['psnr_db_vs_record']:.1f} dB ({', '.join(a['encodings'])})",
+            )
+        )
     tasks = list(next(iter(res["arms"].values()))["tasks"])
     for task in tasks:
         cells = []

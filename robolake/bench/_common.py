@@ -201,7 +201,11 @@ def paired(numerators: Sequence[float], denominators: Sequence[float]) -> dict[s
 
 
 def two_clock_ratios(
-    slow: Sequence[Timing], fast: Sequence[Timing], *, target_applies_to: str, slow_work: Sequence[float] | None = None,
+    slow: Sequence[Timing],
+    fast: Sequence[Timing],
+    *,
+    target_applies_to: str,
+    slow_work: Sequence[float] | None = None,
     fast_work: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """How many times faster `fast` is than `slow`, per round, on each clock.

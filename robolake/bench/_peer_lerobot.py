@@ -74,17 +74,29 @@ def make_av1(req: dict[str, Any]) -> dict[str, Any]:
 
     height, width, dim = int(req["height"]), int(req["width"]), int(req.get("dim", 7))
     features = {
-        "observation.images.front": {"dtype": "video", "shape": (height, width, 3), "names": ["height", "width", "channels"]},
+        "observation.images.front": {
+            "dtype": "video",
+            "shape": (height, width, 3),
+            "names": ["height", "width", "channels"],
+        },
         "observation.state": {"dtype": "float32", "shape": (dim,), "names": None},
         "action": {"dtype": "float32", "shape": (dim,), "names": None},
     }
     t0 = time.perf_counter()
-    ds = LeRobotDataset.create(req["repo_id"], fps=int(req["fps"]), features=features, root=req["root"], use_videos=True)
+    ds = LeRobotDataset.create(
+        req["repo_id"], fps=int(req["fps"]), features=features, root=req["root"], use_videos=True
+    )
     for episode, length in enumerate(req["lengths"]):
         for i in range(int(length)):
             q = np.sin(0.05 * i + np.arange(dim, dtype=np.float32) + episode).astype(np.float32)
-            ds.add_frame({"observation.images.front": _frame(i, episode, height, width), "observation.state": q,
-                          "action": np.roll(q, 1), "task": f"move the block, episode {episode % 3}"})
+            ds.add_frame(
+                {
+                    "observation.images.front": _frame(i, episode, height, width),
+                    "observation.state": q,
+                    "action": np.roll(q, 1),
+                    "task": f"move the block, episode {episode % 3}",
+                }
+            )
         ds.save_episode()
     ds.finalize()
     info = json.load(open(os.path.join(req["root"], "meta", "info.json")))
@@ -130,8 +142,15 @@ def open_loader(req: dict[str, Any]) -> dict[str, Any]:
     )
     STATE.update(loader=loader, cameras=list(ds.meta.camera_keys), backend=backend)
     video = {k: ds.meta.features[k].get("info", {}) for k in ds.meta.camera_keys}
-    return {"samples": len(data), "dataset_frames": len(ds), "fps": fps, "cameras": STATE["cameras"], "video_info": video,
-            "delta_timestamps": delta, "versions": versions()}
+    return {
+        "samples": len(data),
+        "dataset_frames": len(ds),
+        "fps": fps,
+        "cameras": STATE["cameras"],
+        "video_info": video,
+        "delta_timestamps": delta,
+        "versions": versions(),
+    }
 
 
 def epoch(req: dict[str, Any]) -> dict[str, Any]:
@@ -147,8 +166,14 @@ def epoch(req: dict[str, Any]) -> dict[str, Any]:
         image_shape = list(batch[cameras[0]].shape[1:])
         action_shape = list(batch["action"].shape[1:])
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "first_batch_s": first or 0.0, "samples": samples, "image_shape": image_shape,
-            "action_shape": action_shape, "backend": STATE["backend"]}
+    return {
+        "wall_s": wall,
+        "first_batch_s": first or 0.0,
+        "samples": samples,
+        "image_shape": image_shape,
+        "action_shape": action_shape,
+        "backend": STATE["backend"],
+    }
 
 
 OPS = {"make_av1": make_av1, "open": open_loader, "epoch": epoch, "versions": lambda req: {"versions": versions()}}

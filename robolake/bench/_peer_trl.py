@@ -53,8 +53,11 @@ def load(req: dict[str, Any]) -> dict[str, Any]:
     lengths = np.load(req["lengths"]).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     tokens = pa.array(np.arange(offsets[-1], dtype=np.int64) % 50_000)  # any ids: BFD reads only lengths
-    input_ids = pa.LargeListArray.from_arrays(pa.array(offsets), tokens) if offsets[-1] >= 2**31 else \
-        pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), tokens)
+    input_ids = (
+        pa.LargeListArray.from_arrays(pa.array(offsets), tokens)
+        if offsets[-1] >= 2**31
+        else pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), tokens)
+    )
     table = pa.table({"input_ids": input_ids})
     STATE.update(table=table, dataset=datasets.Dataset(table), samples=len(lengths), tokens=int(offsets[-1]))
     datasets.disable_progress_bars()
@@ -76,7 +79,12 @@ def pack(req: dict[str, Any]) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     rows = len(packed)
     table = packed.with_format("arrow")[:]
-    return {"wall_s": wall, "samples": STATE["samples"], "rows": rows, "fill": _fill(table["seq_lengths"], rows, seq_length)}
+    return {
+        "wall_s": wall,
+        "samples": STATE["samples"],
+        "rows": rows,
+        "fill": _fill(table["seq_lengths"], rows, seq_length),
+    }
 
 
 def pack_table(req: dict[str, Any]) -> dict[str, Any]:
@@ -86,8 +94,12 @@ def pack_table(req: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     packed = _pack_bfd(STATE["table"], seq_length=seq_length, on_seq_length_overflow="truncate")
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "samples": STATE["samples"], "rows": packed.num_rows,
-            "fill": _fill(packed["seq_lengths"], packed.num_rows, seq_length)}
+    return {
+        "wall_s": wall,
+        "samples": STATE["samples"],
+        "rows": packed.num_rows,
+        "fill": _fill(packed["seq_lengths"], packed.num_rows, seq_length),
+    }
 
 
 OPS = {"load": load, "pack": pack, "pack_table": pack_table, "versions": lambda req: {"versions": versions()}}

@@ -26,8 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.bench._common import machine, print_table, ratio_summary, write_json
-from robolake.lake import Lake
-from robolake.lake.media import encode_frame
+from robolake.lake import Lake, encode_frame
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import schema_for_table
 
@@ -42,7 +41,7 @@ def _du(path: str) -> int:
 
 def build_lake(root: str, episodes: int, *, ingests: int = 1, steps: int = 20, seed: int = 0) -> str:
     """A synthetic lake of `episodes` episodes written by `ingests` transactions (one fragment set each)."""
-    from robolake.lake.stats import accumulate_norm_stats
+    from robolake.lake import accumulate_norm_stats
 
     rng = np.random.default_rng(seed)
     lake = Lake.create(root)
@@ -57,22 +56,52 @@ def build_lake(root: str, episodes: int, *, ingests: int = 1, steps: int = 20, s
         for i in ids:
             eid = f"arm7/{i:06d}-{i * 2654435761 % (1 << 32):08x}"
             n = int(rng.integers(steps // 2, steps * 3 // 2 + 1))
-            ep_rows.append({
-                "episode_id": eid, "source_uri": f"/data/rig{i % 4}", "source_format": "synthetic", "source_episode_index": i,
-                "embodiment": "arm7", "task": _TASKS[i % len(_TASKS)], "num_steps": n, "fps": 20.0, "cameras": ["front"],
-                "success": bool(i % 3), "content_hash": f"{i:064x}", "ingested_at": time.time_ns(), "metadata": "{}",
-            })
+            ep_rows.append(
+                {
+                    "episode_id": eid,
+                    "source_uri": f"/data/rig{i % 4}",
+                    "source_format": "synthetic",
+                    "source_episode_index": i,
+                    "embodiment": "arm7",
+                    "task": _TASKS[i % len(_TASKS)],
+                    "num_steps": n,
+                    "fps": 20.0,
+                    "cameras": ["front"],
+                    "success": bool(i % 3),
+                    "content_hash": f"{i:064x}",
+                    "ingested_at": time.time_ns(),
+                    "metadata": "{}",
+                }
+            )
             state = rng.normal(size=(n, 7)).astype(np.float32)
             action = (state + rng.normal(scale=0.1, size=(n, 7))).astype(np.float32) * (4.0 if i % 10 == 0 else 1.0)
             for t in range(n):
-                st_rows.append({"episode_id": eid, "embodiment": "arm7", "step_index": t, "timestamp": t / 20.0,
-                                "state": state[t].tolist(), "action": action[t].tolist(), "task_index": 0})
-                md_rows.append({"episode_id": eid, "camera": "front", "step_index": t, "timestamp": t / 20.0,
-                                "width": 64, "height": 64, "encoding": "jpeg",
-                                # distinct bytes per frame (after the JPEG's end marker, which decoders
-                                # ignore), so Lance stores them as a camera's frames are stored, not
-                                # as a dictionary of 16 values
-                                "data": frames[(i + t) % len(frames)] + i.to_bytes(4, "big") + t.to_bytes(4, "big")})
+                st_rows.append(
+                    {
+                        "episode_id": eid,
+                        "embodiment": "arm7",
+                        "step_index": t,
+                        "timestamp": t / 20.0,
+                        "state": state[t].tolist(),
+                        "action": action[t].tolist(),
+                        "task_index": 0,
+                    }
+                )
+                md_rows.append(
+                    {
+                        "episode_id": eid,
+                        "camera": "front",
+                        "step_index": t,
+                        "timestamp": t / 20.0,
+                        "width": 64,
+                        "height": 64,
+                        "encoding": "jpeg",
+                        # distinct bytes per frame (after the JPEG's end marker, which decoders
+                        # ignore), so Lance stores them as a camera's frames are stored, not
+                        # as a dictionary of 16 values
+                        "data": frames[(i + t) % len(frames)] + i.to_bytes(4, "big") + t.to_bytes(4, "big"),
+                    }
+                )
         landed += len(ep_rows)
         steps_tbl = pa.Table.from_pylist(st_rows, schema=schema_for_table("steps"))
         all_steps.append(steps_tbl.select(["state", "action"]))
@@ -81,10 +110,21 @@ def build_lake(root: str, episodes: int, *, ingests: int = 1, steps: int = 20, s
             tx.append_table("steps", steps_tbl)
             tx.append_table("media", pa.Table.from_pylist(md_rows, schema=schema_for_table("media")))
             acc = accumulate_norm_stats(pa.concat_tables(all_steps))
-            tx.overwrite("embodiments", pa.Table.from_pylist([{
-                "embodiment": "arm7", "spec_json": spec.to_json(), "stats_json": acc.to_json(),
-                "num_episodes": landed, "num_steps": acc.state.count,
-            }], schema=schema_for_table("embodiments")))
+            tx.overwrite(
+                "embodiments",
+                pa.Table.from_pylist(
+                    [
+                        {
+                            "embodiment": "arm7",
+                            "spec_json": spec.to_json(),
+                            "stats_json": acc.to_json(),
+                            "num_episodes": landed,
+                            "num_steps": acc.state.count,
+                        }
+                    ],
+                    schema=schema_for_table("embodiments"),
+                ),
+            )
             for table in ("episodes", "steps", "media"):
                 tx.create_index(table, "episode_id")
             tx.commit("ingest", {"bench": "curate", "ingest": k})
@@ -94,7 +134,7 @@ def build_lake(root: str, episodes: int, *, ingests: int = 1, steps: int = 20, s
 
 def rewrite(src: str, dst: str, keep: list[str]) -> None:
     """What a team without curation verbs does: a new lake holding `keep`, every row copied."""
-    from robolake.lake.query import sql_in
+    from robolake.lake import sql_in
 
     lake = Lake.open(src)
     new = Lake.create(dst)
@@ -140,8 +180,10 @@ def _verbs(work: str, episodes: int, repeats: int) -> dict[str, Any]:
             shutil.rmtree(os.path.join(work, f"{name}-rewrite-{r}"))
             del res
         out[name] = {
-            "seconds": float(np.median(verb_s)), "rewrite_seconds": float(np.median(rewrite_s)),
-            "speedup_vs_rewrite": ratio_summary(ratios), "bytes_added": int(np.median(added)),
+            "seconds": float(np.median(verb_s)),
+            "rewrite_seconds": float(np.median(rewrite_s)),
+            "speedup_vs_rewrite": ratio_summary(ratios),
+            "bytes_added": int(np.median(added)),
             "bytes_added_over_lake": float(np.median(added)) / lake_bytes,
         }
     return out
@@ -149,8 +191,8 @@ def _verbs(work: str, episodes: int, repeats: int) -> dict[str, Any]:
 
 def _compaction(work: str, ingests: int, repeats: int) -> dict[str, Any]:
     from robolake import curate
-    from robolake.lake.ingest import ensure_ray
     from robolake.packers import PackSpec, TokenLengthConfig, pack
+    from robolake.ray_tasks import ensure_ray
 
     ensure_ray(num_cpus=2)
     src = build_lake(os.path.join(work, "many"), ingests * 40, ingests=ingests)
@@ -160,7 +202,10 @@ def _compaction(work: str, ingests: int, repeats: int) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     lake = Lake.open(src)
     rows = lake.to_arrow("media", columns=["episode_id", "camera", "step_index"]).to_pylist()
-    keys = [(r["episode_id"], r["camera"], r["step_index"]) for r in (rows[i] for i in rng.choice(len(rows), 500, replace=False))]
+    keys = [
+        (r["episode_id"], r["camera"], r["step_index"])
+        for r in (rows[i] for i in rng.choice(len(rows), 500, replace=False))
+    ]
     spec = PackSpec(max_tokens=1024, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
 
     def read(path: str) -> float:
@@ -178,8 +223,10 @@ def _compaction(work: str, ingests: int, repeats: int) -> dict[str, Any]:
         reads.append(read(src) / read(compacted))
         packs.append(packed(src, r) / packed(compacted, r))
     return {
-        "ingests": ingests, "fragments": {t: list(v) for t, v in report.fragments.items()},
-        "read_many_speedup": ratio_summary(reads), "pack_speedup": ratio_summary(packs),
+        "ingests": ingests,
+        "fragments": {t: list(v) for t, v in report.fragments.items()},
+        "read_many_speedup": ratio_summary(reads),
+        "pack_speedup": ratio_summary(packs),
     }
 
 
@@ -187,7 +234,8 @@ def run(quick: bool) -> dict[str, Any]:
     work = tempfile.mkdtemp(prefix="robolake-bench-curate-")
     try:
         return {
-            "machine": machine(), "quick": quick,
+            "machine": machine(),
+            "quick": quick,
             "verbs": _verbs(work, 2000 if quick else 10000, 3 if quick else 5),
             "compaction": _compaction(work, 20 if quick else 50, 3 if quick else 5),
         }
@@ -196,7 +244,9 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="robolake bench curate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="robolake bench curate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--quick", action="store_true", help="2,000 episodes, 20 ingests, 3 pairs")
     args = p.parse_args(argv)
@@ -204,14 +254,20 @@ def main(argv: list[str] | None = None) -> None:
     v = res["verbs"]
     rows: list[tuple[Any, ...]] = []
     for name in ("select", "delete", "split"):
-        rows += [(f"{name} seconds", v[name]["seconds"]), (f"{name} vs rewrite", v[name]["speedup_vs_rewrite"]),
-                 (f"{name} bytes added / lake", v[name]["bytes_added_over_lake"])]
+        rows += [
+            (f"{name} seconds", v[name]["seconds"]),
+            (f"{name} vs rewrite", v[name]["speedup_vs_rewrite"]),
+            (f"{name} bytes added / lake", v[name]["bytes_added_over_lake"]),
+        ]
     print_table(f"curation verbs on {v['episodes']:,} episodes ({v['lake_bytes'] / 1e6:.1f} MB lake)", rows)
     c = res["compaction"]
     print_table(
         f"compaction of a {c['ingests']}-ingest lake",
-        [*((f"{t} fragments before/after", f"{b} -> {a}") for t, (b, a) in c["fragments"].items()),
-         ("read_many 500 frames, after/before", c["read_many_speedup"]), ("pack, after/before", c["pack_speedup"])],
+        [
+            *((f"{t} fragments before/after", f"{b} -> {a}") for t, (b, a) in c["fragments"].items()),
+            ("read_many 500 frames, after/before", c["read_many_speedup"]),
+            ("pack, after/before", c["pack_speedup"]),
+        ],
     )
     write_json(args.json, res)
 

@@ -87,10 +87,13 @@ from robolake.bench._common import (  # noqa: E402
     two_clock_ratios,
     write_json,
 )
-from robolake.lake import Lake  # noqa: E402
-from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
+from robolake.lake import (
+    Lake,  # noqa: E402
+    ingest,
+)
 from robolake.loaders import LoaderConfig, PackedBatch, PackedLoader, PackedShards, open_shards  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
+from robolake.ray_tasks import ensure_ray
 from robolake.training import ModelConfig, TrainConfig, train  # noqa: E402
 from robolake.training.sizing import fit_model_config  # noqa: E402
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
@@ -119,7 +122,9 @@ def build_workload(work: str, quick: bool, preset: str = "tiny") -> Workload:
     """Generate the synthetic dataset once, ingest it, pack it, fit the preset to it."""
     image_size = 160 if quick else 224
     src, lake_dir, packed_dir = (os.path.join(work, d) for d in ("src", "lake", "packed"))
-    episodes = (4 if quick else 10) if preset == "tiny" else (1 if quick else 3)  # a small-preset step costs ~100x a tiny one
+    episodes = (
+        (4 if quick else 10) if preset == "tiny" else (1 if quick else 3)
+    )  # a small-preset step costs ~100x a tiny one
     generate_synthetic(src, SyntheticConfig(seed=0, episodes_per_embodiment=episodes, image_size=image_size))
     ingest(src, lake_dir)
     lake = Lake.open(lake_dir)
@@ -127,8 +132,13 @@ def build_workload(work: str, quick: bool, preset: str = "tiny") -> Workload:
     tokens = TokenLengthConfig(tokens_per_view=base.tokens_per_view, state_tokens=0)
     # frames written at the model's input size (`robolake pack --image-size`): robolake's
     # training rendition, so its loader decodes small JPEGs and never resizes
-    spec = PackSpec(max_tokens=MAX_TOKENS, horizon=base.action_horizon, step_stride=2 if quick else 1, tokens=tokens,
-                    image_size=base.image_size)
+    spec = PackSpec(
+        max_tokens=MAX_TOKENS,
+        horizon=base.action_horizon,
+        step_stride=2 if quick else 1,
+        tokens=tokens,
+        image_size=base.image_size,
+    )
     pack(lake, spec, packed_dir)
     shards = open_shards(packed_dir, lake=lake)
     model = fit_model_config(
@@ -160,7 +170,12 @@ def packed_loader(w: Workload) -> PackedLoader:
 def naive_loader(w: Workload, batch_size: int) -> Any:
     """The per-sample loader over the shards' samples, yielding PackedBatch for the padded trainer."""
     spec = baseline_spec(
-        w.lake, w.shards, w.spec.tokens, image_size=w.model.image_size, max_state_dim=w.model.max_state_dim, max_action_dim=w.model.max_action_dim
+        w.lake,
+        w.shards,
+        w.spec.tokens,
+        image_size=w.model.image_size,
+        max_state_dim=w.model.max_state_dim,
+        max_action_dim=w.model.max_action_dim,
     )
     dataset = PerSampleDataset(source_episodes(w.src, w.lake), shard_keys(w.shards), spec)
     return baseline_loader(dataset, batch_size=batch_size, num_workers=NUM_WORKERS, pad=False)
@@ -168,7 +183,14 @@ def naive_loader(w: Workload, batch_size: int) -> Any:
 
 def _train_config(w: Workload, layout: str, steps: int, log_path: str | None) -> TrainConfig:
     return TrainConfig(
-        model=w.model, layout=layout, total_steps=steps, warmup_steps=min(10, steps - 1), device="cpu", bf16=False, seed=0, log_path=log_path,
+        model=w.model,
+        layout=layout,
+        total_steps=steps,
+        warmup_steps=min(10, steps - 1),
+        device="cpu",
+        bf16=False,
+        seed=0,
+        log_path=log_path,
         torch_threads=THREADS,  # the measured setting, not the trainer's own choice from the free cores
     )
 
@@ -197,7 +219,9 @@ class _Counted:
             yield batch
 
 
-def run_epoch(w: Workload, name: str, batches: Iterable[PackedBatch], steps: int, layout: str, work: str) -> dict[str, Any]:
+def run_epoch(
+    w: Workload, name: str, batches: Iterable[PackedBatch], steps: int, layout: str, work: str
+) -> dict[str, Any]:
     """Train one epoch of `batches` (`steps` batches); wall and CPU time plus what the trainer logged."""
     log_path = os.path.join(work, f"{name}-{time.monotonic_ns()}.jsonl")
     counted = _Counted(batches)
@@ -304,7 +328,12 @@ def run(quick: bool, preset: str = "tiny") -> dict[str, Any]:
         configs = _measure(w, work, repeats=3 if quick else 5)
     finally:
         torch.set_num_threads(previous)
-    naive, padded, packed, limit = configs["naive"], configs["robolake_data_padded"], configs["robolake"], configs["compute_limit"]
+    naive, padded, packed, limit = (
+        configs["naive"],
+        configs["robolake_data_padded"],
+        configs["robolake"],
+        configs["compute_limit"],
+    )
     m = w.shards.manifest
     first_video = next(iter(source_episodes(w.src, w.lake).values())).videos[0][0]
     res: dict[str, Any] = {
@@ -370,13 +399,19 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--quick", action="store_true", help="smaller dataset, every 2nd step (about three minutes)")
-    p.add_argument("--preset", choices=("tiny", "small"), default="tiny", help="the model (small: the backbone dominates a step)")
+    p.add_argument(
+        "--preset", choices=("tiny", "small"), default="tiny", help="the model (small: the backbone dominates a step)"
+    )
     args = p.parse_args(argv)
     res = run(args.quick, args.preset)
     rows: list[tuple[Any, ...]] = []
     for name in ("naive", "robolake_data_padded", "robolake", "compute_limit"):
         c = res[name]
-        rows += [(f"{name} epoch_s", c["epoch_s"]), (f"{name} steps", c["steps"]), (f"{name} data wait", f"{c['data_wait_fraction']:.0%}")]
+        rows += [
+            (f"{name} epoch_s", c["epoch_s"]),
+            (f"{name} steps", c["steps"]),
+            (f"{name} data wait", f"{c['data_wait_fraction']:.0%}"),
+        ]
     rows += [
         ("speedup (naive / robolake)", res["spread"]["speedup"]),
         ("data_path_gain", res["spread"]["data_path_gain"]),

@@ -31,7 +31,7 @@ __all__ = ["main", "run"]
 
 
 def _policy(checkpoint: str | None) -> Any:
-    from robolake.lake.stats import NormStats, VectorStats
+    from robolake.lake import NormStats, VectorStats
     from robolake.packers import PackSpec, TokenLengthConfig
     from robolake.sim import ACTION_DIM, EMBODIMENT, STATE_DIM
     from robolake.sim.learned import LearnedPolicy
@@ -42,16 +42,26 @@ def _policy(checkpoint: str | None) -> Any:
     if checkpoint:
         return LearnedPolicy.from_checkpoint(checkpoint)
     rng = np.random.default_rng(0)
-    stats = NormStats(state=VectorStats.of(rng.normal(0, 0.1, (256, STATE_DIM))),
-                      action=VectorStats.of(rng.uniform(-1, 1, (256, ACTION_DIM))))  # fmt: skip
+    stats = NormStats(
+        state=VectorStats.of(rng.normal(0, 0.1, (256, STATE_DIM))),
+        action=VectorStats.of(rng.uniform(-1, 1, (256, ACTION_DIM))),
+    )
     cfg = ModelConfig.preset("tiny", max_state_dim=24, max_action_dim=8, num_embodiments=1)
-    spec = PackSpec(horizon=cfg.action_horizon, tokens=TokenLengthConfig(tokens_per_view=cfg.tokens_per_view, state_tokens=0))
+    spec = PackSpec(
+        horizon=cfg.action_horizon, tokens=TokenLengthConfig(tokens_per_view=cfg.tokens_per_view, state_tokens=0)
+    )
     torch_seed = 0
     import torch
 
     torch.manual_seed(torch_seed)
-    card = PolicyCard(embodiments=[EMBODIMENT], normalization="mean_std", stats={EMBODIMENT: stats.to_json()},
-                      pack_spec=spec.to_json(), state_dims={EMBODIMENT: STATE_DIM}, action_dims={EMBODIMENT: ACTION_DIM})  # fmt: skip
+    card = PolicyCard(
+        embodiments=[EMBODIMENT],
+        normalization="mean_std",
+        stats={EMBODIMENT: stats.to_json()},
+        pack_spec=spec.to_json(),
+        state_dims={EMBODIMENT: STATE_DIM},
+        action_dims={EMBODIMENT: ACTION_DIM},
+    )
     return LearnedPolicy(GrootModel(cfg), card)
 
 
@@ -64,7 +74,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     policy = _policy(args.checkpoint)
     tasks = args.tasks.split(",")
     specs = eval_specs(tasks, args.episodes, seed=0)
-    par_cfg = RolloutConfig(replan=args.replan, num_workers=args.workers, envs_per_worker=args.envs_per_worker, max_steps=args.max_steps)
+    par_cfg = RolloutConfig(
+        replan=args.replan, num_workers=args.workers, envs_per_worker=args.envs_per_worker, max_steps=args.max_steps
+    )
     naive_cfg = RolloutConfig(replan=args.replan, num_workers=0, envs_per_worker=1, max_steps=args.max_steps)
     arms: dict[str, list[tuple[int, float, int, float]]] = {"parallel": [], "naive": []}
     # Both arms keep their environments across repeats (an evaluation service does); the
@@ -98,15 +110,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out["speedup"] = float(np.median(ratios))
     out["speedup_min"], out["speedup_max"] = float(min(ratios)), float(max(ratios))
     out["config"] = {
-        "tasks": tasks, "episodes_per_task": args.episodes, "replan": args.replan, "workers": args.workers,
-        "envs_per_worker": args.envs_per_worker, "max_steps": args.max_steps, "repeats": args.repeats,
+        "tasks": tasks,
+        "episodes_per_task": args.episodes,
+        "replan": args.replan,
+        "workers": args.workers,
+        "envs_per_worker": args.envs_per_worker,
+        "max_steps": args.max_steps,
+        "repeats": args.repeats,
         "policy": args.checkpoint or "tiny preset, untrained (every episode runs to max_steps)",
-    }  # fmt: skip
+    }
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="robolake bench eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="robolake bench eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", required=True, help="where to write the result JSON")
     p.add_argument("--quick", action="store_true", help="one task, fewer episodes and steps")
     p.add_argument("--checkpoint", default=None, help="a trained run to evaluate (default: the untrained tiny preset)")

@@ -88,9 +88,7 @@ def check_attention(quick: bool) -> dict[str, Any]:
                 out = varlen_attention(qb, kb, vb, *args, backend=backend)  # type: ignore[misc]
                 (dq,) = torch.autograd.grad(out, qb, grad.to(dtype))
 
-                def step(
-                    qb=qb, kb=kb, vb=vb, backend=backend, dtype=dtype, args=args, grad=grad
-                ) -> None:
+                def step(qb=qb, kb=kb, vb=vb, backend=backend, dtype=dtype, args=args, grad=grad) -> None:
                     o = varlen_attention(qb, kb, vb, *args, backend=backend)  # type: ignore[misc]
                     o.backward(grad.to(dtype))
 
@@ -124,9 +122,7 @@ def _stack(*factories: Any) -> Any:
     return make
 
 
-def _median_step_ms(
-    state: TrainState, batches: list[Any], warmup: int, repeats: int
-) -> dict[str, float]:
+def _median_step_ms(state: TrainState, batches: list[Any], warmup: int, repeats: int) -> dict[str, float]:
     times, rates, losses = [], [], []
     for r in range(warmup + repeats):
         for i, b in enumerate(batches):
@@ -160,35 +156,25 @@ def check_packed_vs_padded(quick: bool) -> dict[str, Any]:
     base = GrootModel(config).cuda()
     out: dict[str, Any] = {"preset": "small", "dtype": "bf16-autocast"}
     for name, batches in (("packed", packed), ("padded", padded), ("unpadded_limit", limit)):
-        out[name] = _median_step_ms(
-            _gpu_state(copy.deepcopy(base), _bf16), batches, warmup, repeats
-        )
+        out[name] = _median_step_ms(_gpu_state(copy.deepcopy(base), _bf16), batches, warmup, repeats)
     pad = statistics.mean(p.padding_fraction for p in padded)
     out["padding_fraction"] = pad
-    out["speedup_packed_vs_padded"] = (
-        out["packed"]["effective_tokens_per_s"] / out["padded"]["effective_tokens_per_s"]
-    )
-    out["ratio_to_limit"] = (
-        out["packed"]["effective_tokens_per_s"] / out["unpadded_limit"]["effective_tokens_per_s"]
-    )
+    out["speedup_packed_vs_padded"] = out["packed"]["effective_tokens_per_s"] / out["padded"]["effective_tokens_per_s"]
+    out["ratio_to_limit"] = out["packed"]["effective_tokens_per_s"] / out["unpadded_limit"]["effective_tokens_per_s"]
     out["target_speedup"] = 0.85 / (1 - pad)
     return out
 
 
 def check_fp8(quick: bool) -> dict[str, Any]:
     if not fp8_training_supported("cuda"):
-        return {
-            "skipped": f"compute capability {torch.cuda.get_device_capability()} < (8, 9): no FP8 tensor cores"
-        }
+        return {"skipped": f"compute capability {torch.cuda.get_device_capability()} < (8, 9): no FP8 tensor cores"}
     config = ModelConfig.preset("small")
     rng = np.random.default_rng(1)
     batches = [make_batch(config, 32 if quick else 48, rng).to("cuda") for _ in range(2)]
     warmup, repeats = (2, 3) if quick else (3, 10)
     torch.manual_seed(0)
     base = GrootModel(config).cuda()
-    out: dict[str, Any] = {
-        "bf16": _median_step_ms(_gpu_state(copy.deepcopy(base), _bf16), batches, warmup, repeats)
-    }
+    out: dict[str, Any] = {"bf16": _median_step_ms(_gpu_state(copy.deepcopy(base), _bf16), batches, warmup, repeats)}
     for backend in ("te", "torchao"):
         try:
             conv = apply_fp8(copy.deepcopy(base), FP8Recipe(backend=backend))
@@ -246,18 +232,14 @@ def print_table(result: dict[str, Any]) -> None:
         if isinstance(val, dict):
             print(
                 f"  attention {key:<22} "
-                + ", ".join(
-                    f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in val.items()
-                )
+                + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in val.items())
             )
     pv = result["packed_vs_padded"]
     if "error" in pv:
         print(f"  packed_vs_padded: {pv['error']}")
     else:
         for name in ("packed", "padded", "unpadded_limit"):
-            print(
-                f"  {name:<16} {pv[name]['effective_tokens_per_s']:>10.0f} tok/s {pv[name]['step_ms']:>8.1f} ms"
-            )
+            print(f"  {name:<16} {pv[name]['effective_tokens_per_s']:>10.0f} tok/s {pv[name]['step_ms']:>8.1f} ms")
         print(
             f"  padding {pv['padding_fraction']:.3f}  speedup {pv['speedup_packed_vs_padded']:.2f} (target {pv['target_speedup']:.2f})  ratio_to_limit {pv['ratio_to_limit']:.2f}"
         )

@@ -1,6 +1,6 @@
 """Ingest throughput against its practical limit, and random frame access: lake vs source mp4.
 
-- `frames_per_s`: `robolake.lake.ingest` of the synthetic dataset (validation, hashing,
+- `frames_per_s`: `robolake.lake.intake.ingest` of the synthetic dataset (validation, hashing,
   quarantine checks, frame encode, fragment writes, one commit).
 - `limit_frames_per_s`: the same episodes only read, decoded, JPEG-encoded and written to Lance by
   the same Ray Data parallelism, with no validation: what ingest could reach at best.
@@ -41,11 +41,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robolake.bench._common import machine, print_table, ratio_summary, write_json
-from robolake.bench.scale import SHARED, random_frame_access
-from robolake.lake import Lake
-from robolake.lake.ingest import IngestConfig, ensure_ray, ingest
-from robolake.lake.sources import LeRobotReader, SourceReader, discover_readers, format_names
-from robolake.lake.sources.video import iter_video_frames
+from robolake.bench._media_reads import SHARED, random_frame_access
+from robolake.lake import (
+    IngestConfig,
+    Lake,
+    LeRobotReader,
+    SourceReader,
+    discover_readers,
+    format_names,
+    ingest,
+    iter_video_frames,
+)
+from robolake.ray_tasks import ensure_ray
 from robolake.testing import hdf5 as hdf5_fixture
 from robolake.testing import mcap as mcap_fixture
 from robolake.testing import rlds as rlds_fixture
@@ -60,7 +67,14 @@ def _limit_ingest(src: str, out: str) -> int:
     jobs = []
     for reader in cast(list[LeRobotReader], discover_readers(src)):  # this limit reads LeRobot layouts
         for ref in reader.discover():
-            jobs.append((reader.root, ref.get("data_path"), [(c, ref.get(f"video:{c}"), ref.get(f"from:{c}"), ref.get(f"to:{c}")) for c in reader.cameras], reader.fps))
+            jobs.append(
+                (
+                    reader.root,
+                    ref.get("data_path"),
+                    [(c, ref.get(f"video:{c}"), ref.get(f"from:{c}"), ref.get(f"to:{c}")) for c in reader.cameras],
+                    reader.fps,
+                )
+            )
 
     # The same chunking as ingest: about two tasks per CPU.
     per_task = max(1, -(-len(jobs) // 4))
@@ -72,7 +86,9 @@ def _limit_ingest(src: str, out: str) -> int:
         for root, data_path, videos, fps in chunks[int(row["i"])]:
             rows += pq.read_table(os.path.join(root, data_path)).num_rows
             for cam, rel, lo, hi in videos:
-                for j, (t, img, _h, _w) in enumerate(iter_video_frames(os.path.join(root, rel), start_s=lo, end_s=hi, fps=fps)):
+                for j, (t, img, _h, _w) in enumerate(
+                    iter_video_frames(os.path.join(root, rel), start_s=lo, end_s=hi, fps=fps)
+                ):
                     frames.append({"episode": data_path, "camera": cam, "step": j, "t": t, "data": img})
         table = pa.Table.from_pylist(frames, schema=schema)
         frags = lance.fragment.write_fragments(table, out, schema=schema) if frames else []
@@ -80,7 +96,15 @@ def _limit_ingest(src: str, out: str) -> int:
 
     import json as _json
 
-    schema = pa.schema([("episode", pa.string()), ("camera", pa.string()), ("step", pa.int64()), ("t", pa.float64()), ("data", pa.binary())])
+    schema = pa.schema(
+        [
+            ("episode", pa.string()),
+            ("camera", pa.string()),
+            ("step", pa.int64()),
+            ("t", pa.float64()),
+            ("data", pa.binary()),
+        ]
+    )
     lance.write_dataset(pa.Table.from_pylist([], schema=schema), out, schema=schema, mode="overwrite")
     base = lance.dataset(out).version
     ds = ray.data.from_items([{"i": i} for i in range(len(chunks))], override_num_blocks=len(chunks))
@@ -99,8 +123,15 @@ def _reader_limit(src: str, out: str, fmt: str = "auto") -> tuple[int, int]:
     refs = [ref for r in readers.values() for ref in r.discover()]
     chunks = chunk(refs, 8)
     schema = pa.schema([("episode", pa.string()), ("camera", pa.string()), ("step", pa.int64()), ("data", pa.binary())])
-    step_schema = pa.schema([("episode", pa.string()), ("step", pa.int64()), ("t", pa.float64()),
-                             ("state", pa.list_(pa.float32())), ("action", pa.list_(pa.float32()))])  # fmt: skip
+    step_schema = pa.schema(
+        [
+            ("episode", pa.string()),
+            ("step", pa.int64()),
+            ("t", pa.float64()),
+            ("state", pa.list_(pa.float32())),
+            ("action", pa.list_(pa.float32())),
+        ]
+    )
     for path, sch in ((out + ".media", schema), (out + ".steps", step_schema)):
         lance.write_dataset(pa.Table.from_pylist([], schema=sch), path, schema=sch, mode="overwrite")
     task = _ReaderLimitTask(readers, chunks, out, schema, step_schema)
@@ -113,7 +144,14 @@ def _reader_limit(src: str, out: str, fmt: str = "auto") -> tuple[int, int]:
 
 
 class _ReaderLimitTask:
-    def __init__(self, readers: dict[str, SourceReader], chunks: list[list[Any]], out: str, schema: pa.Schema, step_schema: pa.Schema):
+    def __init__(
+        self,
+        readers: dict[str, SourceReader],
+        chunks: list[list[Any]],
+        out: str,
+        schema: pa.Schema,
+        step_schema: pa.Schema,
+    ):
         self.readers, self.chunks, self.out, self.schema, self.step_schema = readers, chunks, out, schema, step_schema
 
     def __call__(self, index: int) -> dict[str, Any]:
@@ -123,13 +161,27 @@ class _ReaderLimitTask:
             reader = self.readers[ref.source_uri]
             ep = reader.read_tabular(ref)
             name = f"{ref.source_uri}#{ref.episode_index}"
-            steps += [{"episode": name, "step": i, "t": float(ep.timestamps[i]), "state": ep.state[i].tolist(),
-                       "action": ep.action[i].tolist()} for i in range(ep.num_steps)]  # fmt: skip
+            steps += [
+                {
+                    "episode": name,
+                    "step": i,
+                    "t": float(ep.timestamps[i]),
+                    "state": ep.state[i].tolist(),
+                    "action": ep.action[i].tolist(),
+                }
+                for i in range(ep.num_steps)
+            ]
             for f in reader.read_frames(ep):
-                media += [{"episode": name, "camera": f.camera, "step": i, "data": img} for i, img in enumerate(f.images)]
+                media += [
+                    {"episode": name, "camera": f.camera, "step": i, "data": img} for i, img in enumerate(f.images)
+                ]
         out: dict[str, Any] = {"steps": len(steps), "frames": len(media)}
         for suffix, rows, sch in ((".media", media, self.schema), (".steps", steps, self.step_schema)):
-            frags = lance.fragment.write_fragments(pa.Table.from_pylist(rows, schema=sch), self.out + suffix, schema=sch) if rows else []
+            frags = (
+                lance.fragment.write_fragments(pa.Table.from_pylist(rows, schema=sch), self.out + suffix, schema=sch)
+                if rows
+                else []
+            )
             out[suffix] = [f.to_json() for f in frags]
         return out
 
@@ -144,19 +196,24 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
     steps = 40 if quick else 120
 
     def lerobot(d: Path) -> None:
-        generate_synthetic(d, SyntheticConfig(seed=1, episodes_per_embodiment=k, embodiments=("single_arm_7dof",), version="v3.0"))
+        generate_synthetic(
+            d, SyntheticConfig(seed=1, episodes_per_embodiment=k, embodiments=("single_arm_7dof",), version="v3.0")
+        )
 
     def hdf5(d: Path) -> None:
         for i in range(k):
             hdf5_fixture.write_aloha(d / f"episode_{i}.hdf5", steps=steps, compress=True, seed=i)
 
     def rlds(d: Path) -> None:
-        rlds_fixture.write_tfds(d / "oxe_bench", splits={"train": [[rlds_fixture.episode_example(steps, i) for i in range(k)]]})
+        rlds_fixture.write_tfds(
+            d / "oxe_bench", splits={"train": [[rlds_fixture.episode_example(steps, i) for i in range(k)]]}
+        )
 
     def ros(storage: str) -> Callable[[Path], None]:
         def build(d: Path) -> None:
             for i in range(k):
                 ros_fixture.write_ros2(d / f"rec_{i}", ros_fixture.Layout(seconds=secs, seed=i), storage=storage)
+
         return build
 
     def ros2_file(d: Path) -> None:
@@ -177,6 +234,7 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
             d.mkdir(parents=True, exist_ok=True)
             for i in range(k):
                 writer(d / f"rec_{i}.mcap", ros_fixture.Layout(seconds=secs, seed=i))
+
         return build
 
     def hdf5_indexed(d: Path) -> None:
@@ -187,7 +245,11 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
     return {
         "lerobot": ("lerobot", f"{k} episodes, v3.0, 64x64 h264, 1 camera", lerobot),
         "hdf5": ("hdf5", f"{k} ALOHA files x {steps} steps, 2 JPEG-compressed 48x64 cameras", hdf5),
-        "hdf5 (indexed)": ("hdf5", f"1 file of {k} states_{{i}}/actions_{{i}}/images_{{i}} x {steps} steps, raw 16x16", hdf5_indexed),
+        "hdf5 (indexed)": (
+            "hdf5",
+            f"1 file of {k} states_{{i}}/actions_{{i}}/images_{{i}} x {steps} steps, raw 16x16",
+            hdf5_indexed,
+        ),
         "rlds": ("rlds", f"{k} episodes x {steps} steps, JPEG 32x40 + PNG 16x16", rlds),
         "ros2 (sqlite3)": ("ros2", rec, ros("sqlite3")),
         "ros2 (mcap)": ("ros2", rec, ros("mcap")),
@@ -195,8 +257,16 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
         "ros1": ("ros1", rec, ros1),
         "mcap": ("mcap", rec + ", JSON messages", mcap(ros_fixture.write_mcap_json)),
         "mcap (ros1)": ("mcap", rec + ", ROS 1 messages (mcap-ros1-support)", mcap(mcap_fixture.write_mcap_ros1)),
-        "mcap (protobuf)": ("mcap", rec + ", protobuf messages (mcap-protobuf-support)", mcap(mcap_fixture.write_mcap_protobuf)),
-        "mcap (mixed)": ("mcap", rec + ", JSON + ROS 1 + protobuf channels in one file", mcap(mcap_fixture.write_mcap_mixed)),
+        "mcap (protobuf)": (
+            "mcap",
+            rec + ", protobuf messages (mcap-protobuf-support)",
+            mcap(mcap_fixture.write_mcap_protobuf),
+        ),
+        "mcap (mixed)": (
+            "mcap",
+            rec + ", JSON + ROS 1 + protobuf channels in one file",
+            mcap(mcap_fixture.write_mcap_mixed),
+        ),
     }
 
 
@@ -221,17 +291,21 @@ def _paired(src: str, work: str, fmt: str, reps: int, limit: Callable[[str, str]
         ratios.append((unit[0] / di) / (unit[1] / dl))
     assert result is not None
     return {
-        "episodes": result.ingested, "quarantined": result.quarantined,
-        "steps": result.steps, "frames": result.frames,
-        "frames_per_s": frames / ing_s, "steps_per_s": steps / ing_s,
-        "limit_frames_per_s": lim_frames / lim_s, "limit_steps_per_s": lim_steps / lim_s,
+        "episodes": result.ingested,
+        "quarantined": result.quarantined,
+        "steps": result.steps,
+        "frames": result.frames,
+        "frames_per_s": frames / ing_s,
+        "steps_per_s": steps / ing_s,
+        "limit_frames_per_s": lim_frames / lim_s,
+        "limit_steps_per_s": lim_steps / lim_s,
         "ratio_to_limit": ratio_summary(ratios),
-    }  # fmt: skip
+    }
 
 
 def one_file_cost(src: str, work: str, fmt: str, reps: int) -> dict[str, Any]:
     """Wall seconds of ingesting one unit of `src` into a fresh lake: in process and on the running Ray."""
-    from robolake.lake.sources import find_units
+    from robolake.lake import find_units
 
     unit = find_units(src, format=fmt).units[0][0]
     out: dict[str, Any] = {"unit": os.path.basename(unit)}
@@ -250,7 +324,7 @@ def one_file_cost(src: str, work: str, fmt: str, reps: int) -> dict[str, Any]:
 ONE_BAG = """
 import sys, time
 t0 = time.perf_counter()
-from robolake.lake.ingest import IngestConfig, ingest
+from robolake.lake.intake.ingest import IngestConfig, ingest
 res = ingest(sys.argv[1], sys.argv[2], IngestConfig(execution=sys.argv[3]))
 print(time.perf_counter() - t0, res.execution, res.ingested)
 """
@@ -267,8 +341,12 @@ def one_bag_cold(work: str) -> dict[str, Any]:
     out: dict[str, Any] = {"data": "one ROS 1 bag, 1 s: joints 100 Hz, commands 50 Hz, JPEG camera 15 fps"}
     for mode in ("auto", "ray"):
         t0 = time.perf_counter()
-        run = subprocess.run([sys.executable, "-c", ONE_BAG, str(bag), str(bag.parent / f"lake-{mode}"), mode],
-                             capture_output=True, text=True, timeout=600)
+        run = subprocess.run(
+            [sys.executable, "-c", ONE_BAG, str(bag), str(bag.parent / f"lake-{mode}"), mode],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         wall = time.perf_counter() - t0
         if run.returncode != 0:
             out[mode] = {"error": run.stderr[-500:]}
@@ -295,11 +373,17 @@ def run_formats(work: str, quick: bool) -> dict[str, Any]:
         except ImportError as e:  # the format's own writer (rosbags, mcap, h5py) is not installed
             out[row] = {"format": fmt, "skipped": f"cannot build the fixture ({type(e).__name__}: {e})"}
             continue
+
         def limit(s: str, o: str, f: str = fmt) -> tuple[int, int]:
             return _reader_limit(s, o, f)
 
         res = _paired(str(d), str(d) + "_work", fmt, 2 if quick else 3, limit)
-        out[row] = {"format": fmt, "data": what, **res, "one_file": one_file_cost(str(d), str(d) + "_one", fmt, 3 if quick else 5)}
+        out[row] = {
+            "format": fmt,
+            "data": what,
+            **res,
+            "one_file": one_file_cost(str(d), str(d) + "_one", fmt, 3 if quick else 5),
+        }
     return out
 
 
@@ -317,6 +401,7 @@ def run(quick: bool, data: str | None = None, formats: bool = True) -> dict[str,
     readers = list(discover_readers(src))
     kinds = sorted({r.format_name for r in readers})
     lerobot = all(isinstance(r, LeRobotReader) for r in readers)
+
     # The LeRobot limit decodes the mp4s itself; other formats are held to their readers' limit.
     def limit(s: str, o: str) -> tuple[int, int]:
         return (0, _limit_ingest(s, o)) if lerobot else _reader_limit(s, o)
@@ -355,7 +440,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--json", required=True)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--data", default=None, metavar="PATH", help="measure ingest on this dataset instead of synthetic data")
+    p.add_argument(
+        "--data", default=None, metavar="PATH", help="measure ingest on this dataset instead of synthetic data"
+    )
     p.add_argument("--no-formats", action="store_true", help="skip the one-row-per-format measurements")
     args = p.parse_args(argv)
     res = run(args.quick, args.data, formats=not args.no_formats)
@@ -370,14 +457,24 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if "random_frame_access" in res:
         r = res["random_frame_access"]
-        rows += [("random frames/s, lake (64 a call / 1 a call)", f"{r['lake_per_s']:,.0f} / {r['lake_one_per_call_per_s']:,.0f}"),
-                 ("random frames/s, source mp4", r["source_per_s"]),
-                 ("random access speedup (64 a call / 1 a call)", f"{r['speedup']:.1f} / {r['speedup_one_per_call']:.1f}")]
+        rows += [
+            (
+                "random frames/s, lake (64 a call / 1 a call)",
+                f"{r['lake_per_s']:,.0f} / {r['lake_one_per_call_per_s']:,.0f}",
+            ),
+            ("random frames/s, source mp4", r["source_per_s"]),
+            ("random access speedup (64 a call / 1 a call)", f"{r['speedup']:.1f} / {r['speedup_one_per_call']:.1f}"),
+        ]
     if "random_frame_access_real" in res:
         r = res["random_frame_access_real"]
-        rows += [("real data: lake frames/s (64 a call / 1 a call)", f"{r['lake_per_s']:,.0f} / {r['lake_one_per_call_per_s']:,.0f}"),
-                 ("real data: mp4 frames/s", r["source_per_s"]),
-                 ("real data: speedup (64 a call / 1 a call)", f"{r['speedup']:.1f} / {r['speedup_one_per_call']:.1f}")]
+        rows += [
+            (
+                "real data: lake frames/s (64 a call / 1 a call)",
+                f"{r['lake_per_s']:,.0f} / {r['lake_one_per_call_per_s']:,.0f}",
+            ),
+            ("real data: mp4 frames/s", r["source_per_s"]),
+            ("real data: speedup (64 a call / 1 a call)", f"{r['speedup']:.1f} / {r['speedup_one_per_call']:.1f}"),
+        ]
     print_table("robolake bench ingest", rows)
     if "formats" in res:
         frows: list[tuple[Any, ...]] = []
@@ -389,17 +486,27 @@ def main(argv: list[str] | None = None) -> None:
             frows += [
                 (f"{name}: data", r["data"]),
                 (f"{name}: ingest frames/s | steps/s", f"{r['frames_per_s']:,.0f} | {r['steps_per_s']:,.0f}"),
-                (f"{name}: limit frames/s | steps/s", f"{r['limit_frames_per_s']:,.0f} | {r['limit_steps_per_s']:,.0f}"),
+                (
+                    f"{name}: limit frames/s | steps/s",
+                    f"{r['limit_frames_per_s']:,.0f} | {r['limit_steps_per_s']:,.0f}",
+                ),
                 (f"{name}: ratio_to_limit", r["ratio_to_limit"]),
-                (f"{name}: one-file ingest s, in process | on Ray ({one['unit']})", f"{one['auto_s']:.2f} | {one['ray_s']:.2f}"),
+                (
+                    f"{name}: one-file ingest s, in process | on Ray ({one['unit']})",
+                    f"{one['auto_s']:.2f} | {one['ray_s']:.2f}",
+                ),
             ]
         print_table("ingest per source format (same data: ingest vs reader + write; fixed cost of one file)", frows)
     cold = res["one_bag_cold_s"]
     crows: list[tuple[Any, ...]] = [("data", cold["data"])]
     for mode, label in (("auto", "in process"), ("ray", "local Ray started for it")):
         c = cold[mode]
-        crows.append((f"one-bag ingest, fresh interpreter, {label}: wall s (imports + ingest s)",
-                      f"{c['wall_s']:.2f} ({c['in_script_s']:.2f})" if "wall_s" in c else c.get("error", "?")))
+        crows.append(
+            (
+                f"one-bag ingest, fresh interpreter, {label}: wall s (imports + ingest s)",
+                f"{c['wall_s']:.2f} ({c['in_script_s']:.2f})" if "wall_s" in c else c.get("error", "?"),
+            )
+        )
     print_table("fixed cost of `ingest one.bag lake`", crows)
     write_json(args.json, res)
 

@@ -53,15 +53,20 @@ from robolake.bench._baseline import (  # noqa: E402
     source_episodes,
 )
 from robolake.bench._common import machine, print_table, ratio_summary, write_json  # noqa: E402
-from robolake.lake import Lake  # noqa: E402
-from robolake.lake.ingest import ensure_ray, ingest  # noqa: E402
+from robolake.lake import (
+    Lake,  # noqa: E402
+    ingest,
+)
 from robolake.loaders import LoaderConfig, PackedLoader, PackedShards, RayPackedStream, open_shards  # noqa: E402
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
+from robolake.ray_tasks import ensure_ray
 from robolake.training import ModelConfig  # noqa: E402
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
 # The checkout's ../shared (robolake/bench/load.py -> the repository root is three levels up).
-REAL_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "gr00t_pick_n_place")
+REAL_DATA = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "gr00t_pick_n_place"
+)
 IMAGE_SIZE = 224
 BATCH_SAMPLES = 32
 MAX_TOKENS = 2048
@@ -124,15 +129,23 @@ def loader_config(shards: PackedShards) -> LoaderConfig:
     """Batches of about BATCH_SAMPLES samples: that many samples' worth of packed sequences."""
     per_seq = shards.manifest.num_samples / shards.manifest.num_sequences
     return LoaderConfig(
-        sequences_per_batch=max(1, round(BATCH_SAMPLES / per_seq)), image_size=IMAGE_SIZE, num_workers=NUM_WORKERS, seed=0
+        sequences_per_batch=max(1, round(BATCH_SAMPLES / per_seq)),
+        image_size=IMAGE_SIZE,
+        num_workers=NUM_WORKERS,
+        seed=0,
     )
 
 
-def measure_packed(data: Prepared, loader: PackedLoader, warm: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+def measure_packed(
+    data: Prepared, loader: PackedLoader, warm: dict[str, Any]
+) -> tuple[dict[str, Any], list[tuple[str, int]]]:
     """PackedLoader: epoch 0 again (after the warm-up epoch), timed."""
     loader.set_epoch(0)
     epoch = _epoch(loader)
-    return _rates(epoch, warm) | {"batches": len(loader), "sequences_per_batch": loader.config.sequences_per_batch}, epoch["keys"]
+    return _rates(epoch, warm) | {
+        "batches": len(loader),
+        "sequences_per_batch": loader.config.sequences_per_batch,
+    }, epoch["keys"]
 
 
 def measure_ray(data: Prepared) -> dict[str, Any]:
@@ -150,12 +163,23 @@ class _Baseline:
         self.spec = baseline_spec(data.lake, data.shards, data.spec.tokens, image_size=IMAGE_SIZE)
         self.episodes = source_episodes(data.src, data.lake)
         warm_keys = self.keys[: NUM_WORKERS * BATCH_SAMPLES]
-        self.warm = _epoch(baseline_loader(PerSampleDataset(self.episodes, warm_keys, self.spec), batch_size=BATCH_SAMPLES, num_workers=NUM_WORKERS))
+        self.warm = _epoch(
+            baseline_loader(
+                PerSampleDataset(self.episodes, warm_keys, self.spec), batch_size=BATCH_SAMPLES, num_workers=NUM_WORKERS
+            )
+        )
 
     def measure(self, packed_keys: list[tuple[str, int]]) -> dict[str, Any]:
         """One shuffled epoch, timed."""
-        epoch = _epoch(baseline_loader(PerSampleDataset(self.episodes, self.keys, self.spec), batch_size=BATCH_SAMPLES, num_workers=NUM_WORKERS))
-        return _rates(epoch, self.warm) | {"batch_size": BATCH_SAMPLES, "same_samples": sorted(epoch["keys"]) == sorted(packed_keys)}
+        epoch = _epoch(
+            baseline_loader(
+                PerSampleDataset(self.episodes, self.keys, self.spec), batch_size=BATCH_SAMPLES, num_workers=NUM_WORKERS
+            )
+        )
+        return _rates(epoch, self.warm) | {
+            "batch_size": BATCH_SAMPLES,
+            "same_samples": sorted(epoch["keys"]) == sorted(packed_keys),
+        }
 
 
 def measure_dataset(data: Prepared, repeats: int = 3) -> dict[str, Any]:
@@ -227,7 +251,9 @@ def run(quick: bool, data: str | None = None) -> dict[str, Any]:
     elif os.path.isdir(REAL_DATA):
         sources = {"gr00t_pick_n_place": os.path.abspath(REAL_DATA)} | sources
     repeats = 3 if quick else 5
-    datasets = {name: measure_dataset(prepare(name, src, work, step_stride=stride), repeats) for name, src in sources.items()}
+    datasets = {
+        name: measure_dataset(prepare(name, src, work, step_stride=stride), repeats) for name, src in sources.items()
+    }
     headline = next(iter(datasets))
     head = datasets[headline]
     return {
@@ -270,7 +296,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--quick", action="store_true", help="every 2nd step, small synthetic set (about three minutes)")
-    p.add_argument("--data", default=None, help="a LeRobot dataset to measure (default: ../shared's GR00T data when present)")
+    p.add_argument(
+        "--data", default=None, help="a LeRobot dataset to measure (default: ../shared's GR00T data when present)"
+    )
     args = p.parse_args(argv)
     res = run(args.quick, args.data)
     for name, d in res["datasets"].items():

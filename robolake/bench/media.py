@@ -15,7 +15,7 @@ data set once per frame layout and measures, per layout:
   layout is bit-exact;
 - `speedup_one_per_call`, `speedup_64_per_call`: random (episode, camera, step) frames read
   from the lake one a call and 64 a call, against the same frames by mp4 seek-and-decode from
-  the source (`bench.scale.random_frame_access`), `repeats` paired runs: median and range. The
+  the source (`bench._media_reads.random_frame_access`), `repeats` paired runs: median and range. The
   seek uses PyAV's default decoder settings (slice threads, what a loader gets unless it sets
   them); `speedup_one_per_call_vs_one_thread_seek` is the same reads against a seek decoding on
   one thread, as the lake's reader does;
@@ -50,9 +50,18 @@ from typing import Any
 import numpy as np
 
 from robolake.bench._common import machine, print_table, ratio_summary, write_json
+from robolake.bench._media_reads import random_frame_access, shared_data
 
-__all__ = ["LAYOUTS", "dataset_layouts", "default_data_sets", "main", "media_layouts", "pack_pair_rows", "pack_pairs",
-           "source_frames"]
+__all__ = [
+    "LAYOUTS",
+    "dataset_layouts",
+    "default_data_sets",
+    "main",
+    "media_layouts",
+    "pack_pair_rows",
+    "pack_pairs",
+    "source_frames",
+]
 
 LAYOUTS = ("record", "access copy h264", "jpeg", "h264")
 RENDITION_SIZE = 64  # pack_seconds: shards of 64 x 64 training renditions
@@ -64,7 +73,7 @@ def source_frames(src: str) -> Iterator[tuple[tuple[str, int, str], list[np.ndar
     from the start of its file (what decoding the source gives), one episode at a time."""
     import av
 
-    from robolake.lake.sources import discover_readers
+    from robolake.lake import discover_readers
 
     readers: list[Any] = list(discover_readers(src).readers)  # video readers: .cameras, .fps
     for reader in readers:
@@ -75,16 +84,24 @@ def source_frames(src: str) -> Iterator[tuple[tuple[str, int, str], list[np.ndar
                 with av.open(path) as c:
                     s = c.streams.video[0]
                     base = s.time_base
-                    frames = [f.to_ndarray(format="rgb24") for f in c.decode(s) if f.pts is not None and base is not None
-                              and (lo is None or f.pts * base >= lo - half) and (hi is None or f.pts * base < hi - half)]
+                    frames = [
+                        f.to_ndarray(format="rgb24")
+                        for f in c.decode(s)
+                        if f.pts is not None
+                        and base is not None
+                        and (lo is None or f.pts * base >= lo - half)
+                        and (hi is None or f.pts * base < hi - half)
+                    ]
                 yield (reader.root, ref.episode_index, cam), frames
 
 
 def _video_bytes(src: str) -> int:
-    from robolake.lake.sources import discover_readers
+    from robolake.lake import discover_readers
 
     readers: list[Any] = list(discover_readers(src).readers)
-    paths = {os.path.join(r.root, ref.get(f"video:{cam}")) for r in readers for ref in r.discover() for cam in r.cameras}
+    paths = {
+        os.path.join(r.root, ref.get(f"video:{cam}")) for r in readers for ref in r.discover() for cam in r.cameras
+    }
     return sum(os.path.getsize(p) for p in paths)
 
 
@@ -94,28 +111,37 @@ def _column_bytes(ds: Any, column: str = "data") -> int:
 
 def _record_bytes(lake: Any) -> int:
     """The record's frame bytes: packets plus what decoding them needs (index, extradata, lead-in packets)."""
-    from robolake.lake.record import StreamIndex
+    from robolake.lake import StreamIndex
 
-    index = sum(StreamIndex.from_row(r).index_bytes for r in lake.dataset("streams").to_table().to_pylist()) if lake.count("streams") else 0
+    index = (
+        sum(StreamIndex.from_row(r).index_bytes for r in lake.dataset("streams").to_table().to_pylist())
+        if lake.count("streams")
+        else 0
+    )
     return _column_bytes(lake.dataset("media")) + index
 
 
 def _reads(src: str, lake: Any, reads: int, repeats: int) -> dict[str, Any]:
-    from robolake.bench.scale import random_frame_access
 
     runs = [random_frame_access(src, lake, reads, seed=rep) for rep in range(repeats)]  # lake and mp4 paired per run
-    return {"speedup_one_per_call": ratio_summary([r["speedup_one_per_call"] for r in runs]),
-            "speedup_64_per_call": ratio_summary([r["speedup"] for r in runs]),
-            "speedup_one_per_call_vs_one_thread_seek": ratio_summary([r["speedup_one_per_call_vs_one_thread_seek"] for r in runs]),
-            "lake_one_per_call_frames_per_s": float(np.median([r["lake_one_per_call_per_s"] for r in runs])),
-            "lake_64_per_call_frames_per_s": float(np.median([r["lake_per_s"] for r in runs])),
-            "mp4_seek_frames_per_s": float(np.median([r["source_per_s"] for r in runs]))}
+    return {
+        "speedup_one_per_call": ratio_summary([r["speedup_one_per_call"] for r in runs]),
+        "speedup_64_per_call": ratio_summary([r["speedup"] for r in runs]),
+        "speedup_one_per_call_vs_one_thread_seek": ratio_summary(
+            [r["speedup_one_per_call_vs_one_thread_seek"] for r in runs]
+        ),
+        "lake_one_per_call_frames_per_s": float(np.median([r["lake_one_per_call_per_s"] for r in runs])),
+        "lake_64_per_call_frames_per_s": float(np.median([r["lake_per_s"] for r in runs])),
+        "mp4_seek_frames_per_s": float(np.median([r["source_per_s"] for r in runs])),
+    }
 
 
 def _pack_seconds(lake: Any, out: str, image_size: int) -> float:
     from robolake.packers import PackSpec, TokenLengthConfig, pack
 
-    spec = PackSpec(max_tokens=2048, horizon=16, tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0), image_size=image_size)
+    spec = PackSpec(
+        max_tokens=2048, horizon=16, tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0), image_size=image_size
+    )
     t0 = time.perf_counter()
     pack(lake, spec, out, overwrite=True)
     seconds = time.perf_counter() - t0
@@ -125,8 +151,7 @@ def _pack_seconds(lake: Any, out: str, image_size: int) -> float:
 
 def pack_pairs(src: str, work: str, *, pairs: int, image_size: int) -> dict[str, Any]:
     """`pack` of the record and JPEG lakes of `src`, alternately, `pairs` times (after a warm-up)."""
-    from robolake.lake import Lake
-    from robolake.lake.ingest import IngestConfig, ingest
+    from robolake.lake import IngestConfig, Lake, ingest
 
     lakes = {}
     for layout in ("record", "jpeg"):
@@ -138,8 +163,10 @@ def pack_pairs(src: str, work: str, *, pairs: int, image_size: int) -> dict[str,
     for _ in range(pairs):
         for layout, lake in lakes.items():
             seconds[layout].append(_pack_seconds(lake, os.path.join(work, f"pack-{layout}"), image_size))
-    out: dict[str, Any] = {f"{layout}_pack_seconds": {"median": float(np.median(v)), "min": min(v), "max": max(v), "runs": v}
-                           for layout, v in seconds.items()}  # fmt: skip
+    out: dict[str, Any] = {
+        f"{layout}_pack_seconds": {"median": float(np.median(v)), "min": min(v), "max": max(v), "runs": v}
+        for layout, v in seconds.items()
+    }
     out["record_over_jpeg"] = ratio_summary([r / j for r, j in zip(seconds["record"], seconds["jpeg"], strict=True)])
     return out
 
@@ -148,9 +175,13 @@ def _exactness(src: str, lakes: dict[str, tuple[Any, bool]]) -> dict[str, dict[s
     """Every frame of each lake against the source decode, one source episode decoded once for all."""
     acc = {name: {"sq": 0.0, "n": 0, "worst": float("inf"), "max_abs": 0} for name in lakes}
     readers = {name: (lake.frames(), exact) for name, (lake, exact) in lakes.items()}
-    by_source = {name: {(e["source_uri"], e["source_episode_index"]): e["episode_id"]
-                        for e in lake.episodes(columns=["episode_id", "source_uri", "source_episode_index"]).to_pylist()}
-                 for name, (lake, _) in lakes.items()}
+    by_source = {
+        name: {
+            (e["source_uri"], e["source_episode_index"]): e["episode_id"]
+            for e in lake.episodes(columns=["episode_id", "source_uri", "source_episode_index"]).to_pylist()
+        }
+        for name, (lake, _) in lakes.items()
+    }
     for (root, index, cam), want in source_frames(src):
         for name, (reader, exact) in readers.items():
             eid = by_source[name].get((root, index))
@@ -165,8 +196,16 @@ def _exactness(src: str, lakes: dict[str, tuple[Any, bool]]) -> dict[str, dict[s
                 a["n"] += 1
                 a["max_abs"] = max(a["max_abs"], int(np.abs(d).max()))
                 a["worst"] = min(a["worst"], _psnr(mse))
-    return {name: {"bit_exact": a["max_abs"] == 0, "psnr_db": _psnr(a["sq"] / max(a["n"], 1)), "psnr_db_min": a["worst"],
-                   "max_abs_diff": a["max_abs"], "frames_compared": a["n"]} for name, a in acc.items()}
+    return {
+        name: {
+            "bit_exact": a["max_abs"] == 0,
+            "psnr_db": _psnr(a["sq"] / max(a["n"], 1)),
+            "psnr_db_min": a["worst"],
+            "max_abs_diff": a["max_abs"],
+            "frames_compared": a["n"],
+        }
+        for name, a in acc.items()
+    }
 
 
 def _psnr(mse: float) -> float:
@@ -175,9 +214,7 @@ def _psnr(mse: float) -> float:
 
 def dataset_layouts(src: str, work: str, *, reads: int, repeats: int, image_size: int) -> dict[str, dict[str, Any]]:
     """Layout -> measurements on one data set (see the module docstring)."""
-    from robolake.lake import Lake
-    from robolake.lake.access import build_access_copy
-    from robolake.lake.ingest import IngestConfig, ingest
+    from robolake.lake import IngestConfig, Lake, build_access_copy, ingest
 
     source_bytes = _video_bytes(src)
     lakes: dict[str, Any] = {}
@@ -189,10 +226,14 @@ def dataset_layouts(src: str, work: str, *, reads: int, repeats: int, image_size
         lakes[layout] = lake = Lake.open(uri)
         media = lake.dataset("media")
         frame_bytes = _record_bytes(lake)
-        out[layout] = {"ingest_seconds": time.perf_counter() - t0, "frames": int(media.count_rows()),
-                       "encodings": sorted(set(media.to_table(columns=["encoding"])["encoding"].to_pylist())),
-                       "lake_bytes": frame_bytes, "source_video_bytes": source_bytes,
-                       "lake_bytes_over_source": frame_bytes / source_bytes}
+        out[layout] = {
+            "ingest_seconds": time.perf_counter() - t0,
+            "frames": int(media.count_rows()),
+            "encodings": sorted(set(media.to_table(columns=["encoding"])["encoding"].to_pylist())),
+            "lake_bytes": frame_bytes,
+            "source_video_bytes": source_bytes,
+            "lake_bytes_over_source": frame_bytes / source_bytes,
+        }
     _pack_seconds(lakes["jpeg"], os.path.join(work, "warm-up"), image_size)  # Ray workers up before anything is timed
     for layout in _INGESTED:  # the record read and packed before it has an access copy
         out[layout].update(_reads(src, lakes[layout], reads, repeats))
@@ -201,14 +242,20 @@ def dataset_layouts(src: str, work: str, *, reads: int, repeats: int, image_size
     report = build_access_copy(lakes["record"])
     with_copy = lakes["record"].refresh()
     copy_bytes = _column_bytes(with_copy.dataset("access")) if with_copy.count("access") else 0
-    out["access copy h264"] = {"build_seconds": time.perf_counter() - t0, "frames": report.frames,
-                               "encodings": ["h264;gop=16 (derived)"] if report.frames else [],
-                               "lake_bytes": copy_bytes, "source_video_bytes": source_bytes,
-                               "lake_bytes_over_source": copy_bytes / source_bytes,
-                               "with_record_over_source": (copy_bytes + out["record"]["lake_bytes"]) / source_bytes}
+    out["access copy h264"] = {
+        "build_seconds": time.perf_counter() - t0,
+        "frames": report.frames,
+        "encodings": ["h264;gop=16 (derived)"] if report.frames else [],
+        "lake_bytes": copy_bytes,
+        "source_video_bytes": source_bytes,
+        "lake_bytes_over_source": copy_bytes / source_bytes,
+        "with_record_over_source": (copy_bytes + out["record"]["lake_bytes"]) / source_bytes,
+    }
     if report.frames:
         out["access copy h264"].update(_reads(src, with_copy, reads, repeats))
-        out["access copy h264"]["pack_seconds"] = _pack_seconds(with_copy, os.path.join(work, "pack-access"), image_size)
+        out["access copy h264"]["pack_seconds"] = _pack_seconds(
+            with_copy, os.path.join(work, "pack-access"), image_size
+        )
     compared = {"record": (with_copy, True), "jpeg": (lakes["jpeg"], False), "h264": (lakes["h264"], False)}
     if report.frames:
         compared["access copy h264"] = (with_copy, False)
@@ -219,16 +266,25 @@ def dataset_layouts(src: str, work: str, *, reads: int, repeats: int, image_size
 
 def default_data_sets(work: str, quick: bool) -> dict[str, str]:
     """name -> source: the synthetic h264 and AV1 data (written here) and the real GR00T data if present."""
-    from robolake.bench.scale import _shared
     from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
     syn = os.path.join(work, "synthetic-h264")
     generate_synthetic(syn, SyntheticConfig(seed=0, episodes_per_embodiment=2 if quick else 6))
     av1 = os.path.join(work, "synthetic-av1-v3")
-    generate_synthetic(av1, SyntheticConfig(seed=1, embodiments=("single_arm_7dof",), episodes_per_embodiment=4 if quick else 12,
-                                            image_size=128 if quick else 256, codec="av1", version="v3.0", episodes_per_file=4))
+    generate_synthetic(
+        av1,
+        SyntheticConfig(
+            seed=1,
+            embodiments=("single_arm_7dof",),
+            episodes_per_embodiment=4 if quick else 12,
+            image_size=128 if quick else 256,
+            codec="av1",
+            version="v3.0",
+            episodes_per_file=4,
+        ),
+    )
     out = {"synthetic h264 (v2.1, 64 px)": syn, f"synthetic AV1 (v3.0, {128 if quick else 256} px)": av1}
-    real = _shared()
+    real = shared_data()
     if real is not None:
         out["real GR00T (h264, 256 px)"] = real
     return out
@@ -242,8 +298,9 @@ def media_layouts(work: str, *, quick: bool, data: dict[str, str] | None = None)
     sets = {**default_data_sets(work, quick), **(data or {})}
     per_set = {}
     for i, (name, src) in enumerate(sets.items()):
-        per_set[name] = dataset_layouts(src, os.path.join(work, f"set-{i}"), reads=100 if quick else 1000, repeats=3,
-                                        image_size=RENDITION_SIZE)
+        per_set[name] = dataset_layouts(
+            src, os.path.join(work, f"set-{i}"), reads=100 if quick else 1000, repeats=3, image_size=RENDITION_SIZE
+        )
     return {layout: {name: m[layout] for name, m in per_set.items() if layout in m} for layout in LAYOUTS}
 
 
@@ -252,14 +309,29 @@ def table_rows(layouts: dict[str, dict[str, Any]]) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = []
     for layout, sets in layouts.items():
         for name, m in sets.items():
-            exact = "exact" if m.get("bit_exact") else f"{m.get('psnr_db', float('nan')):.1f} dB (min {m.get('psnr_db_min', float('nan')):.1f})"
+            exact = (
+                "exact"
+                if m.get("bit_exact")
+                else f"{m.get('psnr_db', float('nan')):.1f} dB (min {m.get('psnr_db_min', float('nan')):.1f})"
+            )
             one, many = m.get("speedup_one_per_call"), m.get("speedup_64_per_call")
             lean = m.get("speedup_one_per_call_vs_one_thread_seek")
-            reads = (f"1/call {one['median']:.2f}x ({one['min']:.2f}-{one['max']:.2f}), "
-                     f"64/call {many['median']:.2f}x ({many['min']:.2f}-{many['max']:.2f})"
-                     + (f", 1/call vs 1-thread seek {lean['median']:.2f}x" if lean else "")) if one and many else "n/a"
+            reads = (
+                (
+                    f"1/call {one['median']:.2f}x ({one['min']:.2f}-{one['max']:.2f}), "
+                    f"64/call {many['median']:.2f}x ({many['min']:.2f}-{many['max']:.2f})"
+                    + (f", 1/call vs 1-thread seek {lean['median']:.2f}x" if lean else "")
+                )
+                if one and many
+                else "n/a"
+            )
             pack = f"{m['pack_seconds']:.1f}" if "pack_seconds" in m else "n/a"
-            rows.append((f"{name} | {layout}", f"{m['lake_bytes_over_source']:.3f}x source | {exact} | reads vs mp4 seek {reads} | pack {pack} s"))
+            rows.append(
+                (
+                    f"{name} | {layout}",
+                    f"{m['lake_bytes_over_source']:.3f}x source | {exact} | reads vs mp4 seek {reads} | pack {pack} s",
+                )
+            )
     return rows
 
 
@@ -268,34 +340,68 @@ def pack_pair_rows(packs: dict[str, dict[str, Any]]) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = []
     for name, m in packs.items():
         rec, jpg, ratio = m["record_pack_seconds"], m["jpeg_pack_seconds"], m["record_over_jpeg"]
-        rows.append((name, f"record {rec['median']:.2f} s ({rec['min']:.2f}-{rec['max']:.2f}) | jpeg {jpg['median']:.2f} s "
-                           f"({jpg['min']:.2f}-{jpg['max']:.2f}) | record/jpeg {ratio['median']:.2f}x "
-                           f"({ratio['min']:.2f}-{ratio['max']:.2f})"))  # fmt: skip
+        rows.append(
+            (
+                name,
+                f"record {rec['median']:.2f} s ({rec['min']:.2f}-{rec['max']:.2f}) | jpeg {jpg['median']:.2f} s "
+                f"({jpg['min']:.2f}-{jpg['max']:.2f}) | record/jpeg {ratio['median']:.2f}x "
+                f"({ratio['min']:.2f}-{ratio['max']:.2f})",
+            )
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", required=True, help="where to write the results")
-    p.add_argument("--quick", action="store_true", help="smaller data, fewer reads (a few minutes); with --closed-loop, "
-                                                        "fewer demonstrations, steps and trials (under ten minutes)")
-    p.add_argument("--data", action="append", default=[], metavar="PATH", help="another source data set to measure (repeatable)")
-    p.add_argument("--closed-loop", action="store_true", help="train on record / JPEG q80 / h264 lakes of the same sim "
-                                                             "recordings and compare closed-loop success per task")
-    p.add_argument("--steps", type=int, default=None, help="--closed-loop: optimizer steps per arm (default 3000, 40 quick)")
-    p.add_argument("--demos-per-task", type=int, default=None, help="--closed-loop: demonstrations per task (default 24, 3 quick)")
-    p.add_argument("--eval-episodes", type=int, default=None, help="--closed-loop: episodes per task per arm (default 10, 2 quick)")
-    p.add_argument("--pack-pairs", type=int, default=None, metavar="N",
-                   help="measure only pack: record and JPEG lakes packed alternately, N pairs per data set")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smaller data, fewer reads (a few minutes); with --closed-loop, "
+        "fewer demonstrations, steps and trials (under ten minutes)",
+    )
+    p.add_argument(
+        "--data", action="append", default=[], metavar="PATH", help="another source data set to measure (repeatable)"
+    )
+    p.add_argument(
+        "--closed-loop",
+        action="store_true",
+        help="train on record / JPEG q80 / h264 lakes of the same sim "
+        "recordings and compare closed-loop success per task",
+    )
+    p.add_argument(
+        "--steps", type=int, default=None, help="--closed-loop: optimizer steps per arm (default 3000, 40 quick)"
+    )
+    p.add_argument(
+        "--demos-per-task", type=int, default=None, help="--closed-loop: demonstrations per task (default 24, 3 quick)"
+    )
+    p.add_argument(
+        "--eval-episodes", type=int, default=None, help="--closed-loop: episodes per task per arm (default 10, 2 quick)"
+    )
+    p.add_argument(
+        "--pack-pairs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="measure only pack: record and JPEG lakes packed alternately, N pairs per data set",
+    )
     p.add_argument("--work", default=None, help="scratch directory (default: a new temporary one)")
     args = p.parse_args(argv)
     work = args.work or tempfile.mkdtemp(prefix="robolake-bench-media-")
     if args.closed_loop:
         from robolake.bench._closed_loop import closed_loop_rows, run_closed_loop
 
-        res: dict[str, Any] = {"machine": machine(), "quick": args.quick,
-                               "closed_loop": run_closed_loop(os.path.join(work, "closed-loop"), quick=args.quick, steps=args.steps,
-                                                              demos_per_task=args.demos_per_task, eval_episodes=args.eval_episodes)}
+        res: dict[str, Any] = {
+            "machine": machine(),
+            "quick": args.quick,
+            "closed_loop": run_closed_loop(
+                os.path.join(work, "closed-loop"),
+                quick=args.quick,
+                steps=args.steps,
+                demos_per_task=args.demos_per_task,
+                eval_episodes=args.eval_episodes,
+            ),
+        }
         print_table("robolake bench media --closed-loop", closed_loop_rows(res["closed_loop"]))
         write_json(args.json, res)
         return 0
@@ -310,8 +416,10 @@ def main(argv: list[str] | None = None) -> int:
 
         ensure_ray(num_cpus=2)
         sets = {**default_data_sets(work, args.quick), **data}
-        packs = {name: pack_pairs(src, os.path.join(work, f"pairs-{i}"), pairs=args.pack_pairs, image_size=RENDITION_SIZE)
-                 for i, (name, src) in enumerate(sets.items())}  # fmt: skip
+        packs = {
+            name: pack_pairs(src, os.path.join(work, f"pairs-{i}"), pairs=args.pack_pairs, image_size=RENDITION_SIZE)
+            for i, (name, src) in enumerate(sets.items())
+        }
         write_json(args.json, {"machine": machine(), "quick": args.quick, "pack_pairs": packs})
         print_table("robolake bench media --pack-pairs: pack seconds, median (range)", pack_pair_rows(packs))
         return 0

@@ -38,8 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.bench._common import machine, print_table, ratio_summary, write_json
-from robolake.lake import Lake
-from robolake.lake.media import encode_frame
+from robolake.lake import Lake, encode_frame
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import schema_for_table
 
@@ -47,7 +46,12 @@ __all__ = ["MIXTURES", "build_mixed_lake", "run", "main"]
 
 # (tag, share of episodes, cameras, state/action width)
 _EMBODIMENTS = (("gr1", 0.10, 3, 44), ("so101", 0.25, 2, 6), ("arm7", 0.40, 1, 7), ("aloha", 0.25, 1, 14))
-_TASKS = ("pick the cube", "open the top drawer of the cabinet and put the red block inside it", "push", "stack the two cups")
+_TASKS = (
+    "pick the cube",
+    "open the top drawer of the cabinet and put the red block inside it",
+    "push",
+    "stack the two cups",
+)
 MIXTURES = (
     ("embodiment=gr1:0.5,so101:0.3,*:0.2", "samples"),
     ("embodiment=gr1:0.5,so101:0.3,*:0.2", "tokens"),
@@ -62,7 +66,7 @@ def build_mixed_lake(root: str, samples: int, *, seed: int = 0, mean_steps: int 
     Episode i is a rollout (`metadata.source = 'rollout'`) when i % 7 == 0; its embodiment is
     drawn with the `_EMBODIMENTS` shares, its length uniformly in [mean_steps/2, 3*mean_steps/2].
     """
-    from robolake.lake.stats import accumulate_norm_stats
+    from robolake.lake import accumulate_norm_stats
 
     rng = np.random.default_rng(seed)
     lake = Lake.create(root)
@@ -78,26 +82,59 @@ def build_mixed_lake(root: str, samples: int, *, seed: int = 0, mean_steps: int 
         tag, _, cams, dim = _EMBODIMENTS[e]
         eid = f"{tag}/{i:07d}"
         cameras = [f"cam{c}" for c in range(cams)]
-        ep_rows.append({
-            "episode_id": eid, "source_uri": f"/data/{tag}", "source_format": "synthetic", "source_episode_index": i,
-            "embodiment": tag, "task": _TASKS[i % len(_TASKS)], "num_steps": n, "fps": 20.0, "cameras": cameras,
-            "success": bool(i % 3), "content_hash": f"{i:064x}", "ingested_at": time.time_ns(),
-            "metadata": json.dumps({"source": "rollout"} if i % 7 == 0 else {}),
-        })  # fmt: skip
+        ep_rows.append(
+            {
+                "episode_id": eid,
+                "source_uri": f"/data/{tag}",
+                "source_format": "synthetic",
+                "source_episode_index": i,
+                "embodiment": tag,
+                "task": _TASKS[i % len(_TASKS)],
+                "num_steps": n,
+                "fps": 20.0,
+                "cameras": cameras,
+                "success": bool(i % 3),
+                "content_hash": f"{i:064x}",
+                "ingested_at": time.time_ns(),
+                "metadata": json.dumps({"source": "rollout"} if i % 7 == 0 else {}),
+            }
+        )
         t = np.arange(n, dtype=np.int32)
-        vec = {k: pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32) * dim),
-                                           pa.array(rng.normal(size=n * dim).astype(np.float32))) for k in ("state", "action")}  # fmt: skip
-        by_tag.setdefault(tag, []).append(pa.table({
-            "episode_id": pa.array([eid] * n, pa.string()), "embodiment": pa.array([tag] * n, pa.string()),
-            "step_index": pa.array(t), "timestamp": pa.array(t / 20.0), **vec, "task_index": pa.array(np.zeros(n, np.int32)),
-        }, schema=schema_for_table("steps")))  # fmt: skip
+        vec = {
+            k: pa.ListArray.from_arrays(
+                pa.array(np.arange(n + 1, dtype=np.int32) * dim), pa.array(rng.normal(size=n * dim).astype(np.float32))
+            )
+            for k in ("state", "action")
+        }
+        by_tag.setdefault(tag, []).append(
+            pa.table(
+                {
+                    "episode_id": pa.array([eid] * n, pa.string()),
+                    "embodiment": pa.array([tag] * n, pa.string()),
+                    "step_index": pa.array(t),
+                    "timestamp": pa.array(t / 20.0),
+                    **vec,
+                    "task_index": pa.array(np.zeros(n, np.int32)),
+                },
+                schema=schema_for_table("steps"),
+            )
+        )
         m = n * cams
-        media.append(pa.table({
-            "episode_id": pa.array([eid] * m, pa.string()), "camera": pa.array([c for c in cameras for _ in range(n)], pa.string()),
-            "step_index": pa.array(np.tile(t, cams)), "timestamp": pa.array(np.tile(t / 20.0, cams)),
-            "width": pa.array(np.full(m, 8, np.int32)), "height": pa.array(np.full(m, 8, np.int32)),
-            "encoding": pa.array(["jpeg"] * m, pa.string()), "data": pa.array([frame] * m, pa.large_binary()),
-        }, schema=schema_for_table("media")))  # fmt: skip
+        media.append(
+            pa.table(
+                {
+                    "episode_id": pa.array([eid] * m, pa.string()),
+                    "camera": pa.array([c for c in cameras for _ in range(n)], pa.string()),
+                    "step_index": pa.array(np.tile(t, cams)),
+                    "timestamp": pa.array(np.tile(t / 20.0, cams)),
+                    "width": pa.array(np.full(m, 8, np.int32)),
+                    "height": pa.array(np.full(m, 8, np.int32)),
+                    "encoding": pa.array(["jpeg"] * m, pa.string()),
+                    "data": pa.array([frame] * m, pa.large_binary()),
+                },
+                schema=schema_for_table("media"),
+            )
+        )
     with lake.begin() as tx:
         tx.append_table("episodes", pa.Table.from_pylist(ep_rows, schema=schema_for_table("episodes")))
         tx.append_table("steps", pa.concat_tables([pa.concat_tables(by_tag[t]) for t in sorted(by_tag)]))
@@ -107,9 +144,18 @@ def build_mixed_lake(root: str, samples: int, *, seed: int = 0, mean_steps: int 
             if tag not in by_tag:
                 continue
             acc = accumulate_norm_stats(pa.concat_tables(by_tag[tag]))
-            spec = EmbodimentSpec(tag=tag, state_dim=dim, action_dim=dim, cameras=tuple(f"cam{c}" for c in range(cams)), fps=20.0)
-            rows.append({"embodiment": tag, "spec_json": spec.to_json(), "stats_json": acc.to_json(),
-                         "num_episodes": len(by_tag[tag]), "num_steps": acc.state.count})  # fmt: skip
+            spec = EmbodimentSpec(
+                tag=tag, state_dim=dim, action_dim=dim, cameras=tuple(f"cam{c}" for c in range(cams)), fps=20.0
+            )
+            rows.append(
+                {
+                    "embodiment": tag,
+                    "spec_json": spec.to_json(),
+                    "stats_json": acc.to_json(),
+                    "num_episodes": len(by_tag[tag]),
+                    "num_steps": acc.state.count,
+                }
+            )
         tx.overwrite("embodiments", pa.Table.from_pylist(rows, schema=schema_for_table("embodiments")))
         for table in ("episodes", "steps", "media"):
             tx.create_index(table, "episode_id")
@@ -141,7 +187,9 @@ def _rank_error(mixture: Any, index: Any, sequences: list[np.ndarray], world: in
         sequences = mixture.deal(index, sequences, world, max_tokens=2048, seed=[0, epoch])
     worst = 0.0
     for rank in range(world):
-        rows = np.concatenate(epoch_batches(len(sequences), epoch=epoch, rank=rank, world_size=world, config=cfg, strata=strata))
+        rows = np.concatenate(
+            epoch_batches(len(sequences), epoch=epoch, rank=rank, world_size=world, config=cfg, strata=strata)
+        )
         ids = np.concatenate([sequences[i] for i in rows])
         worst = max(worst, float(np.abs(_shares(mixture, index, ids) - _targets(mixture)).max()))
     return worst
@@ -157,8 +205,13 @@ def _mixture_case(lake: Lake, text: str, share: str, algorithm: str, repeats: in
     from robolake.packers.mix import MixSpec
     from robolake.packers.pipeline import mixture_for, plan_sequences
 
-    base = PackSpec(max_tokens=2048, algorithm=algorithm, window=8192,  # type: ignore[arg-type]
-                    tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0), seed=0)  # fmt: skip
+    base = PackSpec(
+        max_tokens=2048,
+        algorithm=algorithm,
+        window=8192,  # type: ignore[arg-type]
+        tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0),
+        seed=0,
+    )
     spec = dataclasses.replace(base, mix=MixSpec.parse(text, share=share))
     index = build_sample_index(lake, spec)
     plain_s, mixed_s, ratios = [], [], []
@@ -182,8 +235,10 @@ def _mixture_case(lake: Lake, text: str, share: str, algorithm: str, repeats: in
             "realised": dict(zip(mixture.values, realised.round(5).tolist(), strict=True)),
             "target": dict(zip(mixture.values, targets.round(5).tolist(), strict=True)),
             "max_abs_error": float(np.abs(realised - targets).max()),
-            "per_rank_max_abs_error": {how: {str(w): _rank_error(mixture, index, seqs, w, epoch, how) for w in (2, 4, 8)}
-                                       for how in ("lake_stream", "shard_loader", "random")},
+            "per_rank_max_abs_error": {
+                how: {str(w): _rank_error(mixture, index, seqs, w, epoch, how) for w in (2, 4, 8)}
+                for how in ("lake_stream", "shard_loader", "random")
+            },
         }
     report = mixture.report(*mixture.counts(index, np.concatenate(mixed)))
     out["repeats"] = {c["value"]: round(c["repeats"], 3) for c in report["components"]}
@@ -203,8 +258,12 @@ def _lake_stream_ranks(lake: Lake, text: str, share: str, world: int) -> dict[st
     from robolake.packers import PackSpec, TokenLengthConfig
     from robolake.packers.mix import MixSpec
 
-    spec = PackSpec(max_tokens=2048, algorithm="window", tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0),
-                    mix=MixSpec.parse(text, share=share))  # fmt: skip
+    spec = PackSpec(
+        max_tokens=2048,
+        algorithm="window",
+        tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0),
+        mix=MixSpec.parse(text, share=share),
+    )
     cfg = LoaderConfig(sequences_per_batch=4, num_workers=0, image_size=8)
     streams = [LakeStream(lake, spec, cfg, rank=r, world_size=world) for r in range(world)]
     worst: dict[str, float] = {}
@@ -222,13 +281,23 @@ def _real_pack(lake: Lake, work: str, text: str, share: str) -> dict[str, Any]:
     from robolake.packers import PackSpec, TokenLengthConfig, pack
     from robolake.packers.mix import MixSpec
 
-    spec = PackSpec(max_tokens=2048, tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0), mix=MixSpec.parse(text, share=share))
+    spec = PackSpec(
+        max_tokens=2048,
+        tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0),
+        mix=MixSpec.parse(text, share=share),
+    )
     t0 = time.perf_counter()
     m = pack(lake, spec, os.path.join(work, "packed"), overwrite=True)
     assert m.mixture is not None
-    return {"mix": text, "share": share, "seconds": time.perf_counter() - t0, "fill": m.fill, "num_sequences": m.num_sequences,
-            "max_abs_error": m.mixture["max_abs_error"],
-            "realised": {c["value"]: c["realised_share"] for c in m.mixture["components"]}}  # fmt: skip
+    return {
+        "mix": text,
+        "share": share,
+        "seconds": time.perf_counter() - t0,
+        "fill": m.fill,
+        "num_sequences": m.num_sequences,
+        "max_abs_error": m.mixture["max_abs_error"],
+        "realised": {c["value"]: c["realised_share"] for c in m.mixture["components"]},
+    }
 
 
 def run(quick: bool, samples: int | None = None) -> dict[str, Any]:
@@ -238,18 +307,29 @@ def run(quick: bool, samples: int | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         root = build_mixed_lake(os.path.join(work, "lake"), n)
         lake = Lake.open(root)
-        out: dict[str, Any] = {"machine": machine(), "quick": quick, "lake_samples": lake.count("steps"),
-                               "lake_episodes": lake.count("episodes"), "build_s": time.perf_counter() - t0}  # fmt: skip
+        out: dict[str, Any] = {
+            "machine": machine(),
+            "quick": quick,
+            "lake_samples": lake.count("steps"),
+            "lake_episodes": lake.count("episodes"),
+            "build_s": time.perf_counter() - t0,
+        }
         repeats = 3 if quick else 5
-        out["cases"] = [_mixture_case(lake, text, share, alg, repeats) for text, share in MIXTURES for alg in ("bfd", "window")]
+        out["cases"] = [
+            _mixture_case(lake, text, share, alg, repeats) for text, share in MIXTURES for alg in ("bfd", "window")
+        ]
         out["lake_stream"] = _lake_stream_ranks(lake, MIXTURES[0][0], MIXTURES[0][1], 2 if quick else 4)
         if not quick:
             out["pack"] = _real_pack(lake, work, *MIXTURES[0])
         cases = out["cases"]
         out["summary"] = {
             "max_abs_error": max(c[f"epoch{e}"]["max_abs_error"] for c in cases for e in (0, 1)),
-            **{f"per_rank_max_abs_error_{how}": max(max(c[f"epoch{e}"]["per_rank_max_abs_error"][how].values())
-                                                    for c in cases for e in (0, 1)) for how in ("lake_stream", "shard_loader", "random")},
+            **{
+                f"per_rank_max_abs_error_{how}": max(
+                    max(c[f"epoch{e}"]["per_rank_max_abs_error"][how].values()) for c in cases for e in (0, 1)
+                )
+                for how in ("lake_stream", "shard_loader", "random")
+            },
             "lake_stream_per_rank_max_abs_error": max(out["lake_stream"]["per_rank_max_abs_error"].values()),
             "max_fill_drop": max(0.0, max(-c["fill_delta"] for c in cases)),
             "plan_time_vs_unweighted_median": float(np.median([c["plan_time_vs_unweighted"]["median"] for c in cases])),
@@ -260,23 +340,35 @@ def run(quick: bool, samples: int | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="robolake bench mix", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="robolake bench mix", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--quick", action="store_true", help="20,000 samples, 3 pairs, no real pack")
-    p.add_argument("--samples", type=int, default=None, help="lake size in samples (default 100,000; 20,000 with --quick)")
+    p.add_argument(
+        "--samples", type=int, default=None, help="lake size in samples (default 100,000; 20,000 with --quick)"
+    )
     args = p.parse_args(argv)
     res = run(args.quick, args.samples)
     rows: list[tuple[Any, ...]] = []
     for c in res["cases"]:
         name = f"{c['mix']} [{c['share']}, {c['algorithm']}]"
-        rows += [(f"{name} max |realised - target|", c["epoch0"]["max_abs_error"]),
-                 *((f"{name} per rank 2/4/8, {how.replace('_', ' ')}",
-                    "/".join(f"{v:.4f}" for v in c["epoch0"]["per_rank_max_abs_error"][how].values()))
-                   for how in ("lake_stream", "shard_loader", "random")),
-                 (f"{name} fill vs unweighted", f"{c['fill']:.4f} vs {c['fill_unweighted']:.4f}"),
-                 (f"{name} plan time / unweighted", c["plan_time_vs_unweighted"])]  # fmt: skip
+        rows += [
+            (f"{name} max |realised - target|", c["epoch0"]["max_abs_error"]),
+            *(
+                (
+                    f"{name} per rank 2/4/8, {how.replace('_', ' ')}",
+                    "/".join(f"{v:.4f}" for v in c["epoch0"]["per_rank_max_abs_error"][how].values()),
+                )
+                for how in ("lake_stream", "shard_loader", "random")
+            ),
+            (f"{name} fill vs unweighted", f"{c['fill']:.4f} vs {c['fill_unweighted']:.4f}"),
+            (f"{name} plan time / unweighted", c["plan_time_vs_unweighted"]),
+        ]
     ls = res["lake_stream"]
-    rows.append((f"lake stream, {ls['world_size']} ranks, per-rank max error", max(ls["per_rank_max_abs_error"].values())))
+    rows.append(
+        (f"lake stream, {ls['world_size']} ranks, per-rank max error", max(ls["per_rank_max_abs_error"].values()))
+    )
     if "pack" in res:
         rows.append(("pack (manifest) max |realised - target|", res["pack"]["max_abs_error"]))
     print_table(f"mixtures on a {res['lake_samples']:,}-sample lake ({res['lake_episodes']:,} episodes)", rows)

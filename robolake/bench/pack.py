@@ -17,8 +17,9 @@ from typing import Any
 
 from robolake.bench import pack_algorithms as bench_pack_algorithms  # noqa: E402
 from robolake.bench._common import machine, print_table, write_json  # noqa: E402
-from robolake.lake.ingest import IngestConfig, ensure_ray, ingest  # noqa: E402
+from robolake.lake import IngestConfig, ingest
 from robolake.packers import PackSpec, TokenLengthConfig, pack  # noqa: E402
+from robolake.ray_tasks import ensure_ray
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic  # noqa: E402
 
 
@@ -43,7 +44,12 @@ def run_pipeline(quick: bool) -> dict[str, Any]:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    return {"machine": machine(), "quick": quick, "algorithms_run": bench_pack_algorithms.run(quick), "pipeline": run_pipeline(quick)}
+    return {
+        "machine": machine(),
+        "quick": quick,
+        "algorithms_run": bench_pack_algorithms.run(quick),
+        "pipeline": run_pipeline(quick),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,8 +67,13 @@ def main(argv: list[str] | None = None) -> None:
     pl = res["pipeline"]
     print_table(
         "pack pipeline (synthetic lake, Ray Data, max_tokens 4096)",
-        [("samples", pl["samples"]), ("sequences", pl["sequences"]), ("samples/s", pl["samples_per_s"]),
-         ("fill", pl["fill"]), ("padded fill", pl["padded_fill"])],
+        [
+            ("samples", pl["samples"]),
+            ("sequences", pl["sequences"]),
+            ("samples/s", pl["samples_per_s"]),
+            ("fill", pl["fill"]),
+            ("padded fill", pl["padded_fill"]),
+        ],
     )
     write_json(args.json, res)
 

@@ -118,9 +118,7 @@ def run(quick: bool) -> dict:
         }
     bfd = best_fit_decreasing(lengths, MAX_TOKENS)
     per_bin = n / bfd.num_bins
-    ref_plan, ref_seconds = timed(
-        lambda: reference_best_fit_decreasing(lengths[:ref_n], MAX_TOKENS), 1
-    )
+    ref_plan, ref_seconds = timed(lambda: reference_best_fit_decreasing(lengths[:ref_n], MAX_TOKENS), 1)
     ref_sps = ref_n / ref_seconds
     result = {
         "benchmark": "pack_algorithms",
@@ -138,12 +136,8 @@ def run(quick: bool) -> dict:
         "algorithms": algorithms,
         "padded_batch_size": round(per_bin),
         "padded_fill": random_padded_fill(lengths, max(1, round(per_bin))),
-        "fill_upper_bound": float(
-            lengths.sum() / (-(-int(lengths.sum()) // MAX_TOKENS) * MAX_TOKENS)
-        ),
-        "bfd_fill_without_64_token_views": best_fit_decreasing(
-            lengths[tokens_per_view == 256], MAX_TOKENS
-        ).fill,
+        "fill_upper_bound": float(lengths.sum() / (-(-int(lengths.sum()) // MAX_TOKENS) * MAX_TOKENS)),
+        "bfd_fill_without_64_token_views": best_fit_decreasing(lengths[tokens_per_view == 256], MAX_TOKENS).fill,
         "reference_samples_per_s": ref_sps,
         "reference_num_samples": ref_n,
         "reference_fill": ref_plan.fill,
@@ -182,9 +176,7 @@ def print_table(result: dict) -> None:
         f"{result['bfd_fill_without_64_token_views']:.4f} "
         f"(fill upper bound of the full mix: {result['fill_upper_bound']:.4f})"
     )
-    print(
-        f"{'padded':<12}{result['padded_fill']:>8.4f}   (batches of {result['padded_batch_size']})"
-    )
+    print(f"{'padded':<12}{result['padded_fill']:>8.4f}   (batches of {result['padded_batch_size']})")
     print(
         f"BFD speedup vs reference: {result['bfd_speedup_vs_reference']:.1f}x; targets met: {result['meets_targets']}"
     )

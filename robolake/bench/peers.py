@@ -141,13 +141,21 @@ class PeerEnv:
 
 PEERS: dict[str, PeerEnv] = {
     "lerobot": PeerEnv(
-        name="lerobot", version="0.6.1", python="3.12", requirements=("lerobot[dataset]==0.6.1",),
-        script="_peer_lerobot.py", check="import lerobot.datasets.lerobot_dataset, av",
+        name="lerobot",
+        version="0.6.1",
+        python="3.12",
+        requirements=("lerobot[dataset]==0.6.1",),
+        script="_peer_lerobot.py",
+        check="import lerobot.datasets.lerobot_dataset, av",
     ),
     # torch pinned to the machine's CPU wheel on disk: TRL imports torch, its packing does not use it
     "trl": PeerEnv(
-        name="trl", version="1.16.0", python="3.11", requirements=("torch==2.13.0", "trl==1.16.0"),
-        script="_peer_trl.py", check="import trl.data_utils, datasets",
+        name="trl",
+        version="1.16.0",
+        python="3.11",
+        requirements=("torch==2.13.0", "trl==1.16.0"),
+        script="_peer_trl.py",
+        check="import trl.data_utils, datasets",
     ),
 }
 
@@ -169,7 +177,9 @@ def find_python(minor: str) -> Path:
     on_path = shutil.which(f"python{minor}")
     if on_path:
         return Path(on_path)
-    raise PeerError(f"no Python {minor} on this machine (looked in {root}/versions and PATH); install one (e.g. `pyenv install {minor}`)")
+    raise PeerError(
+        f"no Python {minor} on this machine (looked in {root}/versions and PATH); install one (e.g. `pyenv install {minor}`)"
+    )
 
 
 def _marker(env_dir: Path) -> Path:
@@ -198,8 +208,12 @@ def ensure_env(peer: PeerEnv, cache: Path, *, log: Callable[[str], None] = print
     steps: list[tuple[str, list[str]]] = []
     if not python.exists():
         steps.append(("create the venv", [str(base), "-m", "venv", str(env_dir)]))
-    steps.append(("pip install " + " ".join(peer.requirements),
-                  [str(python), "-m", "pip", "install", "--progress-bar", "off", *peer.requirements]))
+    steps.append(
+        (
+            "pip install " + " ".join(peer.requirements),
+            [str(python), "-m", "pip", "install", "--progress-bar", "off", *peer.requirements],
+        )
+    )
     if peer.check:
         steps.append(("import check", [str(python), "-c", peer.check]))
     log(f"building the {peer.name} {peer.version} environment in {env_dir} (once; log: {install_log})")
@@ -210,10 +224,16 @@ def ensure_env(peer: PeerEnv, cache: Path, *, log: Callable[[str], None] = print
             try:
                 proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=INSTALL_TIMEOUT_S)
             except subprocess.TimeoutExpired as e:
-                raise PeerError(f"cannot build the {peer.name} environment: {what} ran past {INSTALL_TIMEOUT_S} s; see {install_log}") from e
+                raise PeerError(
+                    f"cannot build the {peer.name} environment: {what} ran past {INSTALL_TIMEOUT_S} s; see {install_log}"
+                ) from e
             if proc.returncode != 0:
-                raise PeerError(f"cannot build the {peer.name} environment: {what} failed ({_last_line(install_log)}); see {install_log}")
-    marker.write_text(json.dumps({"requirements": list(peer.requirements), "python": str(base), "version": peer.version}))
+                raise PeerError(
+                    f"cannot build the {peer.name} environment: {what} failed ({_last_line(install_log)}); see {install_log}"
+                )
+    marker.write_text(
+        json.dumps({"requirements": list(peer.requirements), "python": str(base), "version": peer.version})
+    )
     return python
 
 
@@ -238,7 +258,12 @@ class Peer:
         self._stderr = log_path.open("w")
         env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
         self.proc = subprocess.Popen(
-            [str(python), str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
+            [str(python), str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=env,
             cwd=str(log_path.parent),
         )
 
@@ -322,8 +347,12 @@ def loader_figures(robolake: Arm, lerobot: Mapping[str, Arm]) -> dict[str, Any]:
 
     `speedup` is against the backend with the higher median rate (LeRobot at its best).
     """
-    by_backend = {b: two_clock_ratios(arm.timings, robolake.timings, target_applies_to="wall", slow_work=arm.work,
-                                      fast_work=robolake.work) for b, arm in lerobot.items()}  # fmt: skip
+    by_backend = {
+        b: two_clock_ratios(
+            arm.timings, robolake.timings, target_applies_to="wall", slow_work=arm.work, fast_work=robolake.work
+        )
+        for b, arm in lerobot.items()
+    }
     summaries = {b: arm.summary("samples") for b, arm in lerobot.items()}
     best = max(summaries, key=lambda b: summaries[b]["samples_per_s"])
     return {
@@ -337,10 +366,14 @@ def loader_figures(robolake: Arm, lerobot: Mapping[str, Arm]) -> dict[str, Any]:
 
 def bfd_figures(arms: Mapping[str, Arm]) -> dict[str, Any]:
     """robolake's plan (and plan + take) against TRL's `pack_dataset` and `_pack_bfd`."""
-    plan, take, trl, table = (arms[k] for k in ("robolake_plan", "robolake_plan_take", "trl_pack_dataset", "trl_pack_bfd_table"))
+    plan, take, trl, table = (
+        arms[k] for k in ("robolake_plan", "robolake_plan_take", "trl_pack_dataset", "trl_pack_bfd_table")
+    )
 
     def ratio(slow: Arm, fast: Arm) -> dict[str, Any]:
-        return two_clock_ratios(slow.timings, fast.timings, target_applies_to="cpu", slow_work=slow.work, fast_work=fast.work)
+        return two_clock_ratios(
+            slow.timings, fast.timings, target_applies_to="cpu", slow_work=slow.work, fast_work=fast.work
+        )
 
     return {
         "robolake": {"plan": plan.summary("samples"), "plan_and_take": take.summary("samples")},
@@ -378,7 +411,10 @@ def assemble(
             "backend": best,
             "versions": dict(versions.get("lerobot", {})),
         }
-        out["robolake"] = {"samples_per_s": head["robolake"]["samples_per_s"], "image_size": head["robolake"].get("image_size")}
+        out["robolake"] = {
+            "samples_per_s": head["robolake"]["samples_per_s"],
+            "image_size": head["robolake"].get("image_size"),
+        }
         out["speedup"] = {name: d["speedup"]["median"] for name, d in loaders.items()}
         out["speedup_spread"] = {name: d["speedup"] for name, d in loaders.items()}
         out["datasets"] = dict(loaders)
@@ -418,8 +454,7 @@ def prepare(name: str, src: str, work: Path, step_stride: int) -> tuple[Any, dic
     import time
 
     from robolake.bench.load import HORIZON, IMAGE_SIZE, MAX_TOKENS, Prepared
-    from robolake.lake import Lake
-    from robolake.lake.ingest import ingest
+    from robolake.lake import Lake, ingest
     from robolake.loaders import open_shards
     from robolake.packers import PackSpec, TokenLengthConfig, pack
     from robolake.training import ModelConfig
@@ -430,15 +465,20 @@ def prepare(name: str, src: str, work: Path, step_stride: int) -> tuple[Any, dic
     t1 = time.perf_counter()
     lake = Lake.open(str(lake_dir))
     tokens = TokenLengthConfig(tokens_per_view=ModelConfig.preset("tiny").tokens_per_view, state_tokens=0)
-    spec = PackSpec(max_tokens=MAX_TOKENS, horizon=HORIZON, step_stride=step_stride, tokens=tokens, image_size=IMAGE_SIZE)
+    spec = PackSpec(
+        max_tokens=MAX_TOKENS, horizon=HORIZON, step_stride=step_stride, tokens=tokens, image_size=IMAGE_SIZE
+    )
     pack(lake, spec, str(packed_dir))
     t2 = time.perf_counter()
-    return Prepared(name, src, lake, spec, open_shards(str(packed_dir), lake=lake)), {"ingest_s": t1 - t0, "pack_s": t2 - t1}
+    return Prepared(name, src, lake, spec, open_shards(str(packed_dir), lake=lake)), {
+        "ingest_s": t1 - t0,
+        "pack_s": t2 - t1,
+    }
 
 
 def _convert_real(src: str, work: Path, step_stride: int) -> tuple[Any, Path, dict[str, Any]]:
     """robolake's shards of the GR00T data, and its LeRobot v3.0 copy (source packets copied)."""
-    from robolake.lake.export import ExportConfig, export_lerobot
+    from robolake.lake import ExportConfig, export_lerobot
 
     prepared, offline = prepare("real", src, work, step_stride)
     out = work / "real" / "lerobot-v3"
@@ -458,15 +498,32 @@ def _convert_real(src: str, work: Path, step_stride: int) -> tuple[Any, Path, di
 def _make_av1(peer: Peer, work: Path, quick: bool, step_stride: int) -> tuple[Any, Path, dict[str, Any]]:
     """A 640x480 AV1 dataset written by LeRobot itself, and robolake's shards of it."""
     root = work / "av1" / "lerobot"
-    made = peer.request("make_av1", root=str(root), repo_id="local/robolake_bench_av1", fps=20, height=AV1_SHAPE[0],
-                        width=AV1_SHAPE[1], lengths=AV1_LENGTHS[quick])  # fmt: skip
+    made = peer.request(
+        "make_av1",
+        root=str(root),
+        repo_id="local/robolake_bench_av1",
+        fps=20,
+        height=AV1_SHAPE[0],
+        width=AV1_SHAPE[1],
+        lengths=AV1_LENGTHS[quick],
+    )
     prepared, offline = prepare("av1", str(root), work / "av1-robolake", step_stride)
-    return prepared, root, {"written_by": "LeRobotDataset.create/add_frame/save_episode/finalize, LeRobot's default encoder",
-                            "frames": made["frames"], "video_info": made["video_info"], "write_seconds": made["seconds"],
-                            "robolake_offline_s": offline}  # fmt: skip
+    return (
+        prepared,
+        root,
+        {
+            "written_by": "LeRobotDataset.create/add_frame/save_episode/finalize, LeRobot's default encoder",
+            "frames": made["frames"],
+            "video_info": made["video_info"],
+            "write_seconds": made["seconds"],
+            "robolake_offline_s": offline,
+        },
+    )
 
 
-def measure_loaders(name: str, prepared: Any, lerobot_root: Path, peers: Mapping[str, Peer], *, quick: bool, step_stride: int) -> dict[str, Any]:
+def measure_loaders(
+    name: str, prepared: Any, lerobot_root: Path, peers: Mapping[str, Peer], *, quick: bool, step_stride: int
+) -> dict[str, Any]:
     """Interleaved epochs of robolake's loader and LeRobot's, one LeRobot peer per backend."""
     from robolake.bench.load import HORIZON, IMAGE_SIZE, NUM_WORKERS, loader_config
     from robolake.loaders import PackedLoader
@@ -476,8 +533,18 @@ def measure_loaders(name: str, prepared: Any, lerobot_root: Path, peers: Mapping
     # sequences, about BATCH_SAMPLES): the same batch size, in samples
     batch_size = max(1, round(prepared.shards.manifest.num_samples / len(loader)))
     opened = {
-        b: p.request("open", root=str(lerobot_root), repo_id=f"local/{name}", backend=b, horizon=HORIZON, batch_size=batch_size,
-                     num_workers=NUM_WORKERS, step_stride=step_stride, max_samples=LEROBOT_SAMPLES[quick][(name, b)], seed=0)  # fmt: skip
+        b: p.request(
+            "open",
+            root=str(lerobot_root),
+            repo_id=f"local/{name}",
+            backend=b,
+            horizon=HORIZON,
+            batch_size=batch_size,
+            num_workers=NUM_WORKERS,
+            step_stride=step_stride,
+            max_samples=LEROBOT_SAMPLES[quick][(name, b)],
+            seed=0,
+        )
         for b, p in peers.items()
     }
     pids = [p.pid for p in peers.values()]
@@ -499,6 +566,7 @@ def measure_loaders(name: str, prepared: Any, lerobot_root: Path, peers: Mapping
             info[backend] = {k: answer[k] for k in ("image_shape", "action_shape")}
             # the peer's own wall clock (iter() to the last batch); CPU time of its whole tree
             return Timing(wall_s=answer["wall_s"], cpu_s=sw.timing.cpu_s), int(answer["samples"])
+
         return run
 
     arms: dict[str, Callable[[], tuple[Timing, int]]] = {"robolake": robolake_epoch}
@@ -508,13 +576,35 @@ def measure_loaders(name: str, prepared: Any, lerobot_root: Path, peers: Mapping
     def arm(key: str, extra: dict[str, Any]) -> Arm:
         return Arm([t for t, _ in runs[key]], [float(n) for _, n in runs[key]], extra)
 
-    robolake = arm("robolake", {"image_size": IMAGE_SIZE, "image_shape": shape, "samples": prepared.shards.manifest.num_samples,
-                                "num_workers": NUM_WORKERS, "sequences_per_batch": loader.config.sequences_per_batch,
-                                "batches": len(loader), "batch_samples": batch_size})  # fmt: skip
-    lerobot = {b: arm(b, {**info[b], "samples": opened[b]["samples"], "batch_size": batch_size, "dataset_frames": opened[b]["dataset_frames"],
-                          "video_info": opened[b]["video_info"], "delta_timestamps": opened[b]["delta_timestamps"]})
-               for b in peers}  # fmt: skip
-    return loader_figures(robolake, lerobot) | {"lerobot_open": {b: {"versions": o["versions"]} for b, o in opened.items()}}
+    robolake = arm(
+        "robolake",
+        {
+            "image_size": IMAGE_SIZE,
+            "image_shape": shape,
+            "samples": prepared.shards.manifest.num_samples,
+            "num_workers": NUM_WORKERS,
+            "sequences_per_batch": loader.config.sequences_per_batch,
+            "batches": len(loader),
+            "batch_samples": batch_size,
+        },
+    )
+    lerobot = {
+        b: arm(
+            b,
+            {
+                **info[b],
+                "samples": opened[b]["samples"],
+                "batch_size": batch_size,
+                "dataset_frames": opened[b]["dataset_frames"],
+                "video_info": opened[b]["video_info"],
+                "delta_timestamps": opened[b]["delta_timestamps"],
+            },
+        )
+        for b in peers
+    }
+    return loader_figures(robolake, lerobot) | {
+        "lerobot_open": {b: {"versions": o["versions"]} for b, o in opened.items()}
+    }
 
 
 def measure_bfd(peer: Peer, work: Path, *, quick: bool, samples: int | None = None) -> dict[str, Any]:
@@ -531,7 +621,13 @@ def measure_bfd(peer: Peer, work: Path, *, quick: bool, samples: int | None = No
     np.save(path, lengths)
     loaded = peer.request("load", lengths=str(path))
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    table = pa.table({"input_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.arange(offsets[-1], dtype=np.int64) % 50_000))})
+    table = pa.table(
+        {
+            "input_ids": pa.ListArray.from_arrays(
+                pa.array(offsets), pa.array(np.arange(offsets[-1], dtype=np.int64) % 50_000)
+            )
+        }
+    )
     best_fit_decreasing(lengths[:10_000], BFD_MAX_TOKENS)  # warm imports
     fills: dict[str, float] = {}
 
@@ -566,10 +662,15 @@ def measure_bfd(peer: Peer, work: Path, *, quick: bool, samples: int | None = No
             fills[key] = answer["fill"]
             fills[key + "_rows"] = answer["rows"]
             return Timing(wall_s=answer["wall_s"], cpu_s=sw.timing.cpu_s), int(answer["samples"])
+
         return run
 
-    arms = {"robolake_plan": plan, "robolake_plan_take": plan_take, "trl_pack_dataset": trl("pack", "trl_pack_dataset"),
-            "trl_pack_bfd_table": trl("pack_table", "trl_pack_bfd_table")}  # fmt: skip
+    arms = {
+        "robolake_plan": plan,
+        "robolake_plan_take": plan_take,
+        "trl_pack_dataset": trl("pack", "trl_pack_dataset"),
+        "trl_pack_bfd_table": trl("pack_table", "trl_pack_bfd_table"),
+    }
     runs = interleave(arms, repeats=3 if quick else 5, warmup=1)
     built = {k: Arm([t for t, _ in v], [float(s) for _, s in v], {"fill": fills.get(k)}) for k, v in runs.items()}
     figures = bfd_figures(built)
@@ -595,8 +696,15 @@ def run(quick: bool, *, cache: Path, data: str | None = None, only: str | None =
     versions: dict[str, dict[str, str]] = {}
     loaders: dict[str, dict[str, Any]] = {}
     bfd = None
-    extra: dict[str, Any] = {"machine": machine(), "quick": quick, "step_stride": stride, "peers": {
-        k: {"version": p.version, "python": p.python, "requirements": list(p.requirements)} for k, p in PEERS.items()}}  # fmt: skip
+    extra: dict[str, Any] = {
+        "machine": machine(),
+        "quick": quick,
+        "step_stride": stride,
+        "peers": {
+            k: {"version": p.version, "python": p.python, "requirements": list(p.requirements)}
+            for k, p in PEERS.items()
+        },
+    }
     if only in (None, "bfd"):
         with start_peer("trl", cache, work) as trl:
             versions["trl"] = trl.request("versions")["versions"]
@@ -604,9 +712,12 @@ def run(quick: bool, *, cache: Path, data: str | None = None, only: str | None =
     if only in (None, "loader"):
         import ray
 
-        from robolake.lake.ingest import ensure_ray
+        from robolake.ray_tasks import ensure_ray
 
-        with start_peer("lerobot", cache, work, "-torchcodec") as first, start_peer("lerobot", cache, work, "-pyav") as second:
+        with (
+            start_peer("lerobot", cache, work, "-torchcodec") as first,
+            start_peer("lerobot", cache, work, "-pyav") as second,
+        ):
             versions["lerobot"] = first.request("versions")["versions"]
             ours = not ray.is_initialized()  # a caller's Ray session is left running
             ensure_ray(num_cpus=2)
@@ -630,7 +741,9 @@ def print_result(res: dict[str, Any]) -> None:
         rows.append((f"{name}: speedup vs lerobot {d['best_backend']}", d["speedup"], TARGETS["speedup"]))
     if "bfd_speedup_spread" in res:
         rows.append(("trl pack_dataset samples/s", res["trl"]["samples_per_s"]))
-        rows.append(("bfd_speedup (trl pack_dataset / robolake plan)", res["bfd_speedup_spread"], TARGETS["bfd_speedup"]))
+        rows.append(
+            ("bfd_speedup (trl pack_dataset / robolake plan)", res["bfd_speedup_spread"], TARGETS["bfd_speedup"])
+        )
         rows.append(("bfd_speedup with the Arrow take", res["bfd_speedup_with_take"]))
         rows.append(("bfd_speedup vs trl _pack_bfd on one table", res["bfd_speedup_vs_pack_bfd_table"]))
     lr, trl = res.get("lerobot", {}).get("version"), res.get("trl", {}).get("version")
@@ -640,9 +753,15 @@ def print_result(res: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", required=True, help="where to write the results")
-    p.add_argument("--quick", action="store_true", help="every 2nd step, fewer LeRobot samples, 3 rounds (several minutes)")
-    p.add_argument("--cache", default=None, help="where the peer environments are built (default ~/.cache/robolake/peers)")
-    p.add_argument("--data", default=None, help="the GR00T LeRobot dataset (default: ../shared/data/gr00t_pick_n_place)")
+    p.add_argument(
+        "--quick", action="store_true", help="every 2nd step, fewer LeRobot samples, 3 rounds (several minutes)"
+    )
+    p.add_argument(
+        "--cache", default=None, help="where the peer environments are built (default ~/.cache/robolake/peers)"
+    )
+    p.add_argument(
+        "--data", default=None, help="the GR00T LeRobot dataset (default: ../shared/data/gr00t_pick_n_place)"
+    )
     p.add_argument("--only", choices=("loader", "bfd"), default=None, help="run one half")
     p.add_argument("--build-only", action="store_true", help="build the peer environments and stop")
     args = p.parse_args(argv)

@@ -34,7 +34,7 @@ import statistics
 from typing import Any
 
 from robolake.bench._common import machine, print_table, write_json
-from robolake.commands.rl import add_pipeline_arguments, pipeline_config
+from robolake.rl.options import add_pipeline_arguments, pipeline_config
 
 __all__ = ["main"]
 
@@ -49,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="env-step budget per run")
     p.add_argument("--pairs", type=int, default=None, help="paired runs per profile")
     add_pipeline_arguments(p)
-    p.add_argument("--tail-scale-ms", type=float, default=2.0, help="heavy-tail profile: lognormal median delay per step")
+    p.add_argument(
+        "--tail-scale-ms", type=float, default=2.0, help="heavy-tail profile: lognormal median delay per step"
+    )
     p.add_argument("--tail-shape", type=float, default=1.5, help="heavy-tail profile: lognormal log-std")
     p.add_argument("--plot", default=None, help="PNG of success vs env steps and throughput (default: beside --json)")
     return p
@@ -76,8 +78,15 @@ def _factories(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], str
 
         require_sim()
         tasks = tuple(t.name for t in resolve_tasks(args.tasks or "reach,drawer-open,button-press"))
-        model = GrootModel(ModelConfig.preset("tiny", max_state_dim=STATE_DIM, max_action_dim=ACTION_DIM, num_embodiments=1))
-        return ModelPolicyFactory.from_model(model, action_dim=ACTION_DIM), MetaWorldFactory(), tasks, "metaworld (untrained init)"
+        model = GrootModel(
+            ModelConfig.preset("tiny", max_state_dim=STATE_DIM, max_action_dim=ACTION_DIM, num_embodiments=1)
+        )
+        return (
+            ModelPolicyFactory.from_model(model, action_dim=ACTION_DIM),
+            MetaWorldFactory(),
+            tasks,
+            "metaworld (untrained init)",
+        )
     tasks_arg = args.tasks or ("reach,drawer-open,button-press" if sim == "metaworld" else None)
     policy_factory, env_factory, tasks = make_factories(sim, tasks_arg, args.init)
     return policy_factory, env_factory, tasks, f"{sim} ({args.init or 'untrained init'})"
@@ -108,7 +117,10 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "success_curve": runs[0]["success_curve"],
         "success_curves": [r["success_curve"] for r in runs],
         "tasks": runs[0]["tasks"],
-        "runs": [{k: r[k] for k in ("env_steps", "wall_s", "env_steps_per_s", "learner_samples_per_s", "learner_updates")} for r in runs],
+        "runs": [
+            {k: r[k] for k in ("env_steps", "wall_s", "env_steps_per_s", "learner_samples_per_s", "learner_updates")}
+            for r in runs
+        ],
     }
 
 
@@ -132,20 +144,29 @@ def _profile(pipe: Any, base: Any, pairs: int, label: str) -> dict[str, Any]:
             s = pipe.run().summary
             got[mode] = s
             runs[mode].append(s)
-            print(f"  {label} pair {i + 1}/{pairs} {mode:<5}: {s['env_steps_per_s']:.1f} env steps/s, "
-                  f"{s['learner_updates']} updates, success {s['success_rate']}", flush=True)  # fmt: skip
+            print(
+                f"  {label} pair {i + 1}/{pairs} {mode:<5}: {s['env_steps_per_s']:.1f} env steps/s, "
+                f"{s['learner_updates']} updates, success {s['success_rate']}",
+                flush=True,
+            )
         ratios.append(got["async"]["env_steps_per_s"] / got["sync"]["env_steps_per_s"])
     a, s = _pooled(runs["async"]), _pooled(runs["sync"])
     out: dict[str, Any] = {"async": a, "sync": s}
     out["speedup"] = statistics.median(ratios)
     out["speedup_min"], out["speedup_max"] = min(ratios), max(ratios)
     out["cpu_ceiling_speedup"] = (_cores() * 1e3 / a["cpu_ms_per_env_step"]) / s["env_steps_per_s"]
-    out["learner_speedup"] = a["learner_samples_per_s"] / s["learner_samples_per_s"] if s["learner_samples_per_s"] else None
+    out["learner_speedup"] = (
+        a["learner_samples_per_s"] / s["learner_samples_per_s"] if s["learner_samples_per_s"] else None
+    )
     if a["success_rate"] is not None and s["success_rate"] is not None:
         n_a, n_s = a["episodes_finished"], s["episodes_finished"]
         pa, ps = a["success_rate"], s["success_rate"]
         se = ((pa * (1 - pa) / max(n_a, 1)) + (ps * (1 - ps) / max(n_s, 1))) ** 0.5
-        out["sample_efficiency"] = {"success_diff": pa - ps, "stderr": se, "within_2_stderr": abs(pa - ps) <= 2 * se + 1e-9}
+        out["sample_efficiency"] = {
+            "success_diff": pa - ps,
+            "stderr": se,
+            "within_2_stderr": abs(pa - ps) <= 2 * se + 1e-9,
+        }
     return out
 
 
@@ -206,7 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(args.json, payload)
     plot = args.plot or str(args.json).rsplit(".", 1)[0] + ".png"
-    plot_comparison({"async": suite["async"], "sync": suite["sync"], "async (heavy tail)": heavy["async"], "sync (heavy tail)": heavy["sync"]}, plot)
+    plot_comparison(
+        {
+            "async": suite["async"],
+            "sync": suite["sync"],
+            "async (heavy tail)": heavy["async"],
+            "sync (heavy tail)": heavy["sync"],
+        },
+        plot,
+    )
     rows: list[tuple[str, Any]] = []
     for name, prof in (("suite", suite), ("heavy_tail", heavy)):
         for mode in ("async", "sync"):
@@ -214,11 +243,22 @@ def main(argv: list[str] | None = None) -> int:
             rows += [
                 (f"{name} {mode} env steps/s", m["env_steps_per_s"]),
                 (f"{name} {mode} learner samples/s", m["learner_samples_per_s"]),
-                (f"{name} {mode} idle env/gen/learner", "/".join(f"{m['idle_fraction'][k]:.2f}" for k in ("env", "generation", "learner"))),
-                (f"{name} {mode} cores busy, CPU ms per env step", f"{m['cores_used']:.2f}, {m['cpu_ms_per_env_step']:.2f}"),
+                (
+                    f"{name} {mode} idle env/gen/learner",
+                    "/".join(f"{m['idle_fraction'][k]:.2f}" for k in ("env", "generation", "learner")),
+                ),
+                (
+                    f"{name} {mode} cores busy, CPU ms per env step",
+                    f"{m['cores_used']:.2f}, {m['cpu_ms_per_env_step']:.2f}",
+                ),
                 (f"{name} {mode} success", m["success_rate"] if m["success_rate"] is not None else "n/a"),
             ]
-        rows.append((f"{name} speedup async/sync (median [min, max])", f"{prof['speedup']:.2f} [{prof['speedup_min']:.2f}, {prof['speedup_max']:.2f}]"))
+        rows.append(
+            (
+                f"{name} speedup async/sync (median [min, max])",
+                f"{prof['speedup']:.2f} [{prof['speedup_min']:.2f}, {prof['speedup_max']:.2f}]",
+            )
+        )
         rows.append((f"{name} CPU ceiling of any scheduler here", f"{prof['cpu_ceiling_speedup']:.2f}"))
     print_table(f"RL async vs sync ({label}, {steps} env steps per run, {pairs} pair(s) per profile)", rows)
     return 0

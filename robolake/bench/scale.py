@@ -41,20 +41,12 @@ from typing import Any
 import numpy as np
 
 from robolake.bench._common import machine, print_table, write_json
+from robolake.bench._media_reads import shared_data
 
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "gr00t_pick_n_place")
-LAYOUT = ("record (default): the source video's own packets, bit-exact; opt-in lossy --frames jpeg (q80) and --frames h264 "
-          "(key-referenced GOP 16); a derived h264 access copy (see robolake.lake.media)")
-
-
-def _shared() -> str | None:
-    for cand in (SHARED, os.path.join(os.getcwd(), "..", "shared", "data", "gr00t_pick_n_place")):
-        if os.path.isdir(cand):
-            return os.path.abspath(cand)
-    return None
-
-
-# ---------------------------------------------------------------------------------------- media
+LAYOUT = (
+    "record (default): the source video's own packets, bit-exact; opt-in lossy --frames jpeg (q80) and --frames h264 "
+    "(key-referenced GOP 16); a derived h264 access copy (see robolake.lake.media.frames)"
+)
 
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -97,8 +89,11 @@ def _h264_gop(xs: list[np.ndarray], gop: int, crf: int) -> list[bytes]:
     ctx.width, ctx.height = xs[0].shape[1], xs[0].shape[0]
     ctx.pix_fmt = "yuv420p"
     ctx.time_base = Fraction(1, 20)
-    ctx.options = {"crf": str(crf), "preset": "medium", "x264-params":
-                   f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:repeat-headers=1:rc-lookahead=0:sync-lookahead=0"}
+    ctx.options = {
+        "crf": str(crf),
+        "preset": "medium",
+        "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:repeat-headers=1:rc-lookahead=0:sync-lookahead=0",
+    }
     out: list[bytes] = []
     for i, x in enumerate(xs):
         fr = av.VideoFrame.from_ndarray(x, format="rgb24").reformat(format="yuv420p")
@@ -125,21 +120,28 @@ def _candidates(eps: list[list[np.ndarray]], src_bytes: int, reads: int) -> list
     rng = random.Random(0)
     sub = [frames[i] for i in sorted(rng.sample(range(n), min(n, 200)))]
     out = []
-    for name, enc in (("jpeg q50", _pil_codec("JPEG", quality=50, optimize=True)),
-                      ("jpeg q80", _pil_codec("JPEG", quality=80, optimize=True)),
-                      ("jpeg q90", _pil_codec("JPEG", quality=90, optimize=True)),
-                      ("webp q50", _pil_codec("WEBP", quality=50, method=4)),
-                      ("webp q75", _pil_codec("WEBP", quality=75, method=4)),
-                      ("avif q50", _pil_codec("AVIF", quality=50, speed=8))):
+    for name, enc in (
+        ("jpeg q50", _pil_codec("JPEG", quality=50, optimize=True)),
+        ("jpeg q80", _pil_codec("JPEG", quality=80, optimize=True)),
+        ("jpeg q90", _pil_codec("JPEG", quality=90, optimize=True)),
+        ("webp q50", _pil_codec("WEBP", quality=50, method=4)),
+        ("webp q75", _pil_codec("WEBP", quality=75, method=4)),
+        ("avif q50", _pil_codec("AVIF", quality=50, speed=8)),
+    ):
         data = [enc(x) for x in sub]
         t0 = time.perf_counter()
         for i in range(reads):
             _pil_decode(data[i % len(data)])
-        out.append({"layout": name, "bytes_per_frame": float(np.mean([len(d) for d in data])),
-                    "over_source": float(np.mean([len(d) for d in data])) * n / src_bytes,
-                    "psnr_db": float(np.mean([_psnr(_pil_decode(d), x) for d, x in zip(data, sub, strict=True)])),
-                    "decode_ms": (time.perf_counter() - t0) / reads * 1e3})
-    from robolake.lake.media import KeyframeEncoder, decode_row
+        out.append(
+            {
+                "layout": name,
+                "bytes_per_frame": float(np.mean([len(d) for d in data])),
+                "over_source": float(np.mean([len(d) for d in data])) * n / src_bytes,
+                "psnr_db": float(np.mean([_psnr(_pil_decode(d), x) for d, x in zip(data, sub, strict=True)])),
+                "decode_ms": (time.perf_counter() - t0) / reads * 1e3,
+            }
+        )
+    from robolake.lake import KeyframeEncoder, decode_row
 
     # The --video-frames h264 layout: every frame predicted from its GOP's keyframe alone.
     data, keys = [], []
@@ -153,9 +155,18 @@ def _candidates(eps: list[list[np.ndarray]], src_bytes: int, reads: int) -> list
     for i in picks:
         decode_row(data[i], enc.encoding, data[keys[i]] if keys[i] != i else None)
     dec_s = time.perf_counter() - t0
-    ps = [_psnr(decode_row(data[i], enc.encoding, data[keys[i]] if keys[i] != i else None), frames[i]) for i in picks[:60]]
-    out.append({"layout": f"h264 key-referenced GOP {enc.gop} (--video-frames h264)", "bytes_per_frame": sum(map(len, data)) / n,
-                "over_source": sum(map(len, data)) / src_bytes, "psnr_db": float(np.mean(ps)), "decode_ms": dec_s / reads * 1e3})
+    ps = [
+        _psnr(decode_row(data[i], enc.encoding, data[keys[i]] if keys[i] != i else None), frames[i]) for i in picks[:60]
+    ]
+    out.append(
+        {
+            "layout": f"h264 key-referenced GOP {enc.gop} (--video-frames h264)",
+            "bytes_per_frame": sum(map(len, data)) / n,
+            "over_source": sum(map(len, data)) / src_bytes,
+            "psnr_db": float(np.mean(ps)),
+            "decode_ms": dec_s / reads * 1e3,
+        }
+    )
     for gop in (1, 4):
         packets: list[bytes] = []
         starts: list[int] = []
@@ -171,59 +182,16 @@ def _candidates(eps: list[list[np.ndarray]], src_bytes: int, reads: int) -> list
             s = int(offs[k]) + (j // gop) * gop
             ps.append(_psnr(_h264_read(packets[s : i + 1]), frames[i]))
         bpf = sum(map(len, packets)) / n
-        out.append({"layout": f"h264 GOP {gop} crf 23, P from the previous frame", "bytes_per_frame": bpf,
-                    "over_source": bpf * n / src_bytes, "psnr_db": float(np.mean(ps)),
-                    "decode_ms": (time.perf_counter() - t0) / len(picks) * 1e3})
+        out.append(
+            {
+                "layout": f"h264 GOP {gop} crf 23, P from the previous frame",
+                "bytes_per_frame": bpf,
+                "over_source": bpf * n / src_bytes,
+                "psnr_db": float(np.mean(ps)),
+                "decode_ms": (time.perf_counter() - t0) / len(picks) * 1e3,
+            }
+        )
     return out
-
-
-def random_frame_access(src: str, lake: Any, n: int, seed: int = 0, batch: int = 64) -> dict[str, float]:
-    """n random (episode, step, camera) frames decoded to RGB from the lake, `batch` per call and
-    one per call, then the same frames by mp4 seek-and-decode from the source."""
-    from robolake.lake.sources import discover_readers
-    from robolake.lake.sources.video import seek_frame
-
-    readers = {r.root: r for r in discover_readers(src).readers}
-    refs = {(r.root, ref.episode_index): ref for r in readers.values() for ref in r.discover()}
-    eps = lake.episodes(columns=["episode_id", "source_uri", "source_episode_index", "num_steps", "cameras"]).to_pylist()
-    rng = random.Random(seed)
-    picks = []
-    for _ in range(n):
-        e = rng.choice(eps)
-        picks.append((e, rng.randrange(e["num_steps"]), rng.choice(e["cameras"])))
-    keys = [(e["episode_id"], cam, step) for e, step, cam in picks]
-    frames = lake.frames()
-    frames.positions(keys)  # the per-episode position lookup, once, outside the timings
-    t0 = time.perf_counter()
-    for i in range(0, n, batch):
-        frames.read_many(keys[i : i + batch])
-    batch_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for k in keys:
-        frames.read_many([k])
-    single_s = time.perf_counter() - t0
-    # The floor under any layout kept in a Lance table: one single-row take of a 4-byte column
-    # at the same positions (no frame bytes, no decode).
-    media, pos = lake.dataset("media"), frames.positions(keys)
-    t0 = time.perf_counter()
-    for p in pos:
-        media.take([p], columns=["step_index"])
-    take_s = time.perf_counter() - t0
-
-    def seek_all(one_thread: bool) -> float:
-        t0 = time.perf_counter()
-        for e, step, cam in picks:
-            reader, ref = readers[e["source_uri"]], refs[(e["source_uri"], e["source_episode_index"])]
-            fps = float(getattr(reader, "fps", 20.0))
-            seek_frame(os.path.join(reader.root, ref.get(f"video:{cam}")), step + round((ref.get(f"from:{cam}") or 0.0) * fps),
-                       fps, one_thread=one_thread)  # fmt: skip
-        return time.perf_counter() - t0
-
-    src_s = seek_all(False)
-    one_thread_s = seek_all(True)
-    return {"lake_per_s": n / batch_s, "lake_one_per_call_per_s": n / single_s, "source_per_s": n / src_s,
-            "speedup": src_s / batch_s, "speedup_one_per_call": src_s / single_s, "take_floor_speedup": src_s / take_s,
-            "speedup_one_per_call_vs_one_thread_seek": one_thread_s / single_s}
 
 
 def _sizes(lake_uri: str, work: str, image_size: int) -> dict[str, Any]:
@@ -233,7 +201,9 @@ def _sizes(lake_uri: str, work: str, image_size: int) -> dict[str, Any]:
     from robolake.packers import PackSpec, TokenLengthConfig, pack
 
     lake = Lake.open(lake_uri)
-    media_bytes = sum(len(b) for batch in lake.dataset("media").to_batches(columns=["data"]) for b in batch.column("data").to_pylist())
+    media_bytes = sum(
+        len(b) for batch in lake.dataset("media").to_batches(columns=["data"]) for b in batch.column("data").to_pylist()
+    )
     tokens = TokenLengthConfig(tokens_per_view=64, state_tokens=0)
     out: dict[str, Any] = {"lake_media_bytes": media_bytes, "rendition_size": image_size}
     for name, size in (("full", None), ("rendition", image_size)):
@@ -250,13 +220,15 @@ def _sizes(lake_uri: str, work: str, image_size: int) -> dict[str, Any]:
 
 
 def _ingest_series(work: str, n: int) -> list[float]:
-    from robolake.lake.ingest import ingest
+    from robolake.lake import ingest
     from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
     srcs = []
     for i in range(n):
         p = os.path.join(work, f"series-src-{i}")
-        generate_synthetic(p, SyntheticConfig(seed=1000 + i, episodes_per_embodiment=2, min_length=40, max_length=60, image_size=32))
+        generate_synthetic(
+            p, SyntheticConfig(seed=1000 + i, episodes_per_embodiment=2, min_length=40, max_length=60, image_size=32)
+        )
         srcs.append(p)
     uri = os.path.join(work, "series-lake")
     seconds = []
@@ -310,18 +282,25 @@ def _plan_child(num_samples: int, mode: str, work: str) -> dict[str, Any]:
     else:
         seqs, _ = plan_sequences(idx, spec)
         sequences = len(seqs)
-    return {"samples": num_samples, "mode": mode, "sequences": sequences, "seconds": time.perf_counter() - t0,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_before_mb": base}
+    return {
+        "samples": num_samples,
+        "mode": mode,
+        "sequences": sequences,
+        "seconds": time.perf_counter() - t0,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_before_mb": base,
+    }
 
 
 def _child(args: list[str], timeout: float = 1800) -> dict[str, Any]:
     env = dict(os.environ, RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", SVT_LOG="1")
-    proc = subprocess.run([sys.executable, "-m", "robolake.bench.scale", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "robolake.bench.scale", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD_RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"child {args} failed (rc {proc.returncode}): {proc.stderr[-3000:]}")
-    return dict(json.loads(lines[-1][len("CHILD_RESULT "):]))
+    return dict(json.loads(lines[-1][len("CHILD_RESULT ") :]))
 
 
 # ---------------------------------------------------------------------------------- multi-node
@@ -333,11 +312,15 @@ def _table_digest(ds: Any, drop: tuple[str, ...]) -> str:
         keep = [c for c in batch.schema.names if c not in drop]
         for col in keep:
             h.update(col.encode())
-            h.update(json.dumps(batch.column(col).to_pylist(), default=lambda b: hashlib.sha256(b).hexdigest()).encode())
+            h.update(
+                json.dumps(batch.column(col).to_pylist(), default=lambda b: hashlib.sha256(b).hexdigest()).encode()
+            )
     return h.hexdigest()
 
 
-def lake_and_shards_digest(lake_uri: str, shards_uri: str, storage_options: dict[str, str] | None = None) -> dict[str, str]:
+def lake_and_shards_digest(
+    lake_uri: str, shards_uri: str, storage_options: dict[str, str] | None = None
+) -> dict[str, str]:
     """Content digests of every lake table and of the shards (ingest/commit times left out)."""
     import lance
 
@@ -345,10 +328,14 @@ def lake_and_shards_digest(lake_uri: str, shards_uri: str, storage_options: dict
     from robolake.packers import read_manifest
 
     lake = Lake.open(lake_uri, storage_options=storage_options)
-    out = {t: _table_digest(lake.dataset(t), ("ingested_at", "quarantined_at"))
-           for t in ("episodes", "steps", "media", "embodiments", "quarantine")}
+    out = {
+        t: _table_digest(lake.dataset(t), ("ingested_at", "quarantined_at"))
+        for t in ("episodes", "steps", "media", "embodiments", "quarantine")
+    }
     m = read_manifest(shards_uri, storage_options)
-    shards = lance.dataset(shards_uri.rstrip("/") + "/shards.lance", version=m.shards_version, storage_options=storage_options)
+    shards = lance.dataset(
+        shards_uri.rstrip("/") + "/shards.lance", version=m.shards_version, storage_options=storage_options
+    )
     out["shards"] = _table_digest(shards, ())
     return out
 
@@ -373,8 +360,7 @@ def cluster_run(work: str, nodes: int, s3_endpoint: str | None = None, src: str 
     the cluster's CPUs); returns nodes that ran tasks and content digests."""
     import ray
 
-    from robolake.lake import Lake
-    from robolake.lake.ingest import IngestConfig, ingest
+    from robolake.lake import IngestConfig, Lake, ingest
     from robolake.packers import PackSpec, TokenLengthConfig, pack
     from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
@@ -382,7 +368,9 @@ def cluster_run(work: str, nodes: int, s3_endpoint: str | None = None, src: str 
     if nodes > 1:
         from ray.cluster_utils import Cluster
 
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"head": 1}, "include_dashboard": False})
+        cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"head": 1}, "include_dashboard": False}
+        )
         for i in range(nodes - 1):
             cluster.add_node(num_cpus=1, resources={f"worker_{i}": 1})
         cluster.wait_for_nodes()
@@ -392,8 +380,13 @@ def cluster_run(work: str, nodes: int, s3_endpoint: str | None = None, src: str 
     try:
         opts = None
         if s3_endpoint:
-            opts = {"aws_endpoint": s3_endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
-                    "aws_region": "us-east-1", "allow_http": "true"}
+            opts = {
+                "aws_endpoint": s3_endpoint,
+                "aws_access_key_id": "test",
+                "aws_secret_access_key": "test",
+                "aws_region": "us-east-1",
+                "allow_http": "true",
+            }
         root = f"s3://robolake/{os.path.basename(work)}" if opts else work
         src = src or os.path.join(work, "syn")
         if not os.path.isdir(src):
@@ -404,8 +397,12 @@ def cluster_run(work: str, nodes: int, s3_endpoint: str | None = None, src: str 
         spec = PackSpec(max_tokens=512, horizon=4, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
         pack(lake, spec, f"{root}/packed", sequences_per_task=2)
         used = _task_nodes()
-        return {"nodes": len(ray.nodes()), "nodes_used": len(used), "tasks_per_node": sorted(used.values()),
-                "digest": lake_and_shards_digest(f"{root}/lake", f"{root}/packed", opts)}
+        return {
+            "nodes": len(ray.nodes()),
+            "nodes_used": len(used),
+            "tasks_per_node": sorted(used.values()),
+            "digest": lake_and_shards_digest(f"{root}/lake", f"{root}/packed", opts),
+        }
     finally:
         ray.shutdown()
         if cluster is not None:
@@ -416,8 +413,11 @@ def _multi_node(work: str) -> dict[str, Any]:
     src = os.path.join(work, "cluster-src")
     multi = _child(["--child-cluster", os.path.join(work, "multi"), "--nodes", "3", "--src", src])
     single = _child(["--child-cluster", os.path.join(work, "single"), "--nodes", "1", "--src", src])
-    return {"nodes": multi["nodes"], "nodes_used": multi["nodes_used"],
-            "identical_to_single_node": multi["digest"] == single["digest"]}
+    return {
+        "nodes": multi["nodes"],
+        "nodes_used": multi["nodes_used"],
+        "identical_to_single_node": multi["digest"] == single["digest"],
+    }
 
 
 # ----------------------------------------------------------------------------------------- run
@@ -433,13 +433,18 @@ def _media(work: str, quick: bool, data: dict[str, str]) -> dict[str, Any]:
     layouts = media_layouts(os.path.join(work, "media"), quick=quick, data=data)
     record = layouts["record"]
     main = next((m for name, m in record.items() if name.startswith("real")), next(iter(record.values())))
-    media: dict[str, Any] = {"layout": LAYOUT, **record, "lake_bytes_over_source": main["lake_bytes_over_source"],
-                             "bit_exact": main["bit_exact"], "psnr_db": main["psnr_db"],
-                             "random_access_speedup": {n: m["speedup_64_per_call"]["median"] for n, m in record.items()},
-                             "random_access_speedup_one_per_call": {n: m["speedup_one_per_call"]["median"] for n, m in record.items()}}
+    media: dict[str, Any] = {
+        "layout": LAYOUT,
+        **record,
+        "lake_bytes_over_source": main["lake_bytes_over_source"],
+        "bit_exact": main["bit_exact"],
+        "psnr_db": main["psnr_db"],
+        "random_access_speedup": {n: m["speedup_64_per_call"]["median"] for n, m in record.items()},
+        "random_access_speedup_one_per_call": {n: m["speedup_one_per_call"]["median"] for n, m in record.items()},
+    }
     if not quick:  # issue 15's per-frame candidates, encoded from the source's own decode
         media["candidates"] = {}
-        for name, src in (("synthetic", os.path.join(work, "media", "synthetic-h264")), ("real", _shared())):
+        for name, src in (("synthetic", os.path.join(work, "media", "synthetic-h264")), ("real", shared_data())):
             if src is not None:
                 eps, src_bytes, _ = _source_episodes(src)
                 media["candidates"][name] = _candidates(eps, src_bytes, 1000)
@@ -447,7 +452,9 @@ def _media(work: str, quick: bool, data: dict[str, str]) -> dict[str, Any]:
     return {"media": media, "media_layouts": layouts}
 
 
-def run(quick: bool, work: str, sections: tuple[str, ...] = SECTIONS, data: dict[str, str] | None = None) -> dict[str, Any]:
+def run(
+    quick: bool, work: str, sections: tuple[str, ...] = SECTIONS, data: dict[str, str] | None = None
+) -> dict[str, Any]:
     from robolake.ray_tasks import ensure_ray
 
     out: dict[str, Any] = {"machine": machine(), "quick": quick, "layout": LAYOUT, "sections": list(sections)}
@@ -455,8 +462,13 @@ def run(quick: bool, work: str, sections: tuple[str, ...] = SECTIONS, data: dict
         sizes = {"1M": 1_000_000, "10M": 10_000_000, "100M": 100_000_000}
         plan: dict[str, Any] = {}
         for name, n in sizes.items():
-            plan[name] = _child(["--child-plan", str(n), "--mode", "ranges", "--work", os.path.join(work, f"plan-{name}")])
-        driver = {name: _child(["--child-plan", str(n), "--mode", "driver", "--work", work]) for name, n in list(sizes.items())[:2]}
+            plan[name] = _child(
+                ["--child-plan", str(n), "--mode", "ranges", "--work", os.path.join(work, f"plan-{name}")]
+            )
+        driver = {
+            name: _child(["--child-plan", str(n), "--mode", "driver", "--work", work])
+            for name, n in list(sizes.items())[:2]
+        }
         out["plan"] = {"ranges": plan, "all_on_driver": driver}
         out["plan_peak_rss_mb"] = {k: v["peak_rss_mb"] for k, v in plan.items()}
     ensure_ray(num_cpus=2)
@@ -481,11 +493,21 @@ def run(quick: bool, work: str, sections: tuple[str, ...] = SECTIONS, data: dict
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", help="where to write the results")
-    p.add_argument("--quick", action="store_true", help="fewer reads and smaller data (a few minutes with --sections media)")
-    p.add_argument("--sections", default=",".join(SECTIONS),
-                   help=f"comma-separated parts to run, of {', '.join(SECTIONS)} (default: all)")
-    p.add_argument("--data", action="append", default=[], metavar="PATH",
-                   help="another source data set for media_layouts (repeatable), e.g. an AV1 LeRobot dataset")
+    p.add_argument(
+        "--quick", action="store_true", help="fewer reads and smaller data (a few minutes with --sections media)"
+    )
+    p.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated parts to run, of {', '.join(SECTIONS)} (default: all)",
+    )
+    p.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="another source data set for media_layouts (repeatable), e.g. an AV1 LeRobot dataset",
+    )
     p.add_argument("--work", default=None, help="scratch directory (default: a new temporary one)")
     p.add_argument("--child-plan", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="ranges", help=argparse.SUPPRESS)
@@ -500,7 +522,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.child_cluster is not None:
         os.makedirs(args.child_cluster, exist_ok=True)
-        print("CHILD_RESULT " + json.dumps(cluster_run(args.child_cluster, args.nodes, args.s3_endpoint, args.src)), flush=True)
+        print(
+            "CHILD_RESULT " + json.dumps(cluster_run(args.child_cluster, args.nodes, args.s3_endpoint, args.src)),
+            flush=True,
+        )
         return 0
     if not args.json:
         p.error("--json PATH is required")
@@ -527,22 +552,32 @@ def _rows(res: dict[str, Any]) -> list[tuple[str, Any]]:
         rows += table_rows(res["media_layouts"])
     for where, cands in res.get("media", {}).get("candidates", {}).items():
         for c in cands:
-            rows.append((f"{where} candidate {c['layout']}: x source / dB / decode ms",
-                         f"{c['over_source']:.2f} / {c['psnr_db']:.1f} / {c['decode_ms']:.2f}"))
+            rows.append(
+                (
+                    f"{where} candidate {c['layout']}: x source / dB / decode ms",
+                    f"{c['over_source']:.2f} / {c['psnr_db']:.1f} / {c['decode_ms']:.2f}",
+                )
+            )
     for where, s in res.get("sizes", {}).items():
-        rows += [(f"{where}: shards/lake media at lake size", s["shards_over_lake_media_full"]),
-                 (f"{where}: shards/lake media at {s['rendition_size']} px", s["shards_over_lake_media_rendition"])]
+        rows += [
+            (f"{where}: shards/lake media at lake size", s["shards_over_lake_media_full"]),
+            (f"{where}: shards/lake media at {s['rendition_size']} px", s["shards_over_lake_media_rendition"]),
+        ]
     if "ingest_seconds" in res:
-        rows += [("ingest 1..20 seconds", " ".join(f"{x:.2f}" for x in res["ingest_seconds"])),
-                 ("ingest 20th / 2nd", res["ingest_20_over_2"]),
-                 ("ingest 20th / median(2nd..5th)", res["ingest_20_over_median_2_5"])]
+        rows += [
+            ("ingest 1..20 seconds", " ".join(f"{x:.2f}" for x in res["ingest_seconds"])),
+            ("ingest 20th / 2nd", res["ingest_20_over_2"]),
+            ("ingest 20th / median(2nd..5th)", res["ingest_20_over_median_2_5"]),
+        ]
     for k, v in res.get("plan", {}).get("ranges", {}).items():
         rows.append((f"plan peak RSS MB, {k} samples (ranges on Ray)", v["peak_rss_mb"]))
     for k, v in res.get("plan", {}).get("all_on_driver", {}).items():
         rows.append((f"plan peak RSS MB, {k} samples (all on driver)", v["peak_rss_mb"]))
     if "multi_node" in res:
-        rows += [("multi-node: nodes used", res["multi_node"]["nodes_used"]),
-                 ("multi-node: identical to one node", str(res["multi_node"]["identical_to_single_node"]))]
+        rows += [
+            ("multi-node: nodes used", res["multi_node"]["nodes_used"]),
+            ("multi-node: identical to one node", str(res["multi_node"]["identical_to_single_node"])),
+        ]
     return rows
 
 

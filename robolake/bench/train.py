@@ -66,9 +66,7 @@ def make_batch(
     if views is None:
         views = rng.choice([1, 2, 3], size=n, p=[0.4, 0.35, 0.25]).tolist()
     if text_lengths is None:
-        text_lengths = (
-            np.clip(np.round(rng.lognormal(np.log(22), 0.7, size=n)), 5, 120).astype(int).tolist()
-        )
+        text_lengths = np.clip(np.round(rng.lognormal(np.log(22), 0.7, size=n)), 5, 120).astype(int).tolist()
     emb = rng.integers(0, len(EMBODIMENTS), size=n).tolist()
     h, size = config.action_horizon, config.image_size
     return make_packed_batch(
@@ -85,9 +83,7 @@ def make_batch(
     )
 
 
-def equal_length_twin(
-    config: ModelConfig, batch: PackedBatch, rng: np.random.Generator
-) -> PackedBatch:
+def equal_length_twin(config: ModelConfig, batch: PackedBatch, rng: np.random.Generator) -> PackedBatch:
     """Same sample count and ~same real tokens as `batch`, every sample the same length."""
     n, tpv = batch.num_samples, config.tokens_per_view
     length = round(batch.total_tokens / n)
@@ -283,13 +279,20 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"{'layout':<16}{'tokens/s':>12}{'tokens/cpu-s':>14}{'step ms':>10}{'cpu ms':>9}")
     for name in ("packed", "padded", "unpadded_limit"):
         r = result[name]
-        print(f"{name:<16}{r['effective_tokens_per_s']:>12.0f}{r['effective_tokens_per_cpu_s']:>14.0f}{r['step_ms']:>10.1f}{r['step_cpu_ms']:>9.1f}")
+        print(
+            f"{name:<16}{r['effective_tokens_per_s']:>12.0f}{r['effective_tokens_per_cpu_s']:>14.0f}{r['step_ms']:>10.1f}{r['step_cpu_ms']:>9.1f}"
+        )
     t = result["targets"]
     print(f"padding fraction (padded)   {result['padding_fraction']:.3f}")
-    for label, key in (("speedup packed vs padded", "speedup_packed_vs_padded"), ("packed / unpadded limit", "ratio_to_limit")):
+    for label, key in (
+        ("speedup packed vs padded", "speedup_packed_vs_padded"),
+        ("packed / unpadded limit", "ratio_to_limit"),
+    ):
         flag = "  below target" if result[key] < t[key] else ""
         two = result[key + "_spread"]
-        print(f"{label:<28}cpu {spread(two['cpu'])}  (target >= {t[key]:.2f}, on CPU time){flag}; wall {spread(two['wall'])}")
+        print(
+            f"{label:<28}cpu {spread(two['cpu'])}  (target >= {t[key]:.2f}, on CPU time){flag}; wall {spread(two['wall'])}"
+        )
     f = result["fp8"]
     print(
         f"fp8 weight-only: linear weight bytes vs bf16 {f['weight_bytes_ratio_vs_bf16']:.3f}, "

@@ -13,10 +13,30 @@ __all__ = ["COMMANDS", "module_name"]
 # The flow first (ingest -> info -> pack -> train, the demo of all of it, benchmarks), then the tools,
 # then the curation verbs.
 COMMANDS: tuple[str, ...] = (
-    "ingest", "info", "pack", "train", "demo", "bench",
-    "check", "convert-checkpoint", "eval", "export", "gc", "inspect", "lineage", "restore", "rl",
-    "select", "delete", "split", "merge", "tag", "diff", "optimize", "view",
-)  # fmt: skip
+    "ingest",
+    "info",
+    "pack",
+    "train",
+    "demo",
+    "bench",
+    "check",
+    "convert-checkpoint",
+    "eval",
+    "export",
+    "gc",
+    "inspect",
+    "lineage",
+    "restore",
+    "rl",
+    "select",
+    "delete",
+    "split",
+    "merge",
+    "tag",
+    "diff",
+    "optimize",
+    "view",
+)
 
 
 def module_name(command: str) -> str:

@@ -17,9 +17,17 @@ __all__ = ["register", "run"]
 def register(sub: argparse._SubParsersAction) -> None:
     # Its own -h: `robolake bench NAME --help` is the benchmark's help, not this parser's.
     s = sub.add_parser("bench", help="run a benchmark, print a table and write JSON", add_help=False)
-    s.add_argument("-h", "--help", action="store_true",
-                   help="show this help; with NAME, the benchmark's own options (default: off)")
-    s.add_argument("which", nargs="?", help="the benchmark (a module of robolake.bench: ingest, pack, load, train, e2e, ...; required)")
+    s.add_argument(
+        "-h",
+        "--help",
+        action="store_true",
+        help="show this help; with NAME, the benchmark's own options (default: off)",
+    )
+    s.add_argument(
+        "which",
+        nargs="?",
+        help="the benchmark (a module of robolake.bench: ingest, pack, load, train, e2e, ...; required)",
+    )
     s.add_argument("--json", default=None, help="write the results here (required)")
     s.add_argument("--quick", action="store_true", help="a smaller run (minutes, not tens of minutes)")
     s.epilog = "Other options (e.g. --data PATH) are passed to the benchmark; `robolake bench NAME --help` lists them."
@@ -37,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
             args.bench_parser.exit(0)
         args.bench_parser.error("the benchmark NAME is required")
     if args.which not in available():
-        print(f"robolake bench: unknown benchmark {args.which!r}; choose one of {', '.join(available())}", file=sys.stderr)
+        print(
+            f"robolake bench: unknown benchmark {args.which!r}; choose one of {', '.join(available())}", file=sys.stderr
+        )
         return 2
     module = importlib.import_module(f"robolake.bench.{args.which}")
     if args.help:

@@ -1,4 +1,4 @@
-"""`robolake check LAKE [--version N]`: verify a lake version end to end (see robolake.lake.check)."""
+"""`robolake check LAKE [--version N]`: verify a lake version end to end (see robolake.lake.upkeep.check)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake.check import check_lake
+    from robolake.lake import check_lake
 
     report = check_lake(args.lake, args.version, quick=args.quick)
     for note in report.notes:

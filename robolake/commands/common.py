@@ -131,8 +131,11 @@ def train_progress_bar(total: int, desc: str = "train") -> Any:
             bar.total = p.total_steps
         bar.n = p.step
         threads = p.torch_threads
-        bar.set_postfix_str(f"loss {p.loss:.4f}, {p.samples_per_s:,.1f} samples/s, data wait {p.data_wait_fraction:.1%}"
-                            + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""), refresh=False)  # fmt: skip
+        bar.set_postfix_str(
+            f"loss {p.loss:.4f}, {p.samples_per_s:,.1f} samples/s, data wait {p.data_wait_fraction:.1%}"
+            + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""),
+            refresh=False,
+        )
         bar.refresh()
         if p.step >= p.total_steps:
             bar.close()
@@ -152,9 +155,14 @@ def print_summary(summary: dict[str, Any]) -> None:
             print(f"  {name:<24} {e['episodes']:>9} {e['steps']:>9}  {', '.join(e['cameras'])}")
     media = summary.get("media")
     if media and media["encodings"]:  # what the frames are, and whether any are lossy (lake.media)
-        print("  frames: " + ", ".join(f"{k}={v}" for k, v in media["fidelity"].items())
-              + " (" + ", ".join(f"{k}: {v}" for k, v in media["encodings"].items()) + ")"
-              + (f"; access copy: {media['access_copy_rows']} frames" if media["access_copy_rows"] else ""))
+        print(
+            "  frames: "
+            + ", ".join(f"{k}={v}" for k, v in media["fidelity"].items())
+            + " ("
+            + ", ".join(f"{k}: {v}" for k, v in media["encodings"].items())
+            + ")"
+            + (f"; access copy: {media['access_copy_rows']} frames" if media["access_copy_rows"] else "")
+        )
         if media.get("note"):
             print(f"  note: {media['note']}")
     if summary["quarantine"]:
@@ -169,8 +177,8 @@ def lake_state(args: argparse.Namespace) -> str:
     if not isinstance(uri, str) or args.command not in ("ingest", "restore", "gc"):
         return ""
     try:
-        from robolake.lake.storage import normalize_uri
-        from robolake.lake.versions import list_versions
+        from robolake.lake import list_versions
+        from robolake.storage import normalize_uri
 
         known = list_versions(normalize_uri(uri))
     except Exception:  # the lake is unreadable: the interruption is all there is to say
@@ -257,9 +265,15 @@ def print_curation(result: Any, text: str, *, as_json: bool) -> None:
 def add_tag_arguments(p: argparse.ArgumentParser) -> None:
     """`--tag NAME` and `--split PART`: read a tagged version (or a split part) of the lake."""
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--tag", default=None, metavar="NAME", help="read the version (and episodes) this tag names (default: none)")
-    g.add_argument("--split", default=None, choices=["train", "val", "test"],
-                   help="read this part of `robolake split` (the tag split:PART; default: the whole lake)")  # fmt: skip
+    g.add_argument(
+        "--tag", default=None, metavar="NAME", help="read the version (and episodes) this tag names (default: none)"
+    )
+    g.add_argument(
+        "--split",
+        default=None,
+        choices=["train", "val", "test"],
+        help="read this part of `robolake split` (the tag split:PART; default: the whole lake)",
+    )
 
 
 def tag_of(args: argparse.Namespace) -> str | None:
@@ -278,9 +292,14 @@ def open_lake_at(uri: str, args: argparse.Namespace, version: int | None = None)
 
 def add_storage_option_argument(p: argparse.ArgumentParser) -> None:
     """`--storage-option KEY=VALUE` (repeatable): Lance/fsspec options for an object-store URI."""
-    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="Lance/fsspec option for an object-store lake, e.g. aws_endpoint=http://127.0.0.1:9000 "
-                        "(repeatable; values are never printed)")  # fmt: skip
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Lance/fsspec option for an object-store lake, e.g. aws_endpoint=http://127.0.0.1:9000 "
+        "(repeatable; values are never printed)",
+    )
 
 
 def storage_options_of(args: argparse.Namespace) -> dict[str, str] | None:
@@ -290,7 +309,8 @@ def storage_options_of(args: argparse.Namespace) -> dict[str, str] | None:
     for pair in args.storage_option:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError("--storage-option must be KEY=VALUE, e.g. aws_region=us-east-1 (got one without '=' or key)")
+            raise ValueError(
+                "--storage-option must be KEY=VALUE, e.g. aws_region=us-east-1 (got one without '=' or key)"
+            )
         out[key] = value
     return out or None
-

@@ -27,8 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run", help="a run directory, its checkpoints/ directory, or a step_N.pt file")
-    p.add_argument("--trust", action="store_true",
-                   help="unpickle the files fully (this runs any code they hold: only for checkpoints whose author you trust)")  # fmt: skip
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="unpickle the files fully (this runs any code they hold: only for checkpoints whose author you trust)",
+    )
     p.set_defaults(fn=run)
 
 
@@ -41,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
     files = legacy_checkpoints(args.run)
     if not files:
-        raise FileNotFoundError(f"no step_N.pt checkpoint at {args.run} (nor in {args.run}/checkpoints); nothing to convert")
+        raise FileNotFoundError(
+            f"no step_N.pt checkpoint at {args.run} (nor in {args.run}/checkpoints); nothing to convert"
+        )
     refused = []
     for f in files:
         try:
@@ -51,8 +56,11 @@ def run(args: argparse.Namespace) -> int:
             continue
         print(f"{f} -> {out}")
     if refused:
-        print(f"robolake convert-checkpoint: {len(refused)} file(s) hold more than tensors and were not converted "
-              f"(first: {refused[0]}); loading them runs whatever code they hold: re-run with --trust only if you "
-              "trust who made them", file=sys.stderr)  # fmt: skip
+        print(
+            f"robolake convert-checkpoint: {len(refused)} file(s) hold more than tensors and were not converted "
+            f"(first: {refused[0]}); loading them runs whatever code they hold: re-run with --trust only if you "
+            "trust who made them",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -22,9 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             "interrupted demo keeps its newest checkpoint, and running it again reuses what OUT holds."
         ),
     )
-    s.add_argument("--out", default="demo_out", help="directory for the demonstrations, lake, shards, checkpoints and report")
-    s.add_argument("--quick", action="store_true",
-                   help="a first look in minutes: 3 demonstrations per task, 40 training steps, 2 evaluation episodes per task")  # fmt: skip
+    s.add_argument(
+        "--out", default="demo_out", help="directory for the demonstrations, lake, shards, checkpoints and report"
+    )
+    s.add_argument(
+        "--quick",
+        action="store_true",
+        help="a first look in minutes: 3 demonstrations per task, 40 training steps, 2 evaluation episodes per task",
+    )
     s.set_defaults(fn=run)
 
 

@@ -35,8 +35,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(d.to_json(), indent=2, sort_keys=True))
         return 0
-    print(f"lake {lake.uri}: {d.a} -> {d.b}: {len(d.added)} episodes added, {len(d.removed)} removed, "
-          f"{d.quarantine_added} quarantine rows added")
+    print(
+        f"lake {lake.uri}: {d.a} -> {d.b}: {len(d.added)} episodes added, {len(d.removed)} removed, "
+        f"{d.quarantine_added} quarantine rows added"
+    )
     for op in d.operations:
         why = f": {op['reason']}" if op.get("reason") else ""
         print(f"  version {op['version']}: {op['operation']}" + (f" by {op['who']}" if op.get("who") else "") + why)

@@ -26,12 +26,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     s.add_argument("--sim", default="metaworld", choices=["metaworld"], help="simulator suite")
-    s.add_argument("--tasks", default=None, help="comma-separated task names (default: reach,push,pick-place,drawer-open,button-press)")
-    s.add_argument("--checkpoint", required=True, help="a training run directory, its checkpoints/ directory, or one step_N checkpoint")
+    s.add_argument(
+        "--tasks",
+        default=None,
+        help="comma-separated task names (default: reach,push,pick-place,drawer-open,button-press)",
+    )
+    s.add_argument(
+        "--checkpoint",
+        required=True,
+        help="a training run directory, its checkpoints/ directory, or one step_N checkpoint",
+    )
     s.add_argument("--episodes", type=int, default=10, help="episodes per task (default 10)")
-    s.add_argument("--replan", type=int, default=4, help="actions of each 16-step chunk executed before asking the policy again (default 4)")
-    s.add_argument("--noise-scale", type=float, default=0.0,
-                   help="scale of the flow's starting noise: 0 acts deterministically (default), 1 samples the learned distribution")
+    s.add_argument(
+        "--replan",
+        type=int,
+        default=4,
+        help="actions of each 16-step chunk executed before asking the policy again (default 4)",
+    )
+    s.add_argument(
+        "--noise-scale",
+        type=float,
+        default=0.0,
+        help="scale of the flow's starting noise: 0 acts deterministically (default), 1 samples the learned distribution",
+    )
     s.add_argument("--workers", type=int, default=2, help="environment worker actors (0: in this process)")
     s.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
     s.add_argument("--seed", type=int, default=0, help="evaluation seed (episodes come from the evaluation seed range)")
@@ -40,13 +57,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", default=None, metavar="PATH", help="write the result JSON here (default: OUT/eval.json)")
     s.add_argument("--out", default="eval_out", metavar="DIR", help="directory for eval.json, success.png and videos/")
     s.add_argument("--device", default="cpu", help="device of the policy (cpu, cuda)")
-    s.add_argument("--record-to", default=None, metavar="LAKE",
-                   help="also write every episode of the policy into this lake (created if missing) as a rollout "
-                        "episode: frames, states, executed actions, the policy's chunks, rewards, success, seed, "
-                        "checkpoint; select them with --where \"source='rollout'\" (default: not recorded)")  # fmt: skip
-    s.add_argument("--torch-threads", type=int, default=None, metavar="N",
-                   help="torch threads of the policy (default: the cores left after --workers, or ROBOLAKE_TORCH_THREADS / "
-                        "OMP_NUM_THREADS when set)")  # fmt: skip
+    s.add_argument(
+        "--record-to",
+        default=None,
+        metavar="LAKE",
+        help="also write every episode of the policy into this lake (created if missing) as a rollout "
+        "episode: frames, states, executed actions, the policy's chunks, rewards, success, seed, "
+        "checkpoint; select them with --where \"source='rollout'\" (default: not recorded)",
+    )
+    s.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch threads of the policy (default: the cores left after --workers, or ROBOLAKE_TORCH_THREADS / "
+        "OMP_NUM_THREADS when set)",
+    )
     s.set_defaults(fn=run)
 
 
@@ -70,12 +96,24 @@ def run(args: argparse.Namespace) -> int:
         rollout=RolloutConfig(replan=args.replan, num_workers=args.workers, envs_per_worker=args.envs_per_worker),
     )
     # The environment actors keep their cores busy while the policy thinks: it gets the rest.
-    threads = set_torch_threads(reserved=args.workers * math.ceil(config.rollout.num_cpus_per_worker), explicit=args.torch_threads)
+    threads = set_torch_threads(
+        reserved=args.workers * math.ceil(config.rollout.num_cpus_per_worker), explicit=args.torch_threads
+    )
     runs = "the policy" + ("" if args.no_baselines else ", the scripted expert and 2 floors")
-    print(f"evaluating {args.checkpoint}: {len(tasks)} tasks x {args.episodes} episodes for {runs} on "
-          f"{args.workers or 'no'} worker actors ({threads.describe()}); starting the environments...", flush=True)  # fmt: skip
-    result = evaluate_checkpoint(args.checkpoint, config, out_dir=args.out, json_path=args.json, device=args.device,
-                                 progress=tqdm_progress(), record_to=args.record_to)  # fmt: skip
+    print(
+        f"evaluating {args.checkpoint}: {len(tasks)} tasks x {args.episodes} episodes for {runs} on "
+        f"{args.workers or 'no'} worker actors ({threads.describe()}); starting the environments...",
+        flush=True,
+    )
+    result = evaluate_checkpoint(
+        args.checkpoint,
+        config,
+        out_dir=args.out,
+        json_path=args.json,
+        device=args.device,
+        progress=tqdm_progress(),
+        record_to=args.record_to,
+    )
     base = result.get("baselines", {})
     floor = result.get("floor", {})
     print(f"{'task':<14} {'policy':>8} {'95% CI':>13} {'expert':>7} {'floor':>6} {'length':>7}")
@@ -96,8 +134,10 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if "recorded" in result:
         r = result["recorded"]
-        print(f"recorded {r['written']} rollout episodes ({r['successes']} successful, {r['steps']} steps) into {r['lake']} "
-              f"version {r['lake_version']}" + (f"; {r['skipped']} were there already" if r["skipped"] else ""))  # fmt: skip
+        print(
+            f"recorded {r['written']} rollout episodes ({r['successes']} successful, {r['steps']} steps) into {r['lake']} "
+            f"version {r['lake_version']}" + (f"; {r['skipped']} were there already" if r["skipped"] else "")
+        )
     return 0
 
 
@@ -110,6 +150,8 @@ def wrote_line(result: dict[str, Any], out: str) -> str:
         wrote.append(f"{result['plot']} (success per task beside the expert and the floor)")
     videos = result.get("videos") or []
     if videos:
-        wrote.append(f"{len(videos)} rollout GIF{'s' if len(videos) != 1 else ''} in {os.path.join(out, 'videos')}/ "
-                     "(each says success or failure on its frames)")  # fmt: skip
+        wrote.append(
+            f"{len(videos)} rollout GIF{'s' if len(videos) != 1 else ''} in {os.path.join(out, 'videos')}/ "
+            "(each says success or failure on its frames)"
+        )
     return "wrote " + ", ".join(wrote) if wrote else ""

@@ -24,23 +24,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("lake", help="the lake to read (a path or object-store URI)")
     s.add_argument("out", help="a new or empty local directory for the dataset(s)")
     s.add_argument("--format", default="lerobot-v3", choices=["lerobot-v3"], help="output format")
-    s.add_argument("--embodiment", action="append", default=None, metavar="TAG",
-                   help="export only this embodiment (repeat for several; default: every embodiment)")  # fmt: skip
-    s.add_argument("--task", action="append", default=None, metavar="TEXT", help="only episodes with this exact task (repeat for several; default: any task)")
-    s.add_argument("--task-contains", default=None, metavar="TEXT", help="only episodes whose task contains TEXT (default: any task)")
-    s.add_argument("--success", choices=["true", "false"], default=None, help="only successful (true) or unsuccessful (false) episodes (default: both)")
+    s.add_argument(
+        "--embodiment",
+        action="append",
+        default=None,
+        metavar="TAG",
+        help="export only this embodiment (repeat for several; default: every embodiment)",
+    )
+    s.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        metavar="TEXT",
+        help="only episodes with this exact task (repeat for several; default: any task)",
+    )
+    s.add_argument(
+        "--task-contains",
+        default=None,
+        metavar="TEXT",
+        help="only episodes whose task contains TEXT (default: any task)",
+    )
+    s.add_argument(
+        "--success",
+        choices=["true", "false"],
+        default=None,
+        help="only successful (true) or unsuccessful (false) episodes (default: both)",
+    )
     s.add_argument("--version", type=int, default=None, help="lake version to export (default: the newest)")
     add_tag_arguments(s)
-    s.add_argument("--crf", type=int, default=None, help="h264 constant rate factor (default 23; lower is better quality)")
-    s.add_argument("--copy-video", action="store_true",
-                   help="copy recorded video packets into the mp4s without re-encoding where the codec fits (bit-exact)")
+    s.add_argument(
+        "--crf", type=int, default=None, help="h264 constant rate factor (default 23; lower is better quality)"
+    )
+    s.add_argument(
+        "--copy-video",
+        action="store_true",
+        help="copy recorded video packets into the mp4s without re-encoding where the codec fits (bit-exact)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
     s.set_defaults(fn=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake.export import ExportConfig, export_lerobot
-    from robolake.lake.query import EpisodeFilter
+    from robolake.lake import EpisodeFilter, ExportConfig, export_lerobot
     from robolake.writers.lerobot import VideoOptions
 
     where = EpisodeFilter(
@@ -52,9 +77,12 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.no_progress else tqdm_progress()
     config = ExportConfig(video=VideoOptions(codec="h264", crf=args.crf), copy_video=args.copy_video)
     results = export_lerobot(
-        open_lake_at(args.lake, args, args.version), args.out, filter=None if where.is_empty else where,
-        config=config, progress=progress,
-    )  # fmt: skip
+        open_lake_at(args.lake, args, args.version),
+        args.out,
+        filter=None if where.is_empty else where,
+        config=config,
+        progress=progress,
+    )
     for r in results:
         print(
             f"exported {r.episodes} episodes ({r.frames} frames, {r.tasks} tasks, {r.videos} mp4 files) of "

@@ -10,13 +10,15 @@ __all__ = ["register", "run"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gc", help="remove files that no lake version published within --older-than needs")
     p.add_argument("lake", help="the lake URI")
-    p.add_argument("--older-than", default="7d", help="retention: versions newer than this (and the newest) stay (default 7d)")
+    p.add_argument(
+        "--older-than", default="7d", help="retention: versions newer than this (and the newest) stay (default 7d)"
+    )
     p.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
     p.set_defaults(fn=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake.gc import gc, parse_age
+    from robolake.lake import gc, parse_age
 
     r = gc(args.lake, parse_age(args.older_than), dry_run=args.dry_run)
     verb = "would remove" if r.dry_run else "removed"

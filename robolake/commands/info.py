@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake.check import missing_files
+    from robolake.lake import missing_files
 
     lake = open_lake_at(args.lake, args, args.version)
     missing = missing_files(lake.uri, lake.version_info, lake.storage_options)

@@ -12,10 +12,11 @@ __all__ = ["register", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from robolake.lake.sources import format_choices, formats
+    from robolake.lake import format_choices, formats
 
     s = sub.add_parser(
-        "ingest", help="ingest a dataset, a recording, or a directory of them into a lake",
+        "ingest",
+        help="ingest a dataset, a recording, or a directory of them into a lake",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="formats (detected per file or directory with --format auto):\n"
         + "\n".join(f"  {f.name:<10} {f.description}" for f in formats()),
@@ -23,34 +24,65 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("src", help="a dataset directory, a recording file, or a folder of them (searched at any depth)")
     s.add_argument("lake", help="the lake URI (created if missing)")
     s.add_argument("--format", default="auto", choices=format_choices(), help="source format (default: detect)")
-    s.add_argument("--map", default=None, metavar="FILE",
-                   help="YAML/JSON mapping: which topics/keys become state, action, cameras, task (see `robolake inspect`; default: the format's own)")
-    s.add_argument("--state-only", action="store_true",
-                   help="ingest without cameras: accept episodes without frames instead of quarantining them, and leave "
-                        "out the default cameras of bags and MCAP files")
-    s.add_argument("--frames", default="record", choices=["record", "jpeg", "h264"],
-                   help="how camera frames are stored: record (default: a source video's own packets, bit-exact and no bigger "
-                        "than the source; images as recorded; raw pixels lossless), or the lossy jpeg (JPEG q80 a frame) or "
-                        "h264 (key-referenced; see --crf), recorded per row and in `robolake info`")
-    s.add_argument("--crf", type=int, default=None, metavar="N",
-                   help="with --frames h264: its constant rate factor (default 22; lower is better quality)")
-    s.add_argument("--access-copy", default=None, choices=["h264"],
-                   help="also write a key-referenced h264 access copy of recorded videos, for fast random reads "
-                        "(derived from the record; `robolake optimize --access-copy none` drops it; default: none)")
-    s.add_argument("--resample", default=None, choices=["ticks", "none"],
-                   help="topic logs and stamped HDF5: ticks (fixed-rate ticks) or none (a step per message of the first "
-                        "state stream; default: the mapping's `resample:`, else ticks)")
-    s.add_argument("--max-read-gb", type=float, default=None, metavar="GB",
-                   help="the read budget: a source declaring more for one read (a dataset, a frame, a chunk) is "
-                        "quarantined before it is read (default: 2)")
-    s.add_argument("--embodiment", default=None, help="force this embodiment tag (default: the one the source names or implies)")
+    s.add_argument(
+        "--map",
+        default=None,
+        metavar="FILE",
+        help="YAML/JSON mapping: which topics/keys become state, action, cameras, task (see `robolake inspect`; default: the format's own)",
+    )
+    s.add_argument(
+        "--state-only",
+        action="store_true",
+        help="ingest without cameras: accept episodes without frames instead of quarantining them, and leave "
+        "out the default cameras of bags and MCAP files",
+    )
+    s.add_argument(
+        "--frames",
+        default="record",
+        choices=["record", "jpeg", "h264"],
+        help="how camera frames are stored: record (default: a source video's own packets, bit-exact and no bigger "
+        "than the source; images as recorded; raw pixels lossless), or the lossy jpeg (JPEG q80 a frame) or "
+        "h264 (key-referenced; see --crf), recorded per row and in `robolake info`",
+    )
+    s.add_argument(
+        "--crf",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --frames h264: its constant rate factor (default 22; lower is better quality)",
+    )
+    s.add_argument(
+        "--access-copy",
+        default=None,
+        choices=["h264"],
+        help="also write a key-referenced h264 access copy of recorded videos, for fast random reads "
+        "(derived from the record; `robolake optimize --access-copy none` drops it; default: none)",
+    )
+    s.add_argument(
+        "--resample",
+        default=None,
+        choices=["ticks", "none"],
+        help="topic logs and stamped HDF5: ticks (fixed-rate ticks) or none (a step per message of the first "
+        "state stream; default: the mapping's `resample:`, else ticks)",
+    )
+    s.add_argument(
+        "--max-read-gb",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="the read budget: a source declaring more for one read (a dataset, a frame, a chunk) is "
+        "quarantined before it is read (default: 2)",
+    )
+    s.add_argument(
+        "--embodiment", default=None, help="force this embodiment tag (default: the one the source names or implies)"
+    )
     s.add_argument("--ray-address", default=None, help="Ray cluster address (default: local Ray)")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
     s.set_defaults(fn=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake.ingest import IngestConfig, ingest
+    from robolake.lake import IngestConfig, ingest
 
     quiet_ray()
     if args.format == "synthetic" and not os.path.isdir(args.src):
@@ -58,16 +90,24 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"generating synthetic dataset at {args.src}")
         generate_synthetic(args.src, SyntheticConfig())
-    from robolake.lake.sources.mapping import load_mapping
+    from robolake.lake import load_mapping
 
     mapping = load_mapping(args.map) if args.map else None
-    from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
+    from robolake.lake import DEFAULT_MAX_READ_BYTES
 
     budget = DEFAULT_MAX_READ_BYTES if args.max_read_gb is None else max(1, int(args.max_read_gb * 1e9))
-    config = IngestConfig(format=args.format, embodiment=args.embodiment, ray_address=args.ray_address,
-                          mapping=mapping, state_only=args.state_only, video_frames=args.frames, video_crf=args.crf,
-                          access_copy=args.access_copy,
-                          resample=args.resample, max_read_bytes=budget)
+    config = IngestConfig(
+        format=args.format,
+        embodiment=args.embodiment,
+        ray_address=args.ray_address,
+        mapping=mapping,
+        state_only=args.state_only,
+        video_frames=args.frames,
+        video_crf=args.crf,
+        access_copy=args.access_copy,
+        resample=args.resample,
+        max_read_bytes=budget,
+    )
     result = ingest(args.src, args.lake, config, progress=None if args.no_progress else tqdm_progress())
     print(
         f"ingested {result.ingested} episodes ({result.steps} steps, {result.frames} frames) in "

@@ -20,18 +20,35 @@ from typing import Any
 
 __all__ = ["register", "run", "format_report", "inspect_units"]
 
-_COLUMNS = ("type", "encoding", "count", "rate_hz", "header_rate_hz", "shape", "start_s", "end_s", "shared_stamps",
-            "distinct_stamps_hz", "groups", "camera", "role")
+_COLUMNS = (
+    "type",
+    "encoding",
+    "count",
+    "rate_hz",
+    "header_rate_hz",
+    "shape",
+    "start_s",
+    "end_s",
+    "shared_stamps",
+    "distinct_stamps_hz",
+    "groups",
+    "camera",
+    "role",
+)
 _NOT_HEAD = {"path", "ingest", "suggested_mapping", "notes", "error", "contents"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="show what a source holds (topics/keys, types, counts, rates, shapes, time span, roles)")
+    p = sub.add_parser(
+        "inspect", help="show what a source holds (topics/keys, types, counts, rates, shapes, time span, roles)"
+    )
     p.add_argument("src", help="a dataset directory, a recording file, or a folder of them")
     p.add_argument("--format", default="auto", help="only this source format (default: detect)")
     p.add_argument("--map", default=None, metavar="FILE", help="a mapping to check against the source (default: none)")
     p.add_argument("--state-only", action="store_true", help="describe what ingest --state-only would do (no cameras)")
-    p.add_argument("--suggest-map", action="store_true", help="print a mapping YAML to start from (> arm.yaml), nothing else")
+    p.add_argument(
+        "--suggest-map", action="store_true", help="print a mapping YAML to start from (> arm.yaml), nothing else"
+    )
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.set_defaults(fn=run)
 
@@ -73,8 +90,11 @@ def format_report(info: dict[str, Any], indent: str = "") -> list[str]:
         lines.append(f"{indent}  ingest: {info['ingest']}")
     if info.get("error"):
         lines.append(f"{indent}  error: {info['error']}")
-    head = [f"{k}={_cell(v)}" for k, v in info.items()
-            if k not in _NOT_HEAD and not isinstance(v, dict) and not (isinstance(v, list) and v and isinstance(v[0], dict))]
+    head = [
+        f"{k}={_cell(v)}"
+        for k, v in info.items()
+        if k not in _NOT_HEAD and not isinstance(v, dict) and not (isinstance(v, list) and v and isinstance(v[0], dict))
+    ]
     if head:
         lines.append(f"{indent}  " + "  ".join(head))
     for k, v in info.items():
@@ -99,7 +119,7 @@ def inspect_units(src: str, *, format: str = "auto", options: Any = None) -> tup
     Raises:
         ValueError: `src` missing or an unknown format.
     """
-    from robolake.lake.sources import FailedUnit, SourceOptions, find_units, open_unit
+    from robolake.lake import FailedUnit, SourceOptions, find_units, open_unit
 
     options = options or SourceOptions()
     scan = find_units(src, format=format)
@@ -107,8 +127,12 @@ def inspect_units(src: str, *, format: str = "auto", options: Any = None) -> tup
     for path, fmt in scan.units:
         opened = open_unit(path, fmt, options)
         if isinstance(opened, FailedUnit):
-            report: dict[str, Any] = {"format": fmt.name, "path": path, "opens": False,
-                                      "ingest": f"quarantined ({opened.reason_code}): {opened.message}"}
+            report: dict[str, Any] = {
+                "format": fmt.name,
+                "path": path,
+                "opens": False,
+                "ingest": f"quarantined ({opened.reason_code}): {opened.message}",
+            }
             if fmt.inspect_unit is not None:
                 try:
                     described = fmt.inspect_unit(path, options)
@@ -120,13 +144,14 @@ def inspect_units(src: str, *, format: str = "auto", options: Any = None) -> tup
         try:
             reports.append({"opens": True, **opened.inspect()})
         except Exception as e:  # one unreadable unit should not hide the others
-            reports.append({"format": opened.format_name, "path": opened.root, "opens": True, "error": f"{type(e).__name__}: {e}"})
+            reports.append(
+                {"format": opened.format_name, "path": opened.root, "opens": True, "error": f"{type(e).__name__}: {e}"}
+            )
     return reports, scan
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake.sources import SourceOptions
-    from robolake.lake.sources.mapping import load_mapping
+    from robolake.lake import SourceOptions, load_mapping
 
     mapping = load_mapping(args.map) if args.map else None
     options = SourceOptions(mapping=mapping, state_only=bool(getattr(args, "state_only", False)))
@@ -142,13 +167,26 @@ def run(args: argparse.Namespace) -> int:
             return 0
         print(with_map[0]["suggested_mapping"], end="")
         for r in with_map[1:]:
-            print(f"# also under {args.src}: {r['path']} ({r.get('format')}); `robolake inspect {r['path']} --suggest-map` for its own")
+            print(
+                f"# also under {args.src}: {r['path']} ({r.get('format')}); `robolake inspect {r['path']} --suggest-map` for its own"
+            )
         return 0
     if args.json:
-        print(json.dumps({
-            "units": reports, "unrecognised": list(scan.unrecognised),
-            "failed": [{"path": r["path"], "format": r.get("format"), "reason": r["ingest"]} for r in reports if not r.get("opens")],
-        }, indent=2, default=str))
+        print(
+            json.dumps(
+                {
+                    "units": reports,
+                    "unrecognised": list(scan.unrecognised),
+                    "failed": [
+                        {"path": r["path"], "format": r.get("format"), "reason": r["ingest"]}
+                        for r in reports
+                        if not r.get("opens")
+                    ],
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return 0
     for info in reports:
         print("\n".join(format_report(info)))

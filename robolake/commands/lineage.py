@@ -39,16 +39,20 @@ def run(args: argparse.Namespace) -> int:
     if lin.get("source") == "pack":
         state = {True: "matches", False: "DIFFERS", None: "not checked"}[report.pack_matches]
         spec = lin.get("pack_spec") or {}
-        print(f"  trained on packed shards {lin['pack_uri']} (shards version {lin.get('shards_version')}, "
-              f"manifest sha256 {str(lin.get('pack_manifest_sha256'))[:16]}... {state}; "
-              f"max_tokens {spec.get('max_tokens')}, seed {spec.get('seed')})")  # fmt: skip
+        print(
+            f"  trained on packed shards {lin['pack_uri']} (shards version {lin.get('shards_version')}, "
+            f"manifest sha256 {str(lin.get('pack_manifest_sha256'))[:16]}... {state}; "
+            f"max_tokens {spec.get('max_tokens')}, seed {spec.get('seed')})"
+        )
     else:
         print("  trained on the lake, packed on the fly")
     tag = f" (tag {lin['lake_tag']})" if lin.get("lake_tag") else ""
     print(f"  from lake {lin['lake_uri']} at version {lin['lake_version']}{tag}")
     for rank, ledger in sorted((lin.get("samples") or {}).items()):
         if ledger:
-            print(f"  samples of rank {rank}: {ledger['lines']} batches in {ledger['file']} (sha256 {ledger['sha256'][:16]}...)")
+            print(
+                f"  samples of rank {rank}: {ledger['lines']} batches in {ledger['file']} (sha256 {ledger['sha256'][:16]}...)"
+            )
     for note in report.notes:
         print(f"  note: {note}")
     print(f"  {len(report.episodes)} episodes:")

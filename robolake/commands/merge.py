@@ -29,7 +29,10 @@ def run(args: argparse.Namespace) -> int:
 
     r = curate.merge(args.lakes, args.into, reason=args.reason)
     dup = len(r.summary["duplicates"])
-    print_curation(r, f"lake {r.lake}: version {r.version} merged {len(args.lakes)} lakes "
-                      f"({r.summary['episodes_added']} episodes added to the first's, {dup} duplicates landed once)",
-                   as_json=args.json)
+    print_curation(
+        r,
+        f"lake {r.lake}: version {r.version} merged {len(args.lakes)} lakes "
+        f"({r.summary['episodes_added']} episodes added to the first's, {dup} duplicates landed once)",
+        as_json=args.json,
+    )
     return 0

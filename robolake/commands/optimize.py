@@ -14,28 +14,36 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compact the lake's small fragments and rebuild its indexes (a new version; gc frees the old files)",
     )
     p.add_argument("lake", help="the lake URI")
-    p.add_argument("--upgrade", action="store_true",
-                   help="first upgrade a lake of an older format in place (adds empty tables, rewrites nothing)")
-    p.add_argument("--access-copy", default=None, choices=["h264", "none"],
-                   help="h264: derive a key-referenced h264 access copy of every recorded video that has none (fast random "
-                        "reads; rebuilt from the record); none: drop it (gc frees its files) (default: leave access copies as they are)")
+    p.add_argument(
+        "--upgrade",
+        action="store_true",
+        help="first upgrade a lake of an older format in place (adds empty tables, rewrites nothing)",
+    )
+    p.add_argument(
+        "--access-copy",
+        default=None,
+        choices=["h264", "none"],
+        help="h264: derive a key-referenced h264 access copy of every recorded video that has none (fast random "
+        "reads; rebuilt from the record); none: drop it (gc frees its files) (default: leave access copies as they are)",
+    )
     p.set_defaults(fn=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake.compact import optimize
+    from robolake.lake import optimize
 
     if args.upgrade:
-        from robolake.lake.upgrade import upgrade
+        from robolake.lake import upgrade
 
         u = upgrade(args.lake)
         if u.from_format == u.to_format:
             print(f"lake {args.lake}: already format {u.to_format}")
         else:
-            print(f"lake {args.lake}: upgraded from format {u.from_format} to {u.to_format} (created {', '.join(u.created) or 'nothing'})")
+            print(
+                f"lake {args.lake}: upgraded from format {u.from_format} to {u.to_format} (created {', '.join(u.created) or 'nothing'})"
+            )
     if args.access_copy is not None:
-        from robolake.lake.access import build_access_copy, drop_access_copy
-        from robolake.lake.lake import Lake
+        from robolake.lake import Lake, build_access_copy, drop_access_copy
 
         lake = Lake.open(args.lake)
         a = drop_access_copy(lake) if args.access_copy == "none" else build_access_copy(lake, args.access_copy)

@@ -21,28 +21,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("lake", help="the lake to pack (directory or object-store URI)")
     s.add_argument("out", help="where shards.lance and manifest.json are written")
     s.add_argument("--max-tokens", type=int, default=4096, help="capacity of one packed sequence, in backbone tokens")
-    s.add_argument("--algorithm", default="bfd", choices=["bfd", "ffd", "window"],
-                   help="best-fit decreasing, first-fit decreasing, or the bounded-memory window packer")  # fmt: skip
+    s.add_argument(
+        "--algorithm",
+        default="bfd",
+        choices=["bfd", "ffd", "window"],
+        help="best-fit decreasing, first-fit decreasing, or the bounded-memory window packer",
+    )
     s.add_argument("--window", type=int, default=8192, help="samples held by the window packer")
     s.add_argument("--horizon", type=int, default=16, help="action chunk length H")
-    s.add_argument("--tokens-per-view", type=int, default=DEFAULT_TOKENS_PER_VIEW,
-                   help="backbone tokens per camera view; the model pools each view's patches down to it, so a preset "
-                        "needs at least that many patches (tiny has 16, small and n15 256)")
+    s.add_argument(
+        "--tokens-per-view",
+        type=int,
+        default=DEFAULT_TOKENS_PER_VIEW,
+        help="backbone tokens per camera view; the model pools each view's patches down to it, so a preset "
+        "needs at least that many patches (tiny has 16, small and n15 256)",
+    )
     s.add_argument("--max-text-tokens", type=int, default=None, help="cap on instruction tokens (default: no cap)")
     s.add_argument("--step-stride", type=int, default=1, help="every k-th step starts a sample")
     s.add_argument("--seed", type=int, default=0, help="seed of the sample shuffle and the packer")
     s.add_argument("--lake-version", type=int, default=None, help="pack an older lake version (default: the newest)")
     add_tag_arguments(s)
     s.add_argument("--reject-oversize", action="store_true", help="record and skip samples over max-tokens")
-    s.add_argument("--mix", default=None, metavar="KEY=V:W,...|FILE",
-                   help="weighted mixture, e.g. 'embodiment=gr1:0.5,so101:0.3,*:0.2' (key: embodiment, task, source, tag "
-                        "or split; * = the rest), or a YAML/JSON file; groups repeat or subsample to their shares "
-                        "(default: every sample once)")  # fmt: skip
-    s.add_argument("--mix-share", default=None, choices=["samples", "tokens"],
-                   help="what a mixture weight is a share of (default: samples, or the mixture file's `share`)")
-    s.add_argument("--image-size", type=int, default=None,
-                   help="write frames at the model's input size N x N, a training rendition the loader never resizes "
-                        "(default: the recorded size, resized when loading)")  # fmt: skip
+    s.add_argument(
+        "--mix",
+        default=None,
+        metavar="KEY=V:W,...|FILE",
+        help="weighted mixture, e.g. 'embodiment=gr1:0.5,so101:0.3,*:0.2' (key: embodiment, task, source, tag "
+        "or split; * = the rest), or a YAML/JSON file; groups repeat or subsample to their shares "
+        "(default: every sample once)",
+    )
+    s.add_argument(
+        "--mix-share",
+        default=None,
+        choices=["samples", "tokens"],
+        help="what a mixture weight is a share of (default: samples, or the mixture file's `share`)",
+    )
+    s.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        help="write frames at the model's input size N x N, a training rendition the loader never resizes "
+        "(default: the recorded size, resized when loading)",
+    )
     s.add_argument("--overwrite", action="store_true", help="replace an existing pack output at OUT")
     s.add_argument("--webdataset", default=None, metavar="DIR", help="also export WebDataset tars here (default: none)")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -60,7 +80,9 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         window=args.window,
         horizon=args.horizon,
         step_stride=args.step_stride,
-        tokens=TokenLengthConfig(tokens_per_view=args.tokens_per_view, max_text_tokens=args.max_text_tokens, state_tokens=0),
+        tokens=TokenLengthConfig(
+            tokens_per_view=args.tokens_per_view, max_text_tokens=args.max_text_tokens, state_tokens=0
+        ),
         seed=args.seed,
         on_oversize="reject" if args.reject_oversize else "error",
         image_size=args.image_size,
@@ -85,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
         f"would spend {1 - m.padded_fill:.1%} of their tokens on padding (fill {m.padded_fill:.4f})"
     )
     if m.mixture is not None:
-        parts = ", ".join(f"{c['value']} {c['realised_share']:.3f} (target {c['target_share']:.3f}, x{c['repeats']:.2f})"
-                          for c in m.mixture["components"])  # fmt: skip
+        parts = ", ".join(
+            f"{c['value']} {c['realised_share']:.3f} (target {c['target_share']:.3f}, x{c['repeats']:.2f})"
+            for c in m.mixture["components"]
+        )
         print(f"  mixture by {m.mixture['key']}, shares of {m.mixture['unit']}: {parts}")
     if m.rejected:
         print(f"  rejected {len(m.rejected)} samples longer than max_tokens (listed in {args.out}/manifest.json)")
@@ -123,4 +147,6 @@ def _advise_capacity(lake: Any, spec: Any, m: Any) -> None:
     elif m.fill <= m.padded_fill + 0.005:
         print("  packing gains nothing over padding on these lengths (they barely differ)")
     if s.max_tokens != spec.max_tokens and s.fill > s.current_fill + 0.005:
-        print(f"  suggestion: --max-tokens {s.max_tokens} packs these lengths to fill {s.fill:.3f} (vs {s.current_fill:.3f})")
+        print(
+            f"  suggestion: --max-tokens {s.max_tokens} packs these lengths to fill {s.fill:.3f} (vs {s.current_fill:.3f})"
+        )

@@ -6,10 +6,12 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from robolake.rl.config import LearnerConfig, RLConfig
+from robolake.rl.options import add_pipeline_arguments, pipeline_config
 
-__all__ = ["add_pipeline_arguments", "config_from_args", "pipeline_config", "register", "run"]
+if TYPE_CHECKING:
+    from robolake.rl.config import RLConfig
+
+__all__ = ["config_from_args", "register", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,13 +28,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--sim", default="metaworld", choices=["metaworld", "point"], help="simulator suite")
     s.add_argument("--tasks", default=None, help="comma-separated task names (default: the suite's default tasks)")
-    s.add_argument("--init", default=None, metavar="RUN", help="behaviour-cloned run directory or checkpoint to start from (default: none; --sim metaworld needs one, --sim point starts from a fresh tiny model)")
+    s.add_argument(
+        "--init",
+        default=None,
+        metavar="RUN",
+        help="behaviour-cloned run directory or checkpoint to start from (default: none; --sim metaworld needs one, --sim point starts from a fresh tiny model)",
+    )
     s.add_argument("--mode", default="async", choices=["async", "sync"], help="asynchronous pipeline or lockstep")
     s.add_argument("--steps", type=int, default=20_000, help="environment-step budget")
     s.add_argument("--out", required=True, help="output directory")
     add_pipeline_arguments(s)
     s.add_argument("--micro-batch", type=int, default=16, help="action chunks per micro-batch")
-    s.add_argument("--max-staleness", type=int, default=2, help="K: chunks more than K versions old are dropped/corrected")
+    s.add_argument(
+        "--max-staleness", type=int, default=2, help="K: chunks more than K versions old are dropped/corrected"
+    )
     s.add_argument("--staleness-mode", default="drop", choices=["drop", "correct"], help="what to do with stale chunks")
     s.add_argument("--max-batch", type=int, default=16, help="generation batch closes when this full")
     s.add_argument("--deadline-ms", type=float, default=5.0, help="...or this long after its first observation")
@@ -49,40 +58,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0, help="seed of resets and sampling noise")
     s.add_argument("--log-every", type=float, default=2.0, help="seconds between metric rows")
     s.add_argument("--no-learn", action="store_true", help="roll out only (no updates)")
-    s.add_argument("--record-to", default=None, metavar="LAKE",
-                   help="also write every finished episode into this lake (created if missing) as a rollout episode: "
-                        "frames, states, executed actions, the chunks with their weight versions, rewards, success, seed, "
-                        "the starting checkpoint; costs a render per step (default: not recorded)")  # fmt: skip
-    s.set_defaults(fn=run)
-
-
-def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
-    """The options `robolake rl` and `robolake bench rl` share: actors, chunks, sampler noise, learning rate."""
-    p.add_argument("--workers", type=int, default=2, help="environment worker actors")
-    p.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
-    p.add_argument("--execute-steps", type=int, default=8, help="actions executed per chunk (replanning horizon)")
-    p.add_argument("--sigma", type=float, default=0.2, help="noise std per Euler step (normalised action units)")
-    p.add_argument("--start-noise", type=float, default=0.0, help="scale of each chain's starting noise (0: start where the evaluator does)")
-    p.add_argument("--lr", type=float, default=1e-5, help="learner learning rate")
-
-
-def pipeline_config(args: argparse.Namespace, tasks: tuple[str, ...], *, learner: LearnerConfig | None = None,
-                    **fields: Any) -> RLConfig:
-    """An RLConfig from the options `add_pipeline_arguments` added, `learner` (its lr from `--lr`) and
-    the other RLConfig `fields` (mode, env_steps, seed, ...)."""
-    import dataclasses
-
-    from robolake.rl.config import LearnerConfig, RLConfig, SamplerConfig
-
-    return RLConfig(
-        tasks=tasks,
-        num_workers=args.workers,
-        envs_per_worker=args.envs_per_worker,
-        execute_steps=args.execute_steps,
-        sampler=SamplerConfig(sigma=args.sigma, start_noise=args.start_noise),
-        learner=dataclasses.replace(learner or LearnerConfig(), lr=args.lr),
-        **fields,
+    s.add_argument(
+        "--record-to",
+        default=None,
+        metavar="LAKE",
+        help="also write every finished episode into this lake (created if missing) as a rollout episode: "
+        "frames, states, executed actions, the chunks with their weight versions, rewards, success, seed, "
+        "the starting checkpoint; costs a render per step (default: not recorded)",
     )
+    s.set_defaults(fn=run)
 
 
 def config_from_args(args: argparse.Namespace, tasks: tuple[str, ...]) -> RLConfig:
@@ -90,7 +74,8 @@ def config_from_args(args: argparse.Namespace, tasks: tuple[str, ...]) -> RLConf
     from robolake.rl.config import GenerationConfig, LatencyProfile, LearnerConfig, Resources
 
     return pipeline_config(
-        args, tasks,
+        args,
+        tasks,
         mode=args.mode,
         env_steps=args.steps,
         seed=args.seed,
@@ -141,10 +126,17 @@ def run(args: argparse.Namespace) -> int:
     if args.record_to:
         from robolake.rl.record import record_target
 
-        acted = {"mode": args.mode, "sigma": args.sigma, "start_noise": args.start_noise, "execute_steps": args.execute_steps,
-                 "learn": not args.no_learn, "seed": args.seed}  # fmt: skip
-        target = record_target(args.sim, args.record_to, init=args.init, policy_factory=policy_factory,
-                               run=str(out.resolve()), acted=acted)  # fmt: skip
+        acted = {
+            "mode": args.mode,
+            "sigma": args.sigma,
+            "start_noise": args.start_noise,
+            "execute_steps": args.execute_steps,
+            "learn": not args.no_learn,
+            "seed": args.seed,
+        }
+        target = record_target(
+            args.sim, args.record_to, init=args.init, policy_factory=policy_factory, run=str(out.resolve()), acted=acted
+        )
     result = run_rl(config, policy_factory, env_factory, metrics_path=metrics, progress=progress, record_to=target)
     s = result.summary
     (out / "summary.json").write_text(json.dumps(s, indent=2))
@@ -161,11 +153,15 @@ def run(args: argparse.Namespace) -> int:
     )
     for task, t in s["tasks"].items():
         first, second = t["success_first_half"], t["success_second_half"]
-        print(f"  {task:<14} episodes {t['episodes']:>4}  success first half {first if first is not None else float('nan'):.2f}  second half {second if second is not None else float('nan'):.2f}")
+        print(
+            f"  {task:<14} episodes {t['episodes']:>4}  success first half {first if first is not None else float('nan'):.2f}  second half {second if second is not None else float('nan'):.2f}"
+        )
     print(f"wrote {metrics}, {out / 'summary.json'}, {out / 'rl.png'}, {ckpt}")
     if result.recorded is not None:
         r = result.recorded
-        print(f"recorded {r['written']} episodes ({r['successes']} successful, {r['steps']} steps) into {r['lake']}"
-              + (f" version {r['lake_version']}" if r["lake_version"] is not None else "")
-              + (f"; {r['skipped']} were there already" if r["skipped"] else ""))  # fmt: skip
+        print(
+            f"recorded {r['written']} episodes ({r['successes']} successful, {r['steps']} steps) into {r['lake']}"
+            + (f" version {r['lake_version']}" if r["lake_version"] is not None else "")
+            + (f"; {r['skipped']} were there already" if r["skipped"] else "")
+        )
     return 0

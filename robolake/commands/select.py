@@ -7,7 +7,7 @@ import argparse
 __all__ = ["register", "run"]
 
 WHERE_HELP = (
-    "a filter over episodes, e.g. \"task = 'pick' and num_steps > 50\", \"max(abs(action)) > 3\", "
+    'a filter over episodes, e.g. "task = \'pick\' and num_steps > 50", "max(abs(action)) > 3", '
     "\"success and source = 'rollout'\" (names: episode columns, length, duration, source, source_path, "
     "quarantine_free, ingest_version, meta.KEY; aggregates max/min/mean/sum/std/count over state, action, timestamp)"
 )
@@ -26,8 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("lake", help="the lake URI")
     p.add_argument("--where", required=True, metavar="EXPR", help=WHERE_HELP)
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--into", default=None, metavar="OTHER", help="write the selection as a new lake here (default: change LAKE)")
-    out.add_argument("--tag", default=None, metavar="NAME", help="name the selection with this tag instead (default: none)")
+    out.add_argument(
+        "--into", default=None, metavar="OTHER", help="write the selection as a new lake here (default: change LAKE)"
+    )
+    out.add_argument(
+        "--tag", default=None, metavar="NAME", help="name the selection with this tag instead (default: none)"
+    )
     p.add_argument("--replace", action="store_true", help="with --tag: move an existing tag (default: refuse)")
     p.add_argument("--reason", default="", help="why, kept with the new version or tag (default: empty)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line (default: a sentence)")
@@ -46,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         text = f"lake {r.lake}: tag {args.tag!r} names {len(r.episodes)} episodes of version {r.summary['at_version']}"
     else:
         r = curate.select(args.lake, args.where, reason=args.reason)
-        text = (f"lake {r.lake}: version {r.version} keeps {len(r.episodes)} episodes "
-                f"(removed {r.summary['episodes_removed']})")
+        text = (
+            f"lake {r.lake}: version {r.version} keeps {len(r.episodes)} episodes "
+            f"(removed {r.summary['episodes_removed']})"
+        )
     print_curation(r, text, as_json=args.json)
     return 0

@@ -27,34 +27,73 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("train", help="train the thin GR00T-style model on shards or a lake")
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--shards", help="a `robolake pack` output directory (one of --shards and --lake is required)")
-    src.add_argument("--lake", help="a lake, packed on the fly with --max-tokens (one of --shards and --lake is required)")
-    s.add_argument("--out", required=True, help="metrics.jsonl and checkpoints go here; re-running continues from its newest checkpoint")
+    src.add_argument(
+        "--lake", help="a lake, packed on the fly with --max-tokens (one of --shards and --lake is required)"
+    )
+    s.add_argument(
+        "--out",
+        required=True,
+        help="metrics.jsonl and checkpoints go here; re-running continues from its newest checkpoint",
+    )
     add_tag_arguments(s)
-    s.add_argument("--allow-stale", action="store_true",
-                   help="train on shards even if a later lake version deleted episodes they hold (default: refuse)")  # fmt: skip
-    s.add_argument("--preset", default="tiny", choices=["tiny", "small", "n15"],
-                   help="model preset, sized to the data's widths (tiny trains on a laptop CPU; small and n15 want a GPU)")  # fmt: skip
-    s.add_argument("--steps", type=int, default=100, help="optimizer steps of the whole run (a resumed run continues up to it)")
-    s.add_argument("--layout", default="packed", choices=["packed", "padded"],
-                   help="packed: varlen attention over cu_seqlens; padded: the baseline, dense attention with a mask")  # fmt: skip
+    s.add_argument(
+        "--allow-stale",
+        action="store_true",
+        help="train on shards even if a later lake version deleted episodes they hold (default: refuse)",
+    )
+    s.add_argument(
+        "--preset",
+        default="tiny",
+        choices=["tiny", "small", "n15"],
+        help="model preset, sized to the data's widths (tiny trains on a laptop CPU; small and n15 want a GPU)",
+    )
+    s.add_argument(
+        "--steps", type=int, default=100, help="optimizer steps of the whole run (a resumed run continues up to it)"
+    )
+    s.add_argument(
+        "--layout",
+        default="packed",
+        choices=["packed", "padded"],
+        help="packed: varlen attention over cu_seqlens; padded: the baseline, dense attention with a mask",
+    )
     s.add_argument("--lr", type=float, default=3e-4, help="peak learning rate (linear warmup, cosine decay)")
     s.add_argument("--sequences-per-batch", type=int, default=1, help="packed sequences per batch")
-    s.add_argument("--max-tokens", type=int, default=2048,
-                   help="with --lake: capacity of a packed sequence (shards keep the one they were packed with)")  # fmt: skip
-    s.add_argument("--fp8", default="none", choices=["none", "auto", "te", "torchao"],
-                   help="FP8 training backend (auto: the best this hardware runs, said at WARNING when none)")  # fmt: skip
+    s.add_argument(
+        "--max-tokens",
+        type=int,
+        default=2048,
+        help="with --lake: capacity of a packed sequence (shards keep the one they were packed with)",
+    )
+    s.add_argument(
+        "--fp8",
+        default="none",
+        choices=["none", "auto", "te", "torchao"],
+        help="FP8 training backend (auto: the best this hardware runs, said at WARNING when none)",
+    )
     s.add_argument("--workers", type=int, default=2, help="loader worker processes (0: load in this process)")
-    s.add_argument("--torch-threads", type=int, default=None, metavar="N",
-                   help="torch intra-op threads (default: the cores left after --workers, or ROBOLAKE_TORCH_THREADS / "
-                        "OMP_NUM_THREADS when set)")  # fmt: skip
+    s.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch intra-op threads (default: the cores left after --workers, or ROBOLAKE_TORCH_THREADS / "
+        "OMP_NUM_THREADS when set)",
+    )
     s.add_argument("--seed", type=int, default=0, help="seed of the model, the loader's shuffle and the flow noise")
-    s.add_argument("--checkpoint-every", type=int, default=0,
-                   help="also save a checkpoint every N steps, so an interrupted run resumes near where it stopped "
-                        "(default: 0, only at the last step)")  # fmt: skip
+    s.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        help="also save a checkpoint every N steps, so an interrupted run resumes near where it stopped "
+        "(default: 0, only at the last step)",
+    )
     s.add_argument("--device", default="auto", help="auto (CUDA when available, else CPU), cpu, cuda or cuda:N")
     s.add_argument("--fresh", action="store_true", help="start over instead of resuming from --out/checkpoints")
-    s.add_argument("--record-samples", action="store_true",
-                   help="write OUT/samples/rank{R}.jsonl: the (episode, step) keys of every batch each rank trained on")
+    s.add_argument(
+        "--record-samples",
+        action="store_true",
+        help="write OUT/samples/rank{R}.jsonl: the (episode, step) keys of every batch each rank trained on",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(fn=run)
 
@@ -64,7 +103,9 @@ def _check_sources(args: argparse.Namespace) -> None:
     from robolake.loaders.open import is_pack_output
 
     if args.shards and tag_of(args):
-        raise ValueError("--tag/--split select episodes of a lake: use them with --lake, or when packing (robolake pack --split)")
+        raise ValueError(
+            "--tag/--split select episodes of a lake: use them with --lake, or when packing (robolake pack --split)"
+        )
     if args.shards and not is_pack_output(args.shards):
         raise FileNotFoundError(
             f"{args.shards} is not a `robolake pack` output (it has no manifest.json): pack a lake into it first "
@@ -92,18 +133,31 @@ def run(args: argparse.Namespace) -> int:
 
     _check_sources(args)
     config = RunConfig(
-        out=args.out, preset=args.preset, steps=args.steps, layout=args.layout, lr=args.lr,
-        sequences_per_batch=args.sequences_per_batch, max_tokens=args.max_tokens, fp8=args.fp8,
-        num_workers=args.workers, seed=args.seed, checkpoint_every=args.checkpoint_every, device=args.device,
-        resume=not args.fresh, record_samples=args.record_samples, allow_stale=args.allow_stale,
+        out=args.out,
+        preset=args.preset,
+        steps=args.steps,
+        layout=args.layout,
+        lr=args.lr,
+        sequences_per_batch=args.sequences_per_batch,
+        max_tokens=args.max_tokens,
+        fp8=args.fp8,
+        num_workers=args.workers,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+        device=args.device,
+        resume=not args.fresh,
+        record_samples=args.record_samples,
+        allow_stale=args.allow_stale,
         torch_threads=args.torch_threads,
     )
     is_main = int(os.environ.get("RANK", "0")) == 0
     done = _finished(args)
     if done is not None:
         if is_main:
-            print(f"{args.out} already finished: trained to step {done[0]} (checkpoint {done[1]}); nothing to do. "
-                  f"Pass --steps N with N > {done[0]} to train on from it, or --fresh to start over.")  # fmt: skip
+            print(
+                f"{args.out} already finished: trained to step {done[0]} (checkpoint {done[1]}); nothing to do. "
+                f"Pass --steps N with N > {done[0]} to train on from it, or --fresh to start over."
+            )
         return 0
     quiet_ray()
     source = args.shards or (open_lake_at(args.lake, args) if tag_of(args) else args.lake)
@@ -122,13 +176,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"  samples/s   {result.samples_per_s:,.2f} (all samples of this run over its wall time)")
     if result.threads is not None:
         print(f"  threads     {result.threads.describe()}")
-    mine = records[-len(result.losses):] if result.losses else []
+    mine = records[-len(result.losses) :] if result.losses else []
     if mine:
         step_rates = [r["samples_per_s"] for r in mine if "samples_per_s" in r]
         waits = sum(r.get("data_wait_s", 0.0) for r in mine)
         steps_s = sum(r.get("step_time_s", 0.0) for r in mine)
-        print(f"  per step    median {statistics.median(step_rates):,.2f} samples/s; "
-              f"waiting for data {waits / max(steps_s, 1e-9):.1%} of step time")
+        print(
+            f"  per step    median {statistics.median(step_rates):,.2f} samples/s; "
+            f"waiting for data {waits / max(steps_s, 1e-9):.1%} of step time"
+        )
         pads = [r.get("padding_fraction", 0.0) for r in mine]
         if any(pads):
             print(f"  padding     {statistics.median(pads):.1%} of the computed token grid (median)")

@@ -17,12 +17,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     at = p.add_mutually_exclusive_group()
     at.add_argument("--version", type=int, default=None, help="show this lake version (default: the newest)")
     at.add_argument("--tag", default=None, help="show the version (and episodes) this tag names (default: none)")
-    at.add_argument("--split", default=None, choices=["train", "val", "test"], help="show this part of `robolake split` (default: all)")
-    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1; anything else exposes the lake)")
+    at.add_argument(
+        "--split",
+        default=None,
+        choices=["train", "val", "test"],
+        help="show this part of `robolake split` (default: all)",
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1; anything else exposes the lake)"
+    )
     p.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765; 0 picks a free one)")
     add_storage_option_argument(p)
-    p.add_argument("--rerun", default=None, metavar="OUT.rrd", help="write a Rerun recording of episodes to OUT.rrd and exit (default: serve the web viewer)")
-    p.add_argument("--episodes", nargs="+", default=None, metavar="ID", help="with --rerun: these episodes (default: all)")
+    p.add_argument(
+        "--rerun",
+        default=None,
+        metavar="OUT.rrd",
+        help="write a Rerun recording of episodes to OUT.rrd and exit (default: serve the web viewer)",
+    )
+    p.add_argument(
+        "--episodes", nargs="+", default=None, metavar="ID", help="with --rerun: these episodes (default: all)"
+    )
     p.set_defaults(fn=run)
 
 
@@ -37,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
         from robolake.view.rerun_export import export_rerun
 
         r = export_rerun(lake, args.rerun, args.episodes, progress=tqdm_progress())
-        print(f"wrote {r.path}: {len(r.episodes)} episodes, {r.frames} frames, {r.scalars} scalar values "
-              f"(open it with `rerun {r.path}`)")
+        print(
+            f"wrote {r.path}: {len(r.episodes)} episodes, {r.frames} frames, {r.scalars} scalar values "
+            f"(open it with `rerun {r.path}`)"
+        )
         return 0
     from robolake.view.app import LOOPBACK_HOSTS, create_app
     from robolake.view.server import ViewServer, is_loopback, warn_if_exposed

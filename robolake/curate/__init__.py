@@ -9,8 +9,14 @@ from robolake.curate.clone import merge, select_into
 from robolake.curate.diff import LakeDiff, diff
 from robolake.curate.edit import CurationResult, delete, restore_episodes, select, tag_selection
 from robolake.curate.split import SplitConfig, SplitResult, split, split_tag
-from robolake.curate.where import WhereError, parse_where, select_episode_ids
-from robolake.lake.compact import OptimizeReport, needs_compaction, optimize
+from robolake.lake import (
+    OptimizeReport,
+    WhereError,
+    needs_compaction,
+    optimize,
+    parse_where,
+    select_episode_ids,
+)
 
 __all__ = [
     "CurationResult",

@@ -27,16 +27,23 @@ import lance
 import pyarrow as pa
 
 from robolake.curate.edit import EPISODE_TABLES, CurationResult, _batches, refresh_embodiments
-from robolake.curate.where import parse_where, select_episode_ids
-from robolake.lake.dependents import record_dependent
-from robolake.lake.lake import Lake
-from robolake.lake.query import sql_in
-from robolake.lake.storage import filesystem, normalize_uri
-from robolake.lake.tags import who
-from robolake.lake.transaction import LakeTransaction, table_uri, write_table_fragments
-from robolake.lake.versions import LakeVersion, list_versions, write_format_marker
+from robolake.lake import (
+    Lake,
+    LakeTransaction,
+    LakeVersion,
+    list_versions,
+    parse_where,
+    record_dependent,
+    select_episode_ids,
+    sql_in,
+    table_uri,
+    who,
+    write_format_marker,
+    write_table_fragments,
+)
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import TABLES, schema_for_table
+from robolake.storage import filesystem, normalize_uri
 
 __all__ = ["merge", "select_into"]
 
@@ -66,7 +73,9 @@ def _clone(source: Lake, into: str, storage_options: dict[str, str] | None) -> L
             log.info("shallow clone of %s failed (%s); copying it", table, e)
             clone = ds.deep_clone(table_uri(into, table), ds.version, storage_options=storage_options)
         tables[table] = int(clone.version)
-    record_dependent(source.uri, into, dict(source.version_info.tables), created_by=who(), storage_options=source.storage_options)
+    record_dependent(
+        source.uri, into, dict(source.version_info.tables), created_by=who(), storage_options=source.storage_options
+    )
     base = LakeVersion(version=0, tables=tables, operation="none", created_at=0.0)
     return LakeTransaction(into, base, storage_options)
 
@@ -90,27 +99,46 @@ def select_into(
     _check_new(into, storage_options)
     keep = select_episode_ids(src, parse_where(where))
     if not keep:
-        raise ValueError(f"--where {where!r} keeps no episode of lake {src.uri} version {src.version}; nothing was written")
+        raise ValueError(
+            f"--where {where!r} keeps no episode of lake {src.uri} version {src.version}; nothing was written"
+        )
     kept = set(keep)
-    drop = sorted(e for e in src.dataset("episodes").to_table(columns=["episode_id"]).column("episode_id").to_pylist() if e not in kept)
+    drop = sorted(
+        e
+        for e in src.dataset("episodes").to_table(columns=["episode_id"]).column("episode_id").to_pylist()
+        if e not in kept
+    )
     touched: set[str] = set()
     with _clone(src, into, storage_options) as tx:
         if drop:
             for chunk in _batches(drop):
-                touched.update(tx.dataset("episodes").to_table(columns=["embodiment"], filter=sql_in("episode_id", chunk)).column("embodiment").to_pylist())
+                touched.update(
+                    tx.dataset("episodes")
+                    .to_table(columns=["embodiment"], filter=sql_in("episode_id", chunk))
+                    .column("embodiment")
+                    .to_pylist()
+                )
             for table in EPISODE_TABLES:
                 for chunk in _batches(drop):
                     tx.delete(table, sql_in("episode_id", chunk))
             refresh_embodiments(tx, touched)
-        summary = {"who": who(), "reason": reason, "where": where, "from": src.uri, "from_version": src.version,
-                   "from_tag": src.tag.name if src.tag else None, "episodes_kept": len(keep)}
+        summary = {
+            "who": who(),
+            "reason": reason,
+            "where": where,
+            "from": src.uri,
+            "from_version": src.version,
+            "from_tag": src.tag.name if src.tag else None,
+            "episodes_kept": len(keep),
+        }
         lv = tx.commit("select", summary)
     return CurationResult(lake=into, version=lv.version, episodes=tuple(sorted(keep)), summary=summary)
 
 
 def _spec_difference(a: EmbodimentSpec, b: EmbodimentSpec) -> str | None:
     for what, x, y in (
-        ("state width", a.state_dim, b.state_dim), ("action width", a.action_dim, b.action_dim),
+        ("state width", a.state_dim, b.state_dim),
+        ("action width", a.action_dim, b.action_dim),
         ("state slices", [(s.name, s.start, s.end) for s in a.state], [(s.name, s.start, s.end) for s in b.state]),
         ("action slices", [(s.name, s.start, s.end) for s in a.action], [(s.name, s.start, s.end) for s in b.action]),
         ("cameras", list(a.cameras), list(b.cameras)),
@@ -162,7 +190,9 @@ def merge(
                     duplicates.append({"episode_id": r["episode_id"], "from": lk.uri})
                     continue
                 if r["episode_id"] in ids:
-                    raise ValueError(f"episode id {r['episode_id']!r} is in two sources with different content; nothing was written")
+                    raise ValueError(
+                        f"episode id {r['episode_id']!r} is in two sources with different content; nothing was written"
+                    )
                 hashes.add(r["content_hash"])
                 ids.add(r["episode_id"])
                 new.append(r["episode_id"])
@@ -176,8 +206,13 @@ def merge(
         refresh_embodiments(tx, touched)
         for table in EPISODE_TABLES:
             tx.create_index(table, "episode_id")
-        summary = {"who": who(), "reason": reason, "sources": [{"uri": lk.uri, "version": lk.version} for lk in lakes],
-                   "episodes_added": len(added), "duplicates": duplicates}
+        summary = {
+            "who": who(),
+            "reason": reason,
+            "sources": [{"uri": lk.uri, "version": lk.version} for lk in lakes],
+            "episodes_added": len(added),
+            "duplicates": duplicates,
+        }
         lv = tx.commit("merge", summary)
     return CurationResult(lake=into, version=lv.version, episodes=tuple(sorted(added)), summary=summary)
 
@@ -206,8 +241,15 @@ def _copy_rows(tx: LakeTransaction, lake: Lake, table: str, predicate: str) -> N
 
 
 def _copy_quarantine(tx: LakeTransaction, lake: Lake) -> None:
-    have = {(q["source_path"], q["source_episode_index"], q["reason"]) for q in tx.dataset("quarantine").to_table().to_pylist()}
-    rows = [q for q in lake.to_arrow("quarantine").to_pylist() if (q["source_path"], q["source_episode_index"], q["reason"]) not in have]
+    have = {
+        (q["source_path"], q["source_episode_index"], q["reason"])
+        for q in tx.dataset("quarantine").to_table().to_pylist()
+    }
+    rows = [
+        q
+        for q in lake.to_arrow("quarantine").to_pylist()
+        if (q["source_path"], q["source_episode_index"], q["reason"]) not in have
+    ]
     if rows:
         tx.append_table("quarantine", pa.Table.from_pylist(rows, schema=schema_for_table("quarantine")))
 
@@ -218,5 +260,14 @@ def _add_specs(tx: LakeTransaction, specs: dict[str, tuple[str, EmbodimentSpec]]
     if not new:
         return
     for t in new:
-        current[t] = {"embodiment": t, "spec_json": specs[t][1].to_json(), "stats_json": json.dumps({}), "num_episodes": 0, "num_steps": 0}
-    tx.overwrite("embodiments", pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")))
+        current[t] = {
+            "embodiment": t,
+            "spec_json": specs[t][1].to_json(),
+            "stats_json": json.dumps({}),
+            "num_episodes": 0,
+            "num_steps": 0,
+        }
+    tx.overwrite(
+        "embodiments",
+        pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")),
+    )

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.lake import Lake
-from robolake.lake.stats import NormStats
+from robolake.lake import Lake, NormStats
 
 __all__ = ["LakeDiff", "diff"]
 
@@ -34,8 +33,13 @@ class LakeDiff:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "a": self.a, "b": self.b, "added": list(self.added), "removed": list(self.removed),
-            "embodiments": self.embodiments, "quarantine_added": self.quarantine_added, "operations": self.operations,
+            "a": self.a,
+            "b": self.b,
+            "added": list(self.added),
+            "removed": list(self.removed),
+            "embodiments": self.embodiments,
+            "quarantine_added": self.quarantine_added,
+            "operations": self.operations,
         }
 
 
@@ -45,7 +49,9 @@ def _label(lake: Lake) -> str:
 
 def _stats(lake: Lake) -> dict[str, tuple[int, int, NormStats | None]]:
     out: dict[str, tuple[int, int, NormStats | None]] = {}
-    for r in lake.to_arrow("embodiments", columns=["embodiment", "stats_json", "num_episodes", "num_steps"]).to_pylist():
+    for r in lake.to_arrow(
+        "embodiments", columns=["embodiment", "stats_json", "num_episodes", "num_steps"]
+    ).to_pylist():
         try:
             stats: NormStats | None = NormStats.from_json(r["stats_json"])
         except (ValueError, KeyError, TypeError):
@@ -87,11 +93,17 @@ def diff(a: Lake, b: Lake) -> LakeDiff:
     lo, hi = sorted((a.version, b.version))
     ops = [
         {"version": v.version, "operation": v.operation, "who": v.summary.get("who"), "reason": v.summary.get("reason")}
-        for v in a.versions() if lo < v.version <= hi
+        for v in a.versions()
+        if lo < v.version <= hi
     ]
     return LakeDiff(
-        a=_label(a), b=_label(b), added=tuple(sorted(ids_b - ids_a)), removed=tuple(sorted(ids_a - ids_b)),
-        embodiments=emb, quarantine_added=b.count("quarantine") - a.count("quarantine"), operations=ops,
+        a=_label(a),
+        b=_label(b),
+        added=tuple(sorted(ids_b - ids_a)),
+        removed=tuple(sorted(ids_a - ids_b)),
+        embodiments=emb,
+        quarantine_added=b.count("quarantine") - a.count("quarantine"),
+        operations=ops,
     )
 
 

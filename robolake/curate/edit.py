@@ -27,16 +27,28 @@ from typing import Any
 
 import pyarrow as pa
 
-from robolake.curate.where import parse_where, select_episode_ids
-from robolake.lake.compact import EPISODE_TABLES
-from robolake.lake.lake import Lake
-from robolake.lake.query import sql_in, sql_quote
-from robolake.lake.stats import accumulate_norm_stats
-from robolake.lake.tags import who
-from robolake.lake.transaction import LakeTransaction
+from robolake.lake import (
+    EPISODE_TABLES,
+    Lake,
+    LakeTransaction,
+    accumulate_norm_stats,
+    parse_where,
+    select_episode_ids,
+    sql_in,
+    sql_quote,
+    who,
+)
 from robolake.schemas.tables import schema_for_table
 
-__all__ = ["CurationResult", "EPISODE_TABLES", "delete", "refresh_embodiments", "restore_episodes", "select", "tag_selection"]
+__all__ = [
+    "CurationResult",
+    "EPISODE_TABLES",
+    "delete",
+    "refresh_embodiments",
+    "restore_episodes",
+    "select",
+    "tag_selection",
+]
 
 log = logging.getLogger(__name__)
 
@@ -111,13 +123,20 @@ def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str]) -> None:
         acc = accumulate_norm_stats(tx.dataset("steps").to_table(columns=["state", "action"], filter=where))
         row = current[tag]
         current[tag] = {**row, "stats_json": acc.to_json(), "num_episodes": num_episodes, "num_steps": acc.state.count}
-    tx.overwrite("embodiments", pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")))
+    tx.overwrite(
+        "embodiments",
+        pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")),
+    )
 
 
 def _embodiments_of(lake: Lake, ids: Sequence[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for chunk in _batches(ids):
-        for e in lake.to_arrow("episodes", columns=["embodiment"], where=sql_in("episode_id", chunk)).column("embodiment").to_pylist():
+        for e in (
+            lake.to_arrow("episodes", columns=["embodiment"], where=sql_in("episode_id", chunk))
+            .column("embodiment")
+            .to_pylist()
+        ):
             counts[e] = counts.get(e, 0) + 1
     return counts
 
@@ -148,7 +167,7 @@ def delete(
     Args:
         lake: The lake (its newest version is changed).
         episodes: Episode ids to remove; every one must exist.
-        where: Or a filter (`robolake.curate.where`) choosing them.
+        where: Or a filter (`robolake.lake.where`) choosing them.
         reason: Why, kept in the version's manifest (required: a lake of record says why data went).
 
     Raises:
@@ -161,7 +180,9 @@ def delete(
     lake = _open(lake, storage_options)
     ids = _resolve(lake, episodes, where)
     if not ids:
-        raise ValueError(f"--where {where!r} selects no episode of lake {lake.uri} version {lake.version}; nothing changed")
+        raise ValueError(
+            f"--where {where!r} selects no episode of lake {lake.uri} version {lake.version}; nothing changed"
+        )
     return _remove(lake, ids, "delete", {"reason": reason, "where": where, "base_version": lake.version})
 
 
@@ -183,13 +204,24 @@ def select(
     lake = _open(lake, storage_options)
     keep = select_episode_ids(lake, parse_where(where))
     if not keep:
-        raise ValueError(f"--where {where!r} keeps no episode of lake {lake.uri} version {lake.version}; nothing changed")
+        raise ValueError(
+            f"--where {where!r} keeps no episode of lake {lake.uri} version {lake.version}; nothing changed"
+        )
     kept = set(keep)
     drop = sorted(e for e in lake.episode_ids() if e not in kept)
     if not drop:
-        raise ValueError(f"--where {where!r} keeps every episode of lake {lake.uri} version {lake.version}; nothing changed")
-    result = _remove(lake, drop, "select", {"reason": reason, "where": where, "base_version": lake.version, "episodes_kept": len(keep)})
-    return CurationResult(lake=result.lake, version=result.version, episodes=tuple(sorted(keep)), summary=result.summary)
+        raise ValueError(
+            f"--where {where!r} keeps every episode of lake {lake.uri} version {lake.version}; nothing changed"
+        )
+    result = _remove(
+        lake,
+        drop,
+        "select",
+        {"reason": reason, "where": where, "base_version": lake.version, "episodes_kept": len(keep)},
+    )
+    return CurationResult(
+        lake=result.lake, version=result.version, episodes=tuple(sorted(keep)), summary=result.summary
+    )
 
 
 def _last_holder(lake: Lake, ids: Sequence[str]) -> dict[str, int]:
@@ -200,9 +232,13 @@ def _last_holder(lake: Lake, ids: Sequence[str]) -> dict[str, int]:
     for info in reversed(lake.versions()):
         if info.version >= lake.version or not want:
             continue
-        ds = lance.dataset(lake.table_uri("episodes"), version=info.tables["episodes"], storage_options=lake.storage_options)
+        ds = lance.dataset(
+            lake.table_uri("episodes"), version=info.tables["episodes"], storage_options=lake.storage_options
+        )
         for chunk in _batches(sorted(want)):
-            for e in ds.to_table(columns=["episode_id"], filter=sql_in("episode_id", chunk)).column("episode_id").to_pylist():
+            for e in (
+                ds.to_table(columns=["episode_id"], filter=sql_in("episode_id", chunk)).column("episode_id").to_pylist()
+            ):
                 found[e] = info.version
         want -= set(found)
     return found
@@ -224,7 +260,9 @@ def restore_episodes(
     ids = sorted(set(episodes))
     present = set(lake.episode_ids()) & set(ids)
     if present:
-        raise ValueError(f"episodes {sorted(present)[:3]} are in lake {lake.uri} version {lake.version} already; nothing to restore")
+        raise ValueError(
+            f"episodes {sorted(present)[:3]} are in lake {lake.uri} version {lake.version} already; nothing to restore"
+        )
     holders = _last_holder(lake, ids)
     missing = [e for e in ids if e not in holders]
     if missing:
@@ -248,7 +286,13 @@ def restore_episodes(
         refresh_embodiments(tx, touched)
         for table in EPISODE_TABLES:
             tx.create_index(table, "episode_id")
-        summary = {"who": who(), "reason": reason, "restored": ids, "from_versions": sorted(by_version), "base_version": lake.version}
+        summary = {
+            "who": who(),
+            "reason": reason,
+            "restored": ids,
+            "from_versions": sorted(by_version),
+            "base_version": lake.version,
+        }
         lv = tx.commit("restore_episodes", summary)
     return CurationResult(lake=lake.uri, version=lv.version, episodes=tuple(ids), summary=summary)
 
@@ -261,14 +305,24 @@ def _bring_back_specs(tx: LakeTransaction, old_rows: list[dict[str, Any]], tags:
         return
     for r in missing:
         current[r["embodiment"]] = r
-    tx.overwrite("embodiments", pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")))
+    tx.overwrite(
+        "embodiments",
+        pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")),
+    )
 
 
 def summary_json(result: CurationResult) -> str:
     """The result as one JSON line (what `--json` prints)."""
-    return json.dumps({"lake": result.lake, "version": result.version, "episodes": len(result.episodes), **{
-        k: v for k, v in result.summary.items() if k not in ("removed", "restored")
-    }}, sort_keys=True, default=str)
+    return json.dumps(
+        {
+            "lake": result.lake,
+            "version": result.version,
+            "episodes": len(result.episodes),
+            **{k: v for k, v in result.summary.items() if k not in ("removed", "restored")},
+        },
+        sort_keys=True,
+        default=str,
+    )
 
 
 def tag_selection(
@@ -286,12 +340,27 @@ def tag_selection(
         ValueError: the filter keeps nothing, or the name is invalid.
         TagExistsError: the tag exists and `replace` is False.
     """
-    from robolake.lake.tags import create_tag
+    from robolake.lake import create_tag
 
     lake = lake if isinstance(lake, Lake) else Lake.open(lake, storage_options=storage_options)
     keep = select_episode_ids(lake, parse_where(where))
     if not keep:
-        raise ValueError(f"--where {where!r} keeps no episode of lake {lake.uri} version {lake.version}; no tag was made")
-    tag = create_tag(lake.uri, name, lake.version, episodes=keep, operation="select", reason=reason or where,
-                     replace=replace, storage_options=lake.storage_options)
-    return CurationResult(lake=lake.uri, version=None, episodes=tag.episodes or (), summary={"tag": name, "where": where, "at_version": lake.version})
+        raise ValueError(
+            f"--where {where!r} keeps no episode of lake {lake.uri} version {lake.version}; no tag was made"
+        )
+    tag = create_tag(
+        lake.uri,
+        name,
+        lake.version,
+        episodes=keep,
+        operation="select",
+        reason=reason or where,
+        replace=replace,
+        storage_options=lake.storage_options,
+    )
+    return CurationResult(
+        lake=lake.uri,
+        version=None,
+        episodes=tag.episodes or (),
+        summary={"tag": name, "where": where, "at_version": lake.version},
+    )

@@ -25,8 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from robolake.lake.lake import Lake
-from robolake.lake.tags import Tag, TagExistsError, create_tag, delete_tag, read_tag
+from robolake.lake import Lake, Tag, TagExistsError, create_tag, delete_tag, read_tag
 
 __all__ = ["SplitConfig", "SplitResult", "split", "SPLIT_PARTS", "split_tag"]
 
@@ -86,7 +85,9 @@ def _order(seed: int, key: str) -> str:
     return hashlib.sha256(f"{seed}\x00{key}".encode()).hexdigest()
 
 
-def assign(rows: Sequence[dict[str, Any]], config: SplitConfig) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
+def assign(
+    rows: Sequence[dict[str, Any]], config: SplitConfig
+) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
     """Episode rows -> (part -> episode ids, stratum -> part -> group count). Pure."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -115,7 +116,9 @@ def assign(rows: Sequence[dict[str, Any]], config: SplitConfig) -> tuple[dict[st
                     f"{frac:g} of them rounds to none for {part}; raise --{part}, or stratify by fewer columns"
                 )
         if n_val + n_test >= n:
-            raise ValueError(f"{label} has {n} groups: val {n_val} + test {n_test} leaves none to train on; lower --val/--test")
+            raise ValueError(
+                f"{label} has {n} groups: val {n_val} + test {n_test} leaves none to train on; lower --val/--test"
+            )
         chosen = {"val": keys[:n_val], "test": keys[n_val : n_val + n_test], "train": keys[n_val + n_test :]}
         counts[label] = {p: len(v) for p, v in chosen.items()}
         for part, group_keys in chosen.items():
@@ -125,7 +128,7 @@ def assign(rows: Sequence[dict[str, Any]], config: SplitConfig) -> tuple[dict[st
 
 
 def _source_key(row: dict[str, Any]) -> str:
-    from robolake.curate.where import source_path_of
+    from robolake.lake import source_path_of
 
     try:
         meta = json.loads(row.get("metadata") or "{}")
@@ -162,7 +165,9 @@ def split(
     if not rows:
         raise ValueError(f"lake {lake.uri} version {lake.version} has no episodes to split")
     parts, counts = assign(rows, config)
-    wanted = [p for p in SPLIT_PARTS if p == "train" or (p == "val" and config.val > 0) or (p == "test" and config.test > 0)]
+    wanted = [
+        p for p in SPLIT_PARTS if p == "train" or (p == "val" and config.val > 0) or (p == "test" and config.test > 0)
+    ]
     if not replace:
         for p in wanted:
             try:
@@ -172,12 +177,30 @@ def split(
             raise TagExistsError(
                 f"lake {lake.uri} is already split (tag {old.name!r} names version {old.version}); pass --replace to re-split"
             )
-    reason = json.dumps({"val": config.val, "test": config.test, "by": config.by, "stratify": list(config.stratify), "seed": config.seed})
+    reason = json.dumps(
+        {
+            "val": config.val,
+            "test": config.test,
+            "by": config.by,
+            "stratify": list(config.stratify),
+            "seed": config.seed,
+        }
+    )
     made: list[Tag] = []
     try:
         for p in wanted:
-            made.append(create_tag(lake.uri, split_tag(p), lake.version, episodes=parts[p], operation="split",
-                                   reason=reason, replace=replace, storage_options=lake.storage_options))
+            made.append(
+                create_tag(
+                    lake.uri,
+                    split_tag(p),
+                    lake.version,
+                    episodes=parts[p],
+                    operation="split",
+                    reason=reason,
+                    replace=replace,
+                    storage_options=lake.storage_options,
+                )
+            )
     except BaseException:
         for t in made:  # a split is all its parts or none: never a train tag without its val tag
             if t.replaced_version is None:

@@ -61,10 +61,10 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.lake.lake import Lake
-from robolake.lake.media import decode_row, load_streams, video_gop
+from robolake.lake.media.frames import decode_row, load_streams, video_gop
+from robolake.lake.media.record import StreamIndex, decode_runs, rgb
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
-from robolake.lake.record import StreamIndex, decode_runs, rgb
-from robolake.lake.sources.lerobot import embodiment_tag
+from robolake.lake.sources.lerobot.reader import embodiment_tag
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.writers.lerobot import LeRobotFeatures, LeRobotFiles, LeRobotWriter, safe_path_part
 from robolake.writers.video import REMUX_CODECS, EncodedSegment, VideoOptions
@@ -184,22 +184,30 @@ def export_lerobot(
     results = []
     for tag, episodes in by_tag.items():
         dest = out if len(by_tag) == 1 else out / tag
-        if not os.path.realpath(dest).startswith(os.path.realpath(out) + os.sep) and os.path.realpath(dest) != os.path.realpath(out):
+        if not os.path.realpath(dest).startswith(os.path.realpath(out) + os.sep) and os.path.realpath(
+            dest
+        ) != os.path.realpath(out):
             raise ValueError(f"export: {dest} resolves outside {out} (a symlink); remove it and export again")
-        results.append(_export_one(lake, specs[tag], episodes, dest, filter, _codec_for(lake, episodes, config), progress))
+        results.append(
+            _export_one(lake, specs[tag], episodes, dest, filter, _codec_for(lake, episodes, config), progress)
+        )
     return results
 
 
 def _check_names(spec: EmbodimentSpec, episodes: list[dict[str, Any]], *, several: bool) -> None:
     """Refuse names from the lake that would make a path leave OUT (see the essay)."""
     if several and not safe_path_part(spec.tag):
-        raise ValueError(f"export: embodiment tag {spec.tag!r} is not a safe directory name (letters, digits, '.', '_', "
-                         "'-'); export it alone (--embodiment) or re-tag it")
+        raise ValueError(
+            f"export: embodiment tag {spec.tag!r} is not a safe directory name (letters, digits, '.', '_', "
+            "'-'); export it alone (--embodiment) or re-tag it"
+        )
     for cam in _cameras(spec, episodes):
         key = _video_key(spec, cam)
         if not safe_path_part(key):
-            raise ValueError(f"export: camera {cam!r} of embodiment {spec.tag!r} gives the video key {key!r}, which is not a "
-                             "safe file name (letters, digits, '.', '_', '-'); rename the camera (re-ingest with --map)")
+            raise ValueError(
+                f"export: camera {cam!r} of embodiment {spec.tag!r} gives the video key {key!r}, which is not a "
+                "safe file name (letters, digits, '.', '_', '-'); rename the camera (re-ingest with --map)"
+            )
 
 
 def _codec_for(lake: Lake, episodes: list[dict[str, Any]], config: ExportConfig) -> ExportConfig:
@@ -212,7 +220,9 @@ def _codec_for(lake: Lake, episodes: list[dict[str, Any]], config: ExportConfig)
         t = lake.dataset("streams").to_table(columns=["codec"], filter=sql_in("episode_id", ids[i : i + 512]))
         codecs.update(t["codec"].to_pylist())
     if len(codecs) == 1 and (codec := codecs.pop()) in ("h264", "av1") and codec != config.video.codec:
-        log.info("export: the recorded streams are %s; the dataset's videos are %s, copied where they fit", codec, codec)
+        log.info(
+            "export: the recorded streams are %s; the dataset's videos are %s, copied where they fit", codec, codec
+        )
         return dataclasses.replace(config, video=VideoOptions(codec=codec, gop=config.video.gop))  # type: ignore[arg-type]
     return config
 
@@ -239,10 +249,16 @@ def _export_one(
     if not write_success and any(s is not None for s in success):
         log.warning("embodiment %s: only some episodes record success; the export leaves next.success out", spec.tag)
     features = LeRobotFeatures(
-        fps=fps, robot_type=_robot_type(spec), video_keys=tuple(_video_key(spec, c) for c in cameras),
-        state_names=_names(spec.state, spec.state_dim), action_names=_names(spec.action, spec.action_dim),
-        timestamp_dtype="float64", task_columns=tuple(annotation_columns), done=True, success=write_success,
-    )  # fmt: skip
+        fps=fps,
+        robot_type=_robot_type(spec),
+        video_keys=tuple(_video_key(spec, c) for c in cameras),
+        state_names=_names(spec.state, spec.state_dim),
+        action_names=_names(spec.action, spec.action_dim),
+        timestamp_dtype="float64",
+        task_columns=tuple(annotation_columns),
+        done=True,
+        success=write_success,
+    )
     pool = ThreadPoolExecutor(max_workers=config.decode_threads, thread_name_prefix="robolake-export")
     with pool, LeRobotWriter(dest, features, config, tasks=_task_order(ep_tasks)) as writer:
         off_grid = copied = 0
@@ -255,35 +271,56 @@ def _export_one(
             frames, segments = {}, {}
             for cam in cameras:
                 key = _video_key(spec, cam)
-                frames[key], segment = _episode_frames(lake, ep, cam, n, pool, streams.get((ep["episode_id"], cam)), config)
+                frames[key], segment = _episode_frames(
+                    lake, ep, cam, n, pool, streams.get((ep["episode_id"], cam)), config
+                )
                 if segment is not None:
                     segments[key] = segment
             copied += len(segments)
             writer.add_episode(
-                state=_matrix(steps["state"], n), action=_matrix(steps["action"], n), timestamps=ts, tasks=names,
-                task_index=steps["task_index"].to_numpy(), success=success[i] if write_success else None,
-                frames=frames, segments=segments,
-            )  # fmt: skip
+                state=_matrix(steps["state"], n),
+                action=_matrix(steps["action"], n),
+                timestamps=ts,
+                tasks=names,
+                task_index=steps["task_index"].to_numpy(),
+                success=success[i] if write_success else None,
+                frames=frames,
+                segments=segments,
+            )
             if progress is not None:
                 progress(spec.tag, i + 1, len(episodes))
         if off_grid:
             log.warning(
                 "embodiment %s: %d of %d episodes have timestamps off the 1/%g s grid by more than %g s; "
                 "LeRobot's video lookup will reject them (resample them onto the fps at ingest)",
-                spec.tag, off_grid, len(episodes), fps, _TIMESTAMP_TOLERANCE_S,
-            )  # fmt: skip
+                spec.tag,
+                off_grid,
+                len(episodes),
+                fps,
+                _TIMESTAMP_TOLERANCE_S,
+            )
         lineage = {
-            "lake": lake.uri, "lake_version": lake.version, "embodiment": spec.tag,
-            "filter": _filter_json(filter), "exported_at": time.time(),
+            "lake": lake.uri,
+            "lake_version": lake.version,
+            "embodiment": spec.tag,
+            "filter": _filter_json(filter),
+            "exported_at": time.time(),
             "episode_ids": [e["episode_id"] for e in episodes],
-            "copied_videos": copied, "videos_total": len(episodes) * len(cameras),
-        }  # fmt: skip
+            "copied_videos": copied,
+            "videos_total": len(episodes) * len(cameras),
+        }
         writer.finish(meta={"modality.json": modality, "robolake_export.json": lineage})
     log.info("exported %d episodes of %s to %s", len(episodes), spec.tag, dest)
     return ExportResult(
-        embodiment=spec.tag, path=dest, lake_version=lake.version, episodes=writer.num_episodes,
-        frames=writer.num_frames, videos=writer.num_videos, tasks=len(writer.tasks), seconds=time.perf_counter() - t0,
-    )  # fmt: skip
+        embodiment=spec.tag,
+        path=dest,
+        lake_version=lake.version,
+        episodes=writer.num_episodes,
+        frames=writer.num_frames,
+        videos=writer.num_videos,
+        tasks=len(writer.tasks),
+        seconds=time.perf_counter() - t0,
+    )
 
 
 def _common_fps(spec: EmbodimentSpec, episodes: list[dict[str, Any]]) -> float:
@@ -379,7 +416,9 @@ def _robot_type(spec: EmbodimentSpec) -> str:
     if embodiment_tag(spec.robot_type, "") == spec.tag:
         return spec.robot_type
     if embodiment_tag(spec.tag, "") != spec.tag:
-        log.warning("embodiment tag %r is not snake_case; re-ingest the export with --embodiment %s", spec.tag, spec.tag)
+        log.warning(
+            "embodiment tag %r is not snake_case; re-ingest the export with --embodiment %s", spec.tag, spec.tag
+        )
     return spec.tag
 
 
@@ -393,7 +432,8 @@ def _names(slices: Sequence[Any], dim: int) -> tuple[str, ...]:
 
 def _read_steps(lake: Lake, episode: dict[str, Any]) -> pa.Table:
     steps = lake.to_arrow(
-        "steps", columns=["step_index", "timestamp", "state", "action", "task_index"],
+        "steps",
+        columns=["step_index", "timestamp", "state", "action", "task_index"],
         where=f"episode_id = {sql_quote(episode['episode_id'])}",
     ).sort_by("step_index")
     n = int(episode["num_steps"])
@@ -413,25 +453,44 @@ def _matrix(column: pa.ChunkedArray, n: int) -> np.ndarray:
 
 def _segment(stream: StreamIndex, cells: list[bytes], config: ExportConfig) -> EncodedSegment | None:
     """The stream's packets to copy as they are, when the dataset's codec fits and it decodes alone."""
-    fits = (config.copy_video and stream.codec == config.video.codec and stream.codec in REMUX_CODECS
-            and stream.params.get("pix_fmt") == "yuv420p" and not len(stream.extra) and bool(stream.packet_key[0]))
+    fits = (
+        config.copy_video
+        and stream.codec == config.video.codec
+        and stream.codec in REMUX_CODECS
+        and stream.params.get("pix_fmt") == "yuv420p"
+        and not len(stream.extra)
+        and bool(stream.packet_key[0])
+    )
     if not fits:
         return None
     steps = stream.packet_step.tolist()
-    return EncodedSegment(codec=stream.codec, extradata=stream.extradata, width=stream.width, height=stream.height,
-                          pix_fmt="yuv420p", packets=tuple(cells[s] for s in steps), frame_index=tuple(steps),
-                          keyframes=tuple(bool(k) for k in stream.packet_key))
+    return EncodedSegment(
+        codec=stream.codec,
+        extradata=stream.extradata,
+        width=stream.width,
+        height=stream.height,
+        pix_fmt="yuv420p",
+        packets=tuple(cells[s] for s in steps),
+        frame_index=tuple(steps),
+        keyframes=tuple(bool(k) for k in stream.packet_key),
+    )
 
 
 def _episode_frames(
-    lake: Lake, episode: dict[str, Any], camera: str, n: int, pool: ThreadPoolExecutor, stream: StreamIndex | None,
+    lake: Lake,
+    episode: dict[str, Any],
+    camera: str,
+    n: int,
+    pool: ThreadPoolExecutor,
+    stream: StreamIndex | None,
     config: ExportConfig,
 ) -> tuple[Iterator[np.ndarray], EncodedSegment | None]:
     """The episode's decoded RGB frames of `camera` in step order (the writer checks their sizes),
     and its packets to copy instead of encoding, when they fit (`_segment`)."""
     eid = episode["episode_id"]
     media = lake.to_arrow(
-        "media", columns=["step_index", "encoding", "data"],
+        "media",
+        columns=["step_index", "encoding", "data"],
         where=f"episode_id = {sql_quote(eid)} AND camera = {sql_quote(camera)}",
     ).sort_by("step_index")
     if media.num_rows != n or not np.array_equal(media["step_index"].to_numpy(), np.arange(n)):

@@ -3,7 +3,7 @@
 The handle is small on purpose: it knows the lake's URI, the lake version it reads and the
 storage options, and hands out Lance datasets, Arrow tables and Ray Datasets pinned to that
 version. Writing goes through `LakeTransaction` (see `transaction.py`), ingest through
-`robolake.lake.ingest`.
+`robolake.lake.intake.ingest`.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from robolake.lake.lease import Writer
-from robolake.lake.media import FrameReader, media_summary
-from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
-from robolake.lake.stats import NormStats
-from robolake.lake.storage import filesystem, normalize_uri
-from robolake.lake.tags import Tag, read_tag
-from robolake.lake.transaction import LakeTransaction, table_uri
-from robolake.lake.versions import (
+from robolake.lake.media.codecs import fidelity
+from robolake.lake.media.frames import FrameReader
+from robolake.lake.protocol.lease import Writer
+from robolake.lake.protocol.tags import Tag, read_tag
+from robolake.lake.protocol.transaction import LakeTransaction, table_uri
+from robolake.lake.protocol.versions import (
+    upgrade_note,
     CommitConflictError,
     LakeVersion,
     list_versions,
@@ -30,8 +30,11 @@ from robolake.lake.versions import (
     write_format_marker,
     write_version,
 )
+from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
+from robolake.lake.stats.norm import NormStats
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import TABLES, schema_for_table
+from robolake.storage import filesystem, normalize_uri
 
 if TYPE_CHECKING:
     import ray.data
@@ -88,7 +91,9 @@ class Lake:
             write_version(uri, info, storage_options)
         except CommitConflictError:
             if not exist_ok:
-                raise FileExistsError(f"a lake was created at {uri} at the same time; open it with Lake.open({uri!r})") from None
+                raise FileExistsError(
+                    f"a lake was created at {uri} at the same time; open it with Lake.open({uri!r})"
+                ) from None
             return cls.open(uri, storage_options=storage_options)  # a concurrent create won; its tables are these
         return cls(uri, info, storage_options)
 
@@ -269,7 +274,12 @@ class Lake:
 
     def frames(self) -> FrameReader:
         """Random access to single camera frames at this version."""
-        return FrameReader.of(self)
+        tables = self.version_info.tables
+        return FrameReader(
+            self.dataset("media"),
+            self.dataset("streams") if "streams" in tables else None,
+            self.dataset("access") if "access" in tables else None,
+        )
 
     def summary(self) -> dict[str, Any]:
         """Tables, row counts, versions, embodiments and quarantine reasons (what `robolake info` prints)."""
@@ -292,7 +302,7 @@ class Lake:
                 for e in emb
             },
             "quarantine": reasons,
-            "media": media_summary(self),
+            "media": _media_summary(self),
         }
 
     def __repr__(self) -> str:
@@ -318,7 +328,10 @@ def _create_table(lake_uri: str, name: str, storage_options: dict[str, str] | No
     for attempt in range(_CREATE_TRIES):
         try:
             ds = lance.write_dataset(
-                pa.Table.from_pylist([], schema=schema), uri, schema=schema, mode="create",
+                pa.Table.from_pylist([], schema=schema),
+                uri,
+                schema=schema,
+                mode="create",
                 storage_options=storage_options,
             )
             return int(ds.version)
@@ -345,3 +358,22 @@ def _is_retryable_conflict(e: Exception) -> bool:
     """A Lance error another writer caused, that trying again (or joining its result) resolves."""
     text = str(e)
     return "already exists" in text or "Retryable commit conflict" in text or "preempted by concurrent" in text
+
+
+def _media_summary(lake: Lake) -> dict[str, Any]:
+    """What `robolake info` says about frames: rows per encoding and per fidelity, access copies."""
+    encodings: dict[str, int] = {}
+    for batch in lake.dataset("media").to_batches(columns=["encoding"], filter=lake.predicate("media", None)):
+        counts = pc.value_counts(batch.column("encoding"))
+        for v in counts.to_pylist():
+            encodings[v["values"]] = encodings.get(v["values"], 0) + int(v["counts"])
+    by_fidelity: dict[str, int] = {}
+    for enc, n in encodings.items():
+        by_fidelity[fidelity(enc)] = by_fidelity.get(fidelity(enc), 0) + n
+    return {
+        "encodings": dict(sorted(encodings.items())),
+        "fidelity": dict(sorted(by_fidelity.items())),
+        "access_copy_rows": lake.count("access"),
+        "record_streams": lake.count("streams"),
+        "note": upgrade_note(lake.uri, lake.storage_options),
+    }

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from robolake.lake.media import decode_frame, frame_size
+from robolake.lake import decode_frame, frame_size
 from robolake.schemas.batch import PackedBatch, make_packed_batch
 
 __all__ = ["CollateConfig", "collate_rows", "decode_views"]
@@ -81,8 +81,15 @@ def decode_views(frames: list[bytes], image_size: int) -> np.ndarray:
         h, w = frame_size(frames[0])
         if (h, w) != (image_size, image_size):
             _resize_logged = True
-            log.info("shard frames are %dx%d, the loader wants %dx%d: resizing every view every epoch; "
-                     "`robolake pack --image-size %d` writes them at that size once", w, h, image_size, image_size, image_size)
+            log.info(
+                "shard frames are %dx%d, the loader wants %dx%d: resizing every view every epoch; "
+                "`robolake pack --image-size %d` writes them at that size once",
+                w,
+                h,
+                image_size,
+                image_size,
+                image_size,
+            )
     out = np.empty((len(frames), image_size, image_size, 3), dtype=np.uint8)
     for i, data in enumerate(frames):
         decode_frame(data, size=(image_size, image_size), out=out[i])

@@ -87,7 +87,9 @@ class LoaderConfig:
         if self.prefetch_factor < 1:
             raise ValueError(f"prefetch_factor must be >= 1, got {self.prefetch_factor}")
         if self.worker_start_method not in ("forkserver", "spawn", "fork"):
-            raise ValueError(f"worker_start_method must be 'forkserver', 'spawn' or 'fork', got {self.worker_start_method!r}")
+            raise ValueError(
+                f"worker_start_method must be 'forkserver', 'spawn' or 'fork', got {self.worker_start_method!r}"
+            )
 
     def collate_config(self, shards: PackedShards) -> CollateConfig:
         """The collate settings for `shards` (padded widths default to the widest in the shards)."""

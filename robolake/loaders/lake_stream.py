@@ -38,7 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from robolake.distributed import resolve_rank
-from robolake.lake.lake import Lake
+from robolake.lake import Lake
 from robolake.loaders.collate import CollateConfig, collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
 from robolake.loaders.resume import ResumableSource
@@ -154,12 +154,18 @@ class LakeStream(ResumableSource):
         if epoch not in self._plans:
             seed = int(np.random.SeedSequence([self.spec.seed, epoch]).generate_state(1)[0])
             shuffle_seed = [self.config.seed, epoch] if self.config.shuffle else None
-            bins, rejected = window_sequences(self.index, self.spec, shuffle_seed=shuffle_seed, packer_seed=seed,
-                                              mixture=self.mixture, epoch=epoch)  # fmt: skip
+            bins, rejected = window_sequences(
+                self.index, self.spec, shuffle_seed=shuffle_seed, packer_seed=seed, mixture=self.mixture, epoch=epoch
+            )
             self.rejected = rejected.tolist()
             if self.mixture is not None:  # every rank the same mixture: a stratified deal (`Mixture.deal`)
-                bins = self.mixture.deal(self.index, bins, self.world_size, max_tokens=self.spec.max_tokens,
-                                         seed=[self.config.seed, epoch, 0x4445])  # fmt: skip
+                bins = self.mixture.deal(
+                    self.index,
+                    bins,
+                    self.world_size,
+                    max_tokens=self.spec.max_tokens,
+                    seed=[self.config.seed, epoch, 0x4445],
+                )
             # The sequences are already in a shuffled order; the rank split must not reshuffle them.
             split = dataclasses.replace(self.config, shuffle=False)
             batches = epoch_batches(len(bins), epoch=epoch, rank=self.rank, world_size=self.world_size, config=split)

@@ -19,14 +19,14 @@ import dataclasses
 from typing import Literal
 
 from robolake.distributed import resolve_rank
-from robolake.lake.lake import Lake
-from robolake.lake.storage import exists, join_uri, normalize_uri
+from robolake.lake import Lake
 from robolake.loaders.config import LoaderConfig
 from robolake.loaders.shards import PackedShards
 from robolake.packers.manifest import MANIFEST_NAME
 from robolake.packers.mix import MixSpec, load_mix
 from robolake.packers.spec import PackSpec
 from robolake.schemas.batch import BatchSource
+from robolake.storage import exists, join_uri, normalize_uri
 
 __all__ = ["Backend", "open_batches", "is_pack_output"]
 
@@ -90,10 +90,14 @@ def open_batches(
         if backend == "ray":
             from robolake.loaders.ray_stream import RayPackedStream
 
-            return RayPackedStream(source, config, lake=lake, storage_options=storage_options, rank=where.rank, world_size=where.world_size)  # type: ignore[arg-type]
+            return RayPackedStream(
+                source, config, lake=lake, storage_options=storage_options, rank=where.rank, world_size=where.world_size
+            )  # type: ignore[arg-type]
         from robolake.loaders.torch_loader import PackedLoader
 
-        return PackedLoader(source, config, lake=lake, storage_options=storage_options, rank=where.rank, world_size=where.world_size)  # type: ignore[arg-type]
+        return PackedLoader(
+            source, config, lake=lake, storage_options=storage_options, rank=where.rank, world_size=where.world_size
+        )  # type: ignore[arg-type]
     if backend == "ray":
         raise ValueError(
             "streaming straight from a lake runs on a thread pool (backend='torch'); to stream with Ray, "
@@ -112,5 +116,7 @@ def open_batches(
                 "`robolake pack` wrote or one `robolake ingest` wrote"
             ) from e
     if mix is not None:
-        spec = dataclasses.replace(spec or PackSpec(algorithm="window"), mix=load_mix(mix) if isinstance(mix, str) else mix)
+        spec = dataclasses.replace(
+            spec or PackSpec(algorithm="window"), mix=load_mix(mix) if isinstance(mix, str) else mix
+        )
     return LakeStream(lake_source, spec, config, rank=where.rank, world_size=where.world_size)

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.distributed import resolve_rank
-from robolake.lake.lake import Lake
+from robolake.lake import Lake
 from robolake.loaders.collate import CollateConfig, collate_rows, decode_views
 from robolake.loaders.config import LoaderConfig, batch_layout
 from robolake.loaders.resume import ResumableSource
@@ -169,7 +169,11 @@ class RayPackedStream(ResumableSource):
         where = resolve_rank(rank, world_size)
         self.rank, self.world_size = where.rank, where.world_size
         check_ray_config(self.config, self.world_size)
-        self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
+        self.shards = (
+            shards
+            if isinstance(shards, PackedShards)
+            else open_shards(shards, lake=lake, storage_options=storage_options)
+        )
         check_not_stale(self.shards, self.config.allow_stale)
         self.collate = self.config.collate_config(self.shards)
         self.decode_concurrency = decode_concurrency
@@ -215,7 +219,9 @@ class RayPackedStream(ResumableSource):
         """The Ray Dataset of shard rows with decoded `pixels` (lazy; executes when iterated)."""
         ray = _require_ray()
         epoch = self.epoch if epoch is None else epoch
-        ds = ray.data.read_lance(self.shards.uri, version=self.shards.version, storage_options=self.shards.storage_options)
+        ds = ray.data.read_lance(
+            self.shards.uri, version=self.shards.version, storage_options=self.shards.storage_options
+        )
         if self.config.shuffle:
             ds = ds.randomize_block_order(seed=_seed(self.config, epoch))
         return ds.map_batches(

@@ -38,11 +38,20 @@ class ResumableSource(BatchSource):
         loader, source, version, spec = self._identity()
         cfg = self.config
         return LoaderState(
-            loader=loader, source=source, version=version, spec=spec,
-            seed=cfg.seed, shuffle=cfg.shuffle, drop_last=cfg.drop_last, sequences_per_batch=cfg.sequences_per_batch,
-            rank=self.rank, world_size=self.world_size, epoch=self.epoch,
-            batches_done=min(self.batches_done, self.num_batches), num_batches=self.num_batches,
-        )  # fmt: skip
+            loader=loader,
+            source=source,
+            version=version,
+            spec=spec,
+            seed=cfg.seed,
+            shuffle=cfg.shuffle,
+            drop_last=cfg.drop_last,
+            sequences_per_batch=cfg.sequences_per_batch,
+            rank=self.rank,
+            world_size=self.world_size,
+            epoch=self.epoch,
+            batches_done=min(self.batches_done, self.num_batches),
+            num_batches=self.num_batches,
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """Where this rank is (`LoaderState.to_json()`): load it into a new source to continue with the next batch."""

@@ -23,11 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from robolake.lake.lake import Lake
-from robolake.lake.storage import exists, join_uri, normalize_uri
-from robolake.lake.versions import list_versions, read_version
+from robolake.lake import Lake, list_versions, read_version
 from robolake.packers.manifest import SHARDS_NAME, LineageError, PackManifest, read_manifest
 from robolake.schemas.packed import packed_schema
+from robolake.storage import exists, join_uri, normalize_uri
 
 __all__ = ["PackedShards", "open_shards", "check_lineage", "check_not_stale", "stale_deletions"]
 
@@ -94,7 +93,9 @@ class PackedShards:
         try:
             table = self.dataset().take(uniq.tolist(), columns=columns)
         except OSError as e:
-            raise FileNotFoundError(f"packed shards {self.uri} cannot be read ({e}); a data file is missing or damaged: {_REPACK}") from e
+            raise FileNotFoundError(
+                f"packed shards {self.uri} cannot be read ({e}); a data file is missing or damaged: {_REPACK}"
+            ) from e
         return table.take(pa.array(inverse))
 
     def __getstate__(self) -> dict[str, Any]:
@@ -141,7 +142,9 @@ def _check_schema(ds: lance.LanceDataset, uri: str) -> None:
         )
 
 
-def check_lineage(manifest: PackManifest, lake: Lake | str, root: str = "", storage_options: dict[str, str] | None = None) -> None:
+def check_lineage(
+    manifest: PackManifest, lake: Lake | str, root: str = "", storage_options: dict[str, str] | None = None
+) -> None:
     """Check that shards were packed from `lake` at the version it is opened at.
 
     Args:
@@ -185,7 +188,9 @@ def stale_deletions(shards: PackedShards) -> list[tuple[int, str, int]]:
     try:
         versions = [v for v in list_versions(m.lake_uri, opts) if v > m.lake_version]
     except (OSError, ValueError) as e:
-        log.warning("packed shards %s: cannot reach lake %s to check for deleted episodes (%s)", shards.root, m.lake_uri, e)
+        log.warning(
+            "packed shards %s: cannot reach lake %s to check for deleted episodes (%s)", shards.root, m.lake_uri, e
+        )
         return []
     if not versions:
         return []
@@ -197,7 +202,9 @@ def stale_deletions(shards: PackedShards) -> list[tuple[int, str, int]]:
         if not removed:
             continue
         if held is None:
-            ids = _open_lance(join_uri(shards.root, SHARDS_NAME), m.shards_version, opts).to_table(columns=["episode_id"])
+            ids = _open_lance(join_uri(shards.root, SHARDS_NAME), m.shards_version, opts).to_table(
+                columns=["episode_id"]
+            )
             held = set(pc.list_flatten(ids["episode_id"]).unique().to_pylist())
         hit = held.intersection(removed)
         if hit:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from robolake.lake.lake import Lake
+from robolake.lake import Lake
 from robolake.loaders.config import LoaderConfig
 from robolake.loaders.open import Backend, open_batches
 from robolake.packers.spec import PackSpec
@@ -38,7 +38,14 @@ def stream(
         As `open_batches`.
     """
     source_ = open_batches(
-        source, config, rank=rank, world_size=world_size, storage_options=storage_options, spec=spec, backend=backend, lake=lake
+        source,
+        config,
+        rank=rank,
+        world_size=world_size,
+        storage_options=storage_options,
+        spec=spec,
+        backend=backend,
+        lake=lake,
     )
     source_.set_epoch(epoch)
     return iter(source_)

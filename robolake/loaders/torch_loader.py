@@ -49,7 +49,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from robolake.distributed import resolve_rank
 from robolake.fork_server import PRELOAD, start_fork_server
-from robolake.lake.lake import Lake
+from robolake.lake import Lake
 from robolake.loaders.collate import collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
 from robolake.loaders.resume import ResumableSource
@@ -75,7 +75,9 @@ def epoch_batches(
         from robolake.packers.mix import deal_order
 
         if len(strata) != num_rows:
-            raise ValueError(f"the pack's row strata name {len(strata)} rows but the shards hold {num_rows}; re-run `robolake pack`")
+            raise ValueError(
+                f"the pack's row strata name {len(strata)} rows but the shards hold {num_rows}; re-run `robolake pack`"
+            )
         order = deal_order(strata, world_size, seed=[config.seed, epoch])
     elif config.shuffle:
         order = np.random.default_rng([config.seed, epoch]).permutation(num_rows)
@@ -221,8 +223,14 @@ class PackedShardDataset(IterableDataset):
         """This rank's batches (row indices) of `epoch` (default: the current one)."""
         from robolake.packers.mix import row_strata
 
-        return epoch_batches(self.shards.num_rows, epoch=self.epoch if epoch is None else epoch, rank=self.rank,
-                             world_size=self.world_size, config=self.config, strata=row_strata(self.shards.manifest.mixture))  # fmt: skip
+        return epoch_batches(
+            self.shards.num_rows,
+            epoch=self.epoch if epoch is None else epoch,
+            rank=self.rank,
+            world_size=self.world_size,
+            config=self.config,
+            strata=row_strata(self.shards.manifest.mixture),
+        )
 
     def __iter__(self) -> Iterator[PackedBatch | WireBatch]:
         info = get_worker_info()
@@ -278,7 +286,11 @@ class PackedLoader(ResumableSource):
             FileNotFoundError, ValueError, LineageError: as for `open_shards`.
         """
         self.config = config or LoaderConfig()
-        self.shards = shards if isinstance(shards, PackedShards) else open_shards(shards, lake=lake, storage_options=storage_options)
+        self.shards = (
+            shards
+            if isinstance(shards, PackedShards)
+            else open_shards(shards, lake=lake, storage_options=storage_options)
+        )
         check_not_stale(self.shards, self.config.allow_stale)
         where = resolve_rank(rank, world_size)
         self.rank, self.world_size = where.rank, where.world_size
@@ -350,7 +362,9 @@ class PackedLoader(ResumableSource):
                 self._stream = None  # a worker failed: the next iteration starts afresh
                 raise
             self.batches_done += 1
-            self._stream_at = (self.epoch, self.batches_done) if self.batches_done < self._num_batches else (self.epoch + 1, 0)
+            self._stream_at = (
+                (self.epoch, self.batches_done) if self.batches_done < self._num_batches else (self.epoch + 1, 0)
+            )
             yield from_wire(batch)
 
     def _identity(self) -> tuple[str, str, int, str]:

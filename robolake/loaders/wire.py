@@ -57,5 +57,7 @@ def from_wire(item: WireBatch | PackedBatch) -> PackedBatch:
     """The PackedBatch a worker sent (a PackedBatch passes through unchanged)."""
     if isinstance(item, PackedBatch):
         return item
-    fields: dict[str, Any] = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in item.fields.items()}
+    fields: dict[str, Any] = {
+        k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in item.fields.items()
+    }
     return PackedBatch(**fields)

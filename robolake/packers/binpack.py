@@ -126,11 +126,7 @@ def _validate(
     lengths: np.ndarray | list[int], max_tokens: int, on_oversize: OnOversize
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lengths as int64, accepted indices, rejected indices), or raise naming the bad sample."""
-    if (
-        isinstance(max_tokens, bool)
-        or not isinstance(max_tokens, (int, np.integer))
-        or max_tokens < 1
-    ):
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
     if on_oversize not in ("error", "reject"):
         raise ValueError(f"on_oversize must be 'error' or 'reject', got {on_oversize!r}")
@@ -138,9 +134,7 @@ def _validate(
     if arr.ndim != 1:
         raise ValueError(f"lengths must be 1-D, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(
-            f"lengths must be integers, got dtype {arr.dtype}; round token counts first"
-        )
+        raise ValueError(f"lengths must be integers, got dtype {arr.dtype}; round token counts first")
     arr = arr.astype(_I64, copy=False)
     if arr.size and arr.min() < 1:
         i = int(np.argmin(arr))

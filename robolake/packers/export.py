@@ -19,14 +19,23 @@ from typing import Any
 import lance
 import numpy as np
 
-from robolake.lake.storage import join_uri, normalize_uri
 from robolake.packers.manifest import SHARDS_NAME, read_manifest
+from robolake.storage import join_uri, normalize_uri
 
 __all__ = ["export_webdataset"]
 
 _LIST_KEYS = (
-    "episode_id", "step_index", "embodiment", "embodiment_id", "lengths", "cu_seqlens", "num_views",
-    "cameras", "text_lengths", "state_dims", "action_dims",
+    "episode_id",
+    "step_index",
+    "embodiment",
+    "embodiment_id",
+    "lengths",
+    "cu_seqlens",
+    "num_views",
+    "cameras",
+    "text_lengths",
+    "state_dims",
+    "action_dims",
 )
 
 
@@ -70,5 +79,7 @@ def export_webdataset(packed: str, out_dir: str, *, sequences_per_tar: int = 256
                 for v, img in enumerate(row["frames"]):
                     sample[f"view{v:03d}.jpg"] = img
                 sink.write(sample)
-    written = sorted(os.path.join(out_dir, f) for f in os.listdir(out_dir) if f.startswith("packed-") and f.endswith(".tar"))
+    written = sorted(
+        os.path.join(out_dir, f) for f in os.listdir(out_dir) if f.startswith("packed-") and f.endswith(".tar")
+    )
     return written

@@ -80,9 +80,7 @@ class ByteTokenizer:
 
     def encode(self, text: str) -> np.ndarray:
         """int64 token ids of `text`."""
-        body = (
-            np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64) + self.num_special
-        )
+        body = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64) + self.num_special
         parts = ([np.array([self.BOS])] if self.add_bos else []) + [body]
         if self.add_eos:
             parts.append(np.array([self.EOS]))
@@ -113,9 +111,7 @@ class TokenLengthConfig:
         if self.tokens_per_view < 1:
             raise ValueError(f"tokens_per_view must be >= 1, got {self.tokens_per_view}")
         if not callable(getattr(self.tokenizer, "encode", None)):
-            raise ValueError(
-                f"tokenizer must have an encode(str) method, got {type(self.tokenizer).__name__}"
-            )
+            raise ValueError(f"tokenizer must have an encode(str) method, got {type(self.tokenizer).__name__}")
         if self.max_text_tokens is not None and self.max_text_tokens < 0:
             raise ValueError(f"max_text_tokens must be >= 0 or None, got {self.max_text_tokens}")
         for name in ("state_tokens", "history_steps", "tokens_per_history_step"):
@@ -134,9 +130,7 @@ class TokenLengthConfig:
 
 
 def _as_string_array(text: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> pa.Array:
-    arr = (
-        text if isinstance(text, (pa.Array, pa.ChunkedArray)) else pa.array(text, type=pa.string())
-    )
+    arr = text if isinstance(text, (pa.Array, pa.ChunkedArray)) else pa.array(text, type=pa.string())
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
@@ -165,9 +159,7 @@ def text_token_lengths(
     else:
         enc = pc.fill_null(arr, "").dictionary_encode()
         uniq = enc.dictionary.to_pylist()
-        per_unique = np.fromiter(
-            (len(tok.encode(s)) for s in uniq), dtype=np.int64, count=len(uniq)
-        )
+        per_unique = np.fromiter((len(tok.encode(s)) for s in uniq), dtype=np.int64, count=len(uniq))
         counts = per_unique[enc.indices.to_numpy(zero_copy_only=False)]
     if config.max_text_tokens is not None:
         counts = np.minimum(counts, config.max_text_tokens)
@@ -195,9 +187,7 @@ def sample_lengths(
     """
     if isinstance(num_views, (pa.Array, pa.ChunkedArray)):
         if num_views.null_count:
-            raise ValueError(
-                f"num_views has {num_views.null_count} nulls; fill them before packing"
-            )
+            raise ValueError(f"num_views has {num_views.null_count} nulls; fill them before packing")
         views = np.asarray(num_views.to_numpy(zero_copy_only=False))
     else:
         views = np.asarray(num_views)
@@ -205,12 +195,8 @@ def sample_lengths(
         raise ValueError(f"num_views must be a 1-D integer column, got {views.dtype} {views.shape}")
     views = views.astype(np.int64, copy=False)
     if views.size and views.min() < 0:
-        raise ValueError(
-            f"num_views must be >= 0, got {int(views.min())} at sample {int(views.argmin())}"
-        )
+        raise ValueError(f"num_views must be >= 0, got {int(views.min())} at sample {int(views.argmin())}")
     text_tokens = text_token_lengths(text, config)
     if text_tokens.shape != views.shape:
-        raise ValueError(
-            f"num_views has {views.size} samples but text has {text_tokens.size}; pass aligned columns"
-        )
+        raise ValueError(f"num_views has {views.size} samples but text has {text_tokens.size}; pass aligned columns")
     return views * config.tokens_per_view + text_tokens + config.fixed_tokens

@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from robolake.lake.storage import exists, join_uri, read_json, write_json_atomic
 from robolake.packers.spec import PackSpec
+from robolake.storage import exists, join_uri, read_json, write_json_atomic
 
 __all__ = ["PackManifest", "read_manifest", "write_manifest", "MANIFEST_NAME", "SHARDS_NAME", "LineageError"]
 

@@ -40,10 +40,15 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-from robolake.lake.codecs import render_rgb
-from robolake.lake.media import MEDIA_ROW_COLUMNS, load_streams, record_images, standalone_images
-from robolake.lake.record import StreamIndex
-from robolake.lake.stats import NormStats
+from robolake.lake import (
+    MEDIA_ROW_COLUMNS,
+    NormStats,
+    StreamIndex,
+    load_streams,
+    record_images,
+    render_rgb,
+    standalone_images,
+)
 from robolake.packers.samples import SampleIndex
 from robolake.packers.spec import PackSpec
 from robolake.schemas.packed import packed_schema
@@ -161,8 +166,10 @@ class SequenceMaterializer:
         use_access = np.zeros(len(ep), dtype=bool) if idx.access_offset is None else idx.access_offset[ep, cam] >= 0
         recorded = (np.zeros(len(ep), dtype=bool) if idx.recorded is None else idx.recorded[ep, cam]) & ~use_access
         plain = ~use_access & ~recorded
-        for mask, ds, base in ((use_access, self._open(self.access_uri, self.access_version), idx.access_offset),
-                               (plain, media, idx.media_offset)):
+        for mask, ds, base in (
+            (use_access, self._open(self.access_uri, self.access_version), idx.access_offset),
+            (plain, media, idx.media_offset),
+        ):
             if not mask.any() or ds is None or base is None:
                 continue
             offs = base[ep[mask], cam[mask]] + t[mask]
@@ -178,11 +185,15 @@ class SequenceMaterializer:
         if recorded.any():
             self._recorded(media, ep, cam, t, recorded, out)
         if any(o is None for o in out):
-            raise ValueError("a frame of a recorded camera has no access copy table or streams table to decode it; "
-                             "build the materializer with packers.pipeline.materializer_for(lake, ...)")
+            raise ValueError(
+                "a frame of a recorded camera has no access copy table or streams table to decode it; "
+                "build the materializer with packers.pipeline.materializer_for(lake, ...)"
+            )
         return [o for o in out if o is not None]
 
-    def _rendered(self, ep: np.ndarray, cam: np.ndarray, t: np.ndarray, mask: np.ndarray, out: list[bytes | None]) -> None:
+    def _rendered(
+        self, ep: np.ndarray, cam: np.ndarray, t: np.ndarray, mask: np.ndarray, out: list[bytes | None]
+    ) -> None:
         """Frames of recorded streams from pack's scratch table of renditions (one take)."""
         if not mask.any() or self.rendered_offset is None:
             return
@@ -199,7 +210,9 @@ class SequenceMaterializer:
         for i, j in zip(np.flatnonzero(mask).tolist(), inv.tolist(), strict=True):
             out[i] = data[j]
 
-    def render_stream(self, media: lance.LanceDataset, streams: dict[tuple[str, str], StreamIndex], e: int, c: int) -> list[bytes]:
+    def render_stream(
+        self, media: lance.LanceDataset, streams: dict[tuple[str, str], StreamIndex], e: int, c: int
+    ) -> list[bytes]:
         """The rendition of every sample step (0, stride, 2 * stride, ...) of camera `c` of episode
         row `e`, in step order: one pass over its recorded stream, counted by `counted_decodes`.
 
@@ -213,20 +226,30 @@ class SequenceMaterializer:
         eid, camera = str(idx.episodes["episode_id"][e].as_py()), str(idx.episodes["cameras"][e][c].as_py())
         stream = streams.get((eid, camera))
         if stream is None:
-            raise ValueError(f"episode {eid} camera {camera} is a recorded video but the streams table has no row "
-                             "for it; run `robolake check`")
+            raise ValueError(
+                f"episode {eid} camera {camera} is a recorded video but the streams table has no row "
+                "for it; run `robolake check`"
+            )
         base, n = int(idx.media_offset[e, c]), int(idx.episodes["num_steps"][e].as_py())
         data = media.take(list(range(base, base + n)), columns=["data"])["data"].to_pylist()
         steps = range(0, n, stride)
-        frames = record_images(stream, steps, data.__getitem__, lambda rgb: render_rgb(rgb, size),
-                               None if size is None else (size, size))
+        frames = record_images(
+            stream, steps, data.__getitem__, lambda rgb: render_rgb(rgb, size), None if size is None else (size, size)
+        )
         passes = getattr(_local, "passes", None)
         if passes is not None:
             passes[(eid, camera)] += 1
         return [frames[s] for s in steps]
 
-    def _recorded(self, media: lance.LanceDataset, ep: np.ndarray, cam: np.ndarray, t: np.ndarray,
-                  mask: np.ndarray, out: list[bytes | None]) -> None:
+    def _recorded(
+        self,
+        media: lance.LanceDataset,
+        ep: np.ndarray,
+        cam: np.ndarray,
+        t: np.ndarray,
+        mask: np.ndarray,
+        out: list[bytes | None],
+    ) -> None:
         """Frames of recorded streams, each stream decoded once per process (see the essay)."""
         idx, size, stride = self.index, self.spec.image_size, int(self.index.step_stride)
         ids, cams = idx.episodes["episode_id"], idx.episodes["cameras"]
@@ -243,8 +266,13 @@ class SequenceMaterializer:
         if missing:
             streams = load_streams(self._open(self.streams_uri, self.streams_version), [k[2] for _, _, k in missing])
             for e, c, key in missing:
-                frames = dict(zip(range(0, int(idx.episodes["num_steps"][e].as_py()), stride),
-                                  self.render_stream(media, streams, e, c), strict=True))
+                frames = dict(
+                    zip(
+                        range(0, int(idx.episodes["num_steps"][e].as_py()), stride),
+                        self.render_stream(media, streams, e, c),
+                        strict=True,
+                    )
+                )
                 _CACHE.put(key, frames)
                 got[(e, c)] = frames
         for i in np.flatnonzero(mask).tolist():

@@ -41,169 +41,18 @@ An episode belongs to one component: the first listed that names it (tags may ov
 from __future__ import annotations
 
 import json
-import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from robolake.lake.lake import Lake
-    from robolake.packers.samples import SampleIndex
+from robolake.lake import Lake
+from robolake.packers.samples import SampleIndex
 
 __all__ = ["MIX_KEYS", "SHARES", "MixSpec", "Mixture", "bind_mixture", "deal_order", "load_mix", "row_strata"]
 
-MIX_KEYS = ("embodiment", "task", "source", "tag", "split")
-SHARES = ("samples", "tokens")
-REST = "*"
-
-
-@dataclass(frozen=True, kw_only=True)
-class MixSpec:
-    """A weighted mixture of a lake's episodes, grouped by one key.
-
-    Attributes:
-        key: What groups episodes: `embodiment`, `task` (the instruction), `source` (the
-            episode metadata's `source`, 'recorded' when absent; rollouts say 'rollout'), `tag`
-            (a lake tag's episodes) or `split` (the tag `split:NAME`).
-        weights: (value, weight) pairs in order; `*` stands for every episode no other value
-            names. Weights are relative (normalised to sum to 1); 0 leaves a group out.
-            Episodes that no value names (and no `*`) are left out too.
-        share: What a weight is a share of: `samples` or `tokens` (backbone tokens).
-        epoch_size: Samples (or tokens, with share="tokens") one epoch draws; None draws as many
-            as the mixture's groups hold together.
-    """
-
-    key: Literal["embodiment", "task", "source", "tag", "split"]
-    weights: tuple[tuple[str, float], ...]
-    share: Literal["samples", "tokens"] = "samples"
-    epoch_size: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.key not in MIX_KEYS:
-            raise ValueError(f"mixture key must be one of {MIX_KEYS}, got {self.key!r} (write e.g. 'embodiment=gr1:0.5,*:0.5')")
-        if self.share not in SHARES:
-            raise ValueError(f"mixture share must be 'samples' or 'tokens', got {self.share!r}")
-        weights = tuple((str(v), float(w)) for v, w in self.weights)
-        object.__setattr__(self, "weights", weights)
-        if not weights:
-            raise ValueError("a mixture needs at least one value:weight entry, e.g. 'embodiment=gr1:0.5,*:0.5'")
-        values = [v for v, _ in weights]
-        dupes = sorted({v for v in values if values.count(v) > 1})
-        if dupes:
-            raise ValueError(f"mixture names {dupes} more than once; give each value one weight")
-        for v, w in weights:
-            if not v:
-                raise ValueError("a mixture value is empty; write value:weight")
-            if not math.isfinite(w) or w < 0:
-                raise ValueError(f"mixture weight of {v!r} must be a finite number >= 0, got {w}")
-        if sum(w for _, w in weights) <= 0:
-            raise ValueError("mixture weights sum to 0; give at least one value a positive weight")
-        if self.epoch_size is not None and self.epoch_size < 1:
-            raise ValueError(f"mixture epoch_size must be >= 1 or None, got {self.epoch_size}")
-
-    @property
-    def normalized(self) -> tuple[tuple[str, float], ...]:
-        """(value, weight / sum of weights) pairs, in order."""
-        total = sum(w for _, w in self.weights)
-        return tuple((v, w / total) for v, w in self.weights)
-
-    def to_text(self) -> str:
-        """The `--mix` form (`key=v:w,...`; share and epoch size are separate options)."""
-        return f"{self.key}=" + ",".join(f"{v}:{w:g}" for v, w in self.weights)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "weights": [[v, w] for v, w in self.weights], "share": self.share, "epoch_size": self.epoch_size}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> MixSpec:
-        """The inverse of `to_json`; also reads the YAML/JSON file form (`weights` as a mapping).
-
-        Raises:
-            ValueError: a field is missing or invalid.
-        """
-        if not isinstance(d, Mapping):
-            raise ValueError(f"a mixture is a mapping with key, weights and optionally share and epoch_size; got {type(d).__name__}")
-        unknown = sorted(set(d) - {"key", "weights", "share", "epoch_size"})
-        if unknown:
-            raise ValueError(f"unknown mixture fields {unknown}; a mixture has key, weights, share and epoch_size")
-        if "key" not in d or "weights" not in d:
-            raise ValueError("a mixture needs `key` (embodiment, task, source, tag or split) and `weights` (value: weight)")
-        raw = d["weights"]
-        pairs: list[tuple[str, float]]
-        if isinstance(raw, Mapping):
-            pairs = [(str(v), _weight(v, w)) for v, w in raw.items()]
-        elif isinstance(raw, Sequence) and not isinstance(raw, str):
-            pairs = []
-            for item in raw:
-                if not (isinstance(item, Sequence) and len(item) == 2) or isinstance(item, str):
-                    raise ValueError(f"mixture weights entry {item!r} is not a [value, weight] pair")
-                pairs.append((str(item[0]), _weight(item[0], item[1])))
-        else:
-            raise ValueError(f"mixture weights must map value -> weight, got {raw!r}")
-        size = d.get("epoch_size")
-        return cls(key=d["key"], weights=tuple(pairs), share=d.get("share", "samples"),
-                   epoch_size=None if size is None else int(size))  # fmt: skip
-
-    @classmethod
-    def parse(cls, text: str, *, share: str = "samples", epoch_size: int | None = None) -> MixSpec:
-        """Parse `key=value:weight,value:weight,...` (the `--mix` form).
-
-        Raises:
-            ValueError: the text is malformed (the message shows the expected form).
-        """
-        form = "write KEY=VALUE:WEIGHT,..., e.g. 'embodiment=gr1:0.5,so101:0.3,*:0.2'"
-        key, sep, rest = text.strip().partition("=")
-        if not sep or not rest.strip():
-            raise ValueError(f"mixture {text!r} has no KEY=...; {form}")
-        pairs: list[tuple[str, float]] = []
-        for part in rest.split(","):
-            value, colon, w = part.strip().rpartition(":")
-            if not colon or not value.strip():
-                raise ValueError(f"mixture entry {part.strip()!r} is not VALUE:WEIGHT; {form}")
-            pairs.append((value.strip(), _weight(value.strip(), w.strip())))
-        return cls(key=key.strip(), weights=tuple(pairs), share=share, epoch_size=epoch_size)  # type: ignore[arg-type]
-
-
-def _weight(value: Any, w: Any) -> float:
-    try:
-        return float(w)
-    except (TypeError, ValueError):
-        raise ValueError(f"mixture weight of {value!r} is {w!r}, not a number") from None
-
-
-def load_mix(arg: str, *, share: str | None = None, epoch_size: int | None = None) -> MixSpec:
-    """A MixSpec from `--mix`: the inline form, or a `.yaml`/`.yml`/`.json` file for long mixtures.
-
-    A file holds `key`, `weights` (value: weight), and optionally `share` and `epoch_size`;
-    `share` and `epoch_size` given here override the file's.
-
-    Raises:
-        FileNotFoundError: `arg` names a mixture file that does not exist.
-        ValueError: the mixture is malformed.
-    """
-    if arg.endswith((".yaml", ".yml", ".json")):
-        if not os.path.isfile(arg):
-            raise FileNotFoundError(f"mixture file {arg} does not exist; pass a path, or the inline form 'embodiment=gr1:0.5,*:0.5'")
-        with open(arg) as f:
-            text = f.read()
-        try:
-            if arg.endswith(".json"):
-                d = json.loads(text)
-            else:
-                import yaml
-
-                d = yaml.safe_load(text)
-        except Exception as e:  # yaml.YAMLError / json.JSONDecodeError, with the line
-            raise ValueError(f"mixture file {arg} is not valid {'JSON' if arg.endswith('.json') else 'YAML'}: {e}") from e
-        spec = MixSpec.from_json(d)
-    else:
-        spec = MixSpec.parse(arg)
-    return MixSpec(key=spec.key, weights=spec.weights, share=share or spec.share,  # type: ignore[arg-type]
-                   epoch_size=epoch_size if epoch_size is not None else spec.epoch_size)  # fmt: skip
-
+from robolake.packers.mixspec import MIX_KEYS, REST, SHARES, MixSpec, load_mix
 
 # --- binding a mixture to a sample index -----------------------------------------------------
 
@@ -287,7 +136,10 @@ class Mixture:
         part = np.divide(per, self.cycle, out=np.zeros(per.shape), where=self.cycle > 0) * self.quotas
         if self.spec.share == "samples":
             part = np.stack([_largest_remainder(part[:, c]) for c in range(k)], axis=1)
-        return [Mixture(spec=self.spec, labels=self.labels, quotas=part[r], cycle=per[r], stream=r + 1) for r in range(len(ranges))]
+        return [
+            Mixture(spec=self.spec, labels=self.labels, quotas=part[r], cycle=per[r], stream=r + 1)
+            for r in range(len(ranges))
+        ]
 
     def strata(self, index: SampleIndex, bins: Sequence[np.ndarray], max_tokens: int) -> np.ndarray:
         """int64 [sequences] stratum of each packed sequence, for `deal_order`: its dominant
@@ -303,11 +155,20 @@ class Mixture:
         owner = np.repeat(np.arange(n), sizes)
         counts = np.bincount(owner * k + np.where(comp < 0, k - 1, comp), minlength=n * k).reshape(n, k)
         share = np.rint(255 * counts.max(axis=1) / np.maximum(sizes, 1)).astype(np.int64)
-        fill = np.minimum(255, 256 * np.bincount(owner, weights=index.length_of(flat), minlength=n) // max(1, max_tokens)).astype(np.int64)
+        fill = np.minimum(
+            255, 256 * np.bincount(owner, weights=index.length_of(flat), minlength=n) // max(1, max_tokens)
+        ).astype(np.int64)
         return (counts.argmax(axis=1) * 256 + (255 - share)) * 256 + fill
 
-    def deal(self, index: SampleIndex, bins: Sequence[np.ndarray], world_size: int, *, max_tokens: int,
-             seed: int | Sequence[int]) -> list[np.ndarray]:  # fmt: skip
+    def deal(
+        self,
+        index: SampleIndex,
+        bins: Sequence[np.ndarray],
+        world_size: int,
+        *,
+        max_tokens: int,
+        seed: int | Sequence[int],
+    ) -> list[np.ndarray]:
         """`bins` in the order `deal_order` gives their strata: with the loaders' rank rule
         (sequence i to rank i mod world_size) every rank gets the same mixture."""
         if world_size <= 1 or not bins:
@@ -332,11 +193,19 @@ class Mixture:
         realised = got / max(1.0, float(got.sum()))
         targets = np.asarray([w for _, w in self.spec.normalized])
         components = [
-            {"value": v, "weight": float(w), "target_share": float(targets[c]), "realised_share": float(realised[c]),
-             "quota": float(self.quotas[c]), "pool": int(self.cycle[c]), "drawn_samples": int(samples[c]),
-             "drawn_tokens": int(tokens[c]), "repeats": float(self.quotas[c] / self.cycle[c]) if self.cycle[c] else 0.0}
+            {
+                "value": v,
+                "weight": float(w),
+                "target_share": float(targets[c]),
+                "realised_share": float(realised[c]),
+                "quota": float(self.quotas[c]),
+                "pool": int(self.cycle[c]),
+                "drawn_samples": int(samples[c]),
+                "drawn_tokens": int(tokens[c]),
+                "repeats": float(self.quotas[c] / self.cycle[c]) if self.cycle[c] else 0.0,
+            }
             for c, (v, w) in enumerate(self.spec.weights)
-        ]  # fmt: skip
+        ]
         return {
             **self.spec.to_json(),
             "unit": self.spec.share,
@@ -435,14 +304,17 @@ def _labels(lake: Lake, index: SampleIndex, mix: MixSpec) -> np.ndarray:
             members.append(_tag_members(lake, f"split:{v}" if mix.key == "split" else v, selection))
         else:
             if mix.key == "source":  # the `--where` rule for `source` (metadata's, 'recorded' when absent)
-                from robolake.curate.where import select_episode_ids
+                from robolake.lake import select_episode_ids
 
                 hit = set(select_episode_ids(lake, f"source = {v!r}")) & selection
             else:
                 hit = {e for e, x in zip(ids, eps[mix.key].to_pylist(), strict=True) if x == v}
             if not hit:
-                have = sorted({_meta_source(m) for m in lake.episodes(columns=["metadata"])["metadata"].to_pylist()}
-                              if mix.key == "source" else set(eps[mix.key].to_pylist()))  # fmt: skip
+                have = sorted(
+                    {_meta_source(m) for m in lake.episodes(columns=["metadata"])["metadata"].to_pylist()}
+                    if mix.key == "source"
+                    else set(eps[mix.key].to_pylist())
+                )
                 raise ValueError(
                     f"mixture {mix.key}={v} names no episode of lake {lake.uri} (version {lake.version}"
                     f"{'' if lake.tag is None else ', tag ' + lake.tag.name}); its {mix.key} values are {have[:20]}"
@@ -473,16 +345,23 @@ def _meta_source(text: str | None) -> str:
 
 
 def _tag_members(lake: Lake, name: str, selection: set[str]) -> set[str]:
-    from robolake.lake.lake import Lake as LakeHandle
-    from robolake.lake.tags import read_tag
+    from robolake.lake import Lake as LakeHandle
+    from robolake.lake import read_tag
 
     try:
         tag = read_tag(lake.uri, name, lake.storage_options)
     except KeyError as e:
-        raise ValueError(f"mixture names a tag the lake does not have: {e.args[0]}; `robolake tag {lake.uri} --list` lists them") from None
-    keep = set(tag.episodes) if tag.episodes is not None else set(
-        LakeHandle.open(lake.uri, version=tag.version, storage_options=lake.storage_options).episode_ids())
+        raise ValueError(
+            f"mixture names a tag the lake does not have: {e.args[0]}; `robolake tag {lake.uri} --list` lists them"
+        ) from None
+    keep = (
+        set(tag.episodes)
+        if tag.episodes is not None
+        else set(LakeHandle.open(lake.uri, version=tag.version, storage_options=lake.storage_options).episode_ids())
+    )
     hit = keep & selection
     if not hit:
-        raise ValueError(f"mixture tag {name!r} keeps no episode of this selection of lake {lake.uri} (version {lake.version})")
+        raise ValueError(
+            f"mixture tag {name!r} keeps no episode of this selection of lake {lake.uri} (version {lake.version})"
+        )
     return hit

@@ -48,13 +48,12 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-from robolake.lake.lake import Lake
-from robolake.lake.media import load_streams
-from robolake.lake.storage import exists, filesystem, join_uri, normalize_uri
-from robolake.lake.transaction import (
+from robolake.lake import (
+    Lake,
     commit_fragments,
     fragments_from_json,
     fragments_to_json,
+    load_streams,
     write_fragments,
 )
 from robolake.packers.binpack import OnOversize, best_fit_decreasing, first_fit_decreasing
@@ -66,11 +65,19 @@ from robolake.packers.spec import PackSpec
 from robolake.packers.window import WindowPacker
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.packed import packed_schema
+from robolake.storage import exists, filesystem, join_uri, normalize_uri
 
 __all__ = [
-    "pack", "plan_sequences", "window_sequences", "epoch_samples", "plan_ranges", "padded_fill", "materializer_for",
-    "mixture_for", "PLAN_RANGE_SAMPLES",
-]  # fmt: skip
+    "pack",
+    "plan_sequences",
+    "window_sequences",
+    "epoch_samples",
+    "plan_ranges",
+    "padded_fill",
+    "materializer_for",
+    "mixture_for",
+    "PLAN_RANGE_SAMPLES",
+]
 
 PLAN_RANGE_SAMPLES = 4_000_000
 RENDITIONS_NAME = "_renditions.lance"  # pack's scratch table: renditions of recorded streams
@@ -95,7 +102,7 @@ def padded_fill(lengths: np.ndarray, batch_size: int) -> float:
 
 
 def _oversize_error(index: SampleIndex, spec: PackSpec, ids: np.ndarray, lengths: np.ndarray) -> ValueError:
-    (eid, step), = index.keys(ids[:1])
+    ((eid, step),) = index.keys(ids[:1])
     return ValueError(
         f"sample (episode {eid}, step {step}) has {int(lengths[0])} tokens, more than "
         f"max_tokens={spec.max_tokens} ({ids.size} such samples); raise max_tokens "
@@ -231,11 +238,17 @@ def window_sequences(
 
 
 def _window_pack(
-    index: SampleIndex, spec: PackSpec, ids: np.ndarray, shuffle_seed: int | Sequence[int] | None, packer_seed: int,
+    index: SampleIndex,
+    spec: PackSpec,
+    ids: np.ndarray,
+    shuffle_seed: int | Sequence[int] | None,
+    packer_seed: int,
     on_oversize: OnOversize | None,
 ) -> tuple[list[np.ndarray], np.ndarray]:
     order = ids if shuffle_seed is None else ids[np.random.default_rng(shuffle_seed).permutation(len(ids))]
-    packer = WindowPacker(max_tokens=spec.max_tokens, window=spec.window, seed=packer_seed, on_oversize=on_oversize or spec.on_oversize)
+    packer = WindowPacker(
+        max_tokens=spec.max_tokens, window=spec.window, seed=packer_seed, on_oversize=on_oversize or spec.on_oversize
+    )
     rejected: list[int] = []
     bins = packer.pack(zip(order.tolist(), index.length_of(order).tolist(), strict=True), rejected=rejected)
     return [np.asarray(b, dtype=np.int64) for b in bins], np.asarray(rejected, dtype=np.int64)
@@ -259,9 +272,23 @@ def _plan_path(plan_dir: str, r: int) -> str:
 class _PlanStage:
     """Plan one range of episodes and write its sequences to the plan directory."""
 
-    def __init__(self, index: SampleIndex, spec: PackSpec, ranges: list[np.ndarray], plan_dir: str, opts: dict[str, str] | None,
-                 mixtures: list[Mixture] | None = None):  # fmt: skip
-        self.index, self.spec, self.ranges, self.dir, self.opts, self.mixtures = index, spec, ranges, plan_dir, opts, mixtures
+    def __init__(
+        self,
+        index: SampleIndex,
+        spec: PackSpec,
+        ranges: list[np.ndarray],
+        plan_dir: str,
+        opts: dict[str, str] | None,
+        mixtures: list[Mixture] | None = None,
+    ):
+        self.index, self.spec, self.ranges, self.dir, self.opts, self.mixtures = (
+            index,
+            spec,
+            ranges,
+            plan_dir,
+            opts,
+            mixtures,
+        )
 
     def __call__(self, r: int) -> dict[str, Any]:
         idx = self.index
@@ -281,9 +308,16 @@ class _PlanStage:
         pf = padded_fill(lengths[np.random.default_rng([self.spec.seed, r, 1]).permutation(len(flat))], round(per_seq))
         counts = ([], []) if mixture is None else tuple(c.tolist() for c in mixture.counts(idx, flat))
         strata = [] if mixture is None else mixture.strata(idx, sequences, self.spec.max_tokens).tolist()
-        return {"num_sequences": len(sequences), "num_samples": int(len(flat)), "total_tokens": real,
-                "padded_tokens": real / pf if pf > 0 else 0.0, "rejected": rejected.tolist(), "mix_counts": counts,
-                "strata": strata, "episodes": np.unique(idx.episode_of(flat)).tolist()}  # fmt: skip
+        return {
+            "num_sequences": len(sequences),
+            "num_samples": int(len(flat)),
+            "total_tokens": real,
+            "padded_tokens": real / pf if pf > 0 else 0.0,
+            "rejected": rejected.tolist(),
+            "mix_counts": counts,
+            "strata": strata,
+            "episodes": np.unique(idx.episode_of(flat)).tolist(),
+        }
 
 
 def _load_plan(path: str, opts: dict[str, str] | None) -> tuple[np.ndarray, np.ndarray]:
@@ -317,13 +351,19 @@ def _passes(counted: Counter[tuple[str, str]]) -> list[list[Any]]:
 class _DecodeStage:
     """Decode a group of recorded streams, each whole in one pass, into the scratch table."""
 
-    def __init__(self, mat: SequenceMaterializer, groups: list[list[tuple[int, int]]], uri: str, opts: dict[str, str] | None):
+    def __init__(
+        self, mat: SequenceMaterializer, groups: list[list[tuple[int, int]]], uri: str, opts: dict[str, str] | None
+    ):
         self.mat, self.groups, self.uri, self.opts = mat, groups, uri, opts
 
     def __call__(self, index: int) -> dict[str, Any]:
         mat, group = self.mat, self.groups[index]
         media = lance.dataset(mat.media_uri, version=mat.media_version, storage_options=self.opts)
-        streams_ds = None if mat.streams_uri is None else lance.dataset(mat.streams_uri, version=mat.streams_version, storage_options=self.opts)
+        streams_ds = (
+            None
+            if mat.streams_uri is None
+            else lance.dataset(mat.streams_uri, version=mat.streams_version, storage_options=self.opts)
+        )
         ids = mat.index.episodes["episode_id"]
         streams = load_streams(streams_ds, [str(ids[e].as_py()) for e, _ in group])
         frags: list[str] = []
@@ -356,7 +396,11 @@ def _remove(uri: str, opts: dict[str, str] | None) -> None:
 
 
 def _render_recorded(
-    mat: SequenceMaterializer, episodes: np.ndarray, out: str, opts: dict[str, str] | None, progress: ProgressFn | None,
+    mat: SequenceMaterializer,
+    episodes: np.ndarray,
+    out: str,
+    opts: dict[str, str] | None,
+    progress: ProgressFn | None,
 ) -> tuple[SequenceMaterializer, list[list[Any]]]:
     """The decode stage: every recorded stream of `episodes` (rows) that has no access copy,
     decoded once into `<out>/_renditions.lance`; returns the materializer that reads it and the
@@ -382,15 +426,24 @@ def _render_recorded(
     groups = [[pairs[i] for i in g] for g in _decode_groups(frames, min(len(pairs), DECODE_TASKS_PER_CPU * cpus))]
     uri = join_uri(out, RENDITIONS_NAME)
     _remove(uri, opts)  # what a killed pack left
-    base = lance.write_dataset(pa.Table.from_pylist([], schema=RENDITION_SCHEMA), uri, schema=RENDITION_SCHEMA,
-                               mode="overwrite", storage_options=opts).version  # fmt: skip
+    base = lance.write_dataset(
+        pa.Table.from_pylist([], schema=RENDITION_SCHEMA),
+        uri,
+        schema=RENDITION_SCHEMA,
+        mode="overwrite",
+        storage_options=opts,
+    ).version
     results: dict[int, dict[str, Any]] = {}
     for g, res in fan_out(_DecodeStage(mat, groups, uri, opts), len(groups)):
         results[g] = res
         if progress:
             progress("decode", sum(len(groups[k]) for k in results), len(pairs))
-    version = commit_fragments(uri, fragments_from_json([f for g in range(len(groups)) for f in results[g]["frags"]]),
-                               read_version=base, storage_options=opts)  # fmt: skip
+    version = commit_fragments(
+        uri,
+        fragments_from_json([f for g in range(len(groups)) for f in results[g]["frags"]]),
+        read_version=base,
+        storage_options=opts,
+    )
     offset = np.full(todo.shape, -1, dtype=np.int64)
     row = 0
     for g in range(len(groups)):  # fragments were committed group by group, stream by stream
@@ -402,7 +455,14 @@ def _render_recorded(
 
 
 class _WriteStage:
-    def __init__(self, mat: SequenceMaterializer, groups: list[list[int]], sequences: list[np.ndarray], shards_uri: str, opts: dict[str, str] | None):
+    def __init__(
+        self,
+        mat: SequenceMaterializer,
+        groups: list[list[int]],
+        sequences: list[np.ndarray],
+        shards_uri: str,
+        opts: dict[str, str] | None,
+    ):
         self.mat, self.groups, self.sequences, self.uri, self.opts = mat, groups, sequences, shards_uri, opts
 
     def __call__(self, index: int) -> dict[str, Any]:
@@ -416,7 +476,14 @@ class _WriteStage:
 class _RangeWriteStage:
     """Materialise sequences [lo, hi) of one range's plan (read from the plan directory)."""
 
-    def __init__(self, mat: SequenceMaterializer, groups: list[tuple[int, int, int, int]], plan_dir: str, shards_uri: str, opts: dict[str, str] | None):
+    def __init__(
+        self,
+        mat: SequenceMaterializer,
+        groups: list[tuple[int, int, int, int]],
+        plan_dir: str,
+        shards_uri: str,
+        opts: dict[str, str] | None,
+    ):
         self.mat, self.groups, self.dir, self.uri, self.opts = mat, groups, plan_dir, shards_uri, opts
 
     def __call__(self, index: int) -> dict[str, Any]:
@@ -430,8 +497,15 @@ class _RangeWriteStage:
 
 
 def _pack_ranges(
-    index: SampleIndex, spec: PackSpec, ranges: list[np.ndarray], mat: SequenceMaterializer, out: str,
-    shards_uri: str, opts: dict[str, str] | None, sequences_per_task: int, progress: ProgressFn | None,
+    index: SampleIndex,
+    spec: PackSpec,
+    ranges: list[np.ndarray],
+    mat: SequenceMaterializer,
+    out: str,
+    shards_uri: str,
+    opts: dict[str, str] | None,
+    sequences_per_task: int,
+    progress: ProgressFn | None,
     mixture: Mixture | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Plan each range on a Ray task, then materialise; returns (fragments JSON, totals)."""
@@ -441,7 +515,16 @@ def _pack_ranges(
     mixtures = None if mixture is None else mixture.split(index, ranges, spec.max_tokens)
     stage = _PlanStage(index, spec, ranges, plan_dir, opts, mixtures)
     planned: dict[int, dict[str, Any]] = dict(fan_out(stage, len(ranges)))
-    per_task = max(1, min(sequences_per_task, -(-sum(p["num_sequences"] for p in planned.values()) // (2 * max(1, int(ray.cluster_resources().get("CPU", 1)))))))
+    per_task = max(
+        1,
+        min(
+            sequences_per_task,
+            -(
+                -sum(p["num_sequences"] for p in planned.values())
+                // (2 * max(1, int(ray.cluster_resources().get("CPU", 1))))
+            ),
+        ),
+    )
     groups: list[tuple[int, int, int, int]] = []
     first = 0
     for r in range(len(ranges)):
@@ -510,7 +593,7 @@ def pack(
     spec = spec or PackSpec()
     if isinstance(lake, str):
         lake = Lake.open(lake)
-    from robolake.lake.check import missing_files
+    from robolake.lake import missing_files
 
     missing = missing_files(lake.uri, lake.version_info, lake.storage_options)
     if missing:  # otherwise a worker fails later with Lance's raw "Not found"
@@ -533,19 +616,46 @@ def pack(
     if len(ranges) == 1:  # plan first: an oversize sample fails before anything is written
         sequences, rejected = plan_sequences(index, spec, mixture=mixture)
         if mixture is not None:
-            mix_report = mixture.report(*mixture.counts(index, np.concatenate(sequences) if sequences else np.zeros(0, np.int64)))
-            mix_report["row_strata"] = mixture.strata(index, sequences, spec.max_tokens).tolist()  # the shard loader's deal
+            mix_report = mixture.report(
+                *mixture.counts(index, np.concatenate(sequences) if sequences else np.zeros(0, np.int64))
+            )
+            mix_report["row_strata"] = mixture.strata(
+                index, sequences, spec.max_tokens
+            ).tolist()  # the shard loader's deal
     try:  # the scratch table of renditions goes however the run ends (a killed run's, at the next run's start)
-        return _pack_stages(lake, spec, index, mixture, mat, out, ranges, mix_report, sequences, rejected, t0, progress,
-                            sequences_per_task)  # fmt: skip
+        return _pack_stages(
+            lake,
+            spec,
+            index,
+            mixture,
+            mat,
+            out,
+            ranges,
+            mix_report,
+            sequences,
+            rejected,
+            t0,
+            progress,
+            sequences_per_task,
+        )
     finally:
         _remove(join_uri(out, RENDITIONS_NAME), opts)
 
 
 def _pack_stages(
-    lake: Lake, spec: PackSpec, index: SampleIndex, mixture: Mixture | None, mat: SequenceMaterializer, out: str,
-    ranges: list[np.ndarray], mix_report: dict[str, Any] | None, sequences: list[np.ndarray], rejected: np.ndarray,
-    t0: float, progress: ProgressFn | None, sequences_per_task: int,
+    lake: Lake,
+    spec: PackSpec,
+    index: SampleIndex,
+    mixture: Mixture | None,
+    mat: SequenceMaterializer,
+    out: str,
+    ranges: list[np.ndarray],
+    mix_report: dict[str, Any] | None,
+    sequences: list[np.ndarray],
+    rejected: np.ndarray,
+    t0: float,
+    progress: ProgressFn | None,
+    sequences_per_task: int,
 ) -> PackManifest:
     """pack() past the plan (of one range; several are planned here): decode, write, commit, manifest."""
     opts = lake.storage_options
@@ -554,9 +664,13 @@ def _pack_stages(
     if len(ranges) == 1:  # decoded before the shards are touched: a damaged stream fails with them as they were
         packed_ids = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
         mat, passes = _render_recorded(mat, np.unique(index.episode_of(packed_ids)), out, opts, progress)
-    base = lance.write_dataset(pa.Table.from_pylist([], schema=schema), shards_uri, schema=schema, mode="overwrite", storage_options=opts).version
+    base = lance.write_dataset(
+        pa.Table.from_pylist([], schema=schema), shards_uri, schema=schema, mode="overwrite", storage_options=opts
+    ).version
     if len(ranges) > 1:
-        frag_json, totals = _pack_ranges(index, spec, ranges, mat, out, shards_uri, opts, sequences_per_task, progress, mixture)
+        frag_json, totals = _pack_ranges(
+            index, spec, ranges, mat, out, shards_uri, opts, sequences_per_task, progress, mixture
+        )
         num_sequences, num_samples, total = totals["num_sequences"], totals["num_samples"], totals["total_tokens"]
         padded = total / totals["padded_tokens"] if totals["padded_tokens"] else 0.0
         rejected = totals["rejected"]
@@ -579,8 +693,12 @@ def _pack_stages(
         rng = np.random.default_rng(spec.seed)
         padded = padded_fill(packed_lengths[rng.permutation(len(packed_ids))], round(per_seq))
     version = commit_fragments(shards_uri, fragments_from_json(frag_json), read_version=base, storage_options=opts)
-    log.info("pack %s: %d decode passes over recorded streams", out, sum(int(n) for _, _, n in passes),
-             extra={"decode_passes": [tuple(p) for p in passes]})
+    log.info(
+        "pack %s: %d decode passes over recorded streams",
+        out,
+        sum(int(n) for _, _, n in passes),
+        extra={"decode_passes": [tuple(p) for p in passes]},
+    )
 
     rejected_lengths = index.length_of(rejected)
     manifest = PackManifest(

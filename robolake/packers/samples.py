@@ -25,8 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from robolake.lake.lake import Lake
-from robolake.lake.offsets import row_offsets
+from robolake.lake import Lake, row_offsets
 from robolake.packers.lengths import text_token_lengths
 from robolake.packers.spec import PackSpec
 
@@ -152,7 +151,9 @@ def _episode_starts(lake: Lake, table: str, key_cols: list[str], where: str | No
         firsts.append(t.append_column("offset", pa.array(off[first])))
         rows += batch.num_rows
     schema = ds.schema
-    empty = pa.table({c: pa.array([], schema.field(c).type) for c in key_cols[:-1]} | {"offset": pa.array([], pa.int64())})
+    empty = pa.table(
+        {c: pa.array([], schema.field(c).type) for c in key_cols[:-1]} | {"offset": pa.array([], pa.int64())}
+    )
     out = pa.concat_tables(firsts) if firsts else empty
     return out.sort_by([(c, "ascending") for c in key_cols[:-1]]), rows
 
@@ -184,11 +185,18 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
     # Media: per episode and camera (in the episode's camera order), the offset of step 0.
     first, media_rows = _episode_starts(lake, "media", ["episode_id", "camera", "step_index"], pred)
     if media_rows != int((num_steps * num_cams).sum()):
-        raise ValueError(f"lake {lake.uri}: media table has {media_rows} frames for {int((num_steps * num_cams).sum())} promised")
+        raise ValueError(
+            f"lake {lake.uri}: media table has {media_rows} frames for {int((num_steps * num_cams).sum())} promised"
+        )
     max_cams = int(num_cams.max(initial=0))
     media_offset = np.full((episodes.num_rows, max_cams), -1, dtype=np.int64)
     if max_cams:
-        lookup = {(e, c): o for e, c, o in zip(first["episode_id"].to_pylist(), first["camera"].to_pylist(), first["offset"].to_pylist(), strict=True)}
+        lookup = {
+            (e, c): o
+            for e, c, o in zip(
+                first["episode_id"].to_pylist(), first["camera"].to_pylist(), first["offset"].to_pylist(), strict=True
+            )
+        }
         for e, (eid, cams) in enumerate(zip(ids.to_pylist(), episodes["cameras"].to_pylist(), strict=True)):
             for c, cam in enumerate(cams):
                 if (eid, cam) not in lookup:

@@ -11,9 +11,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from robolake.lake.query import EpisodeFilter
+from robolake.lake import EpisodeFilter
 from robolake.packers.lengths import ByteTokenizer, TextTokenizer, TokenLengthConfig
-from robolake.packers.mix import MixSpec
+from robolake.packers.mixspec import MixSpec
 
 __all__ = ["PackSpec", "ALGORITHMS", "NORMALIZATIONS"]
 

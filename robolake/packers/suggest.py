@@ -36,7 +36,9 @@ class CapacitySuggestion:
     uniform: bool
 
 
-def suggest_max_tokens(lengths: np.ndarray, current: int, *, multiple: int = 64, sample: int = 50_000, seed: int = 0) -> CapacitySuggestion:
+def suggest_max_tokens(
+    lengths: np.ndarray, current: int, *, multiple: int = 64, sample: int = 50_000, seed: int = 0
+) -> CapacitySuggestion:
     """The capacity in [max(lengths), 2 * current] (a multiple of `multiple`) that packs `lengths` best.
 
     Raises:

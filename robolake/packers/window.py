@@ -70,13 +70,9 @@ class WindowPacker:
             raise ValueError(f"num_buckets must be >= 1, got {self.num_buckets}")
         b = self.bucket_boundaries
         if b is not None and (
-            any(x >= y for x, y in zip(b, b[1:], strict=False))
-            or (b and (b[0] < 1 or b[-1] >= self.max_tokens))
+            any(x >= y for x, y in zip(b, b[1:], strict=False)) or (b and (b[0] < 1 or b[-1] >= self.max_tokens))
         ):
-            raise ValueError(
-                f"bucket_boundaries must be strictly increasing within [1, {self.max_tokens}), "
-                f"got {b}"
-            )
+            raise ValueError(f"bucket_boundaries must be strictly increasing within [1, {self.max_tokens}), got {b}")
         if not 0.0 < self.min_fill <= 1.0:
             raise ValueError(f"min_fill must be in (0, 1], got {self.min_fill}")
         if not 0.0 <= self.max_carry < 1.0:
@@ -94,9 +90,7 @@ class WindowPacker:
         inner = np.linspace(0, self.max_tokens, self.num_buckets + 1)[1:-1]
         return np.unique(np.maximum(np.round(inner), 1).astype(_I64))
 
-    def pack(
-        self, samples: Iterable[tuple[K, int]], *, rejected: list[K] | None = None
-    ) -> Iterator[list[K]]:
+    def pack(self, samples: Iterable[tuple[K, int]], *, rejected: list[K] | None = None) -> Iterator[list[K]]:
         """Pack a stream of (key, length) into bins, lazily.
 
         Args:
@@ -146,9 +140,7 @@ class WindowPacker:
             emit, _ = self._pack_window(keys, lens, ages, w, final=True)
             yield from emit
         if num_rejected and rejected is None:
-            logger.warning(
-                "rejected %d samples longer than max_tokens=%d", num_rejected, self.max_tokens
-            )
+            logger.warning("rejected %d samples longer than max_tokens=%d", num_rejected, self.max_tokens)
 
     def pack_lengths(self, lengths: np.ndarray | list[int]) -> PackPlan:
         """Pack an in-memory length array as a stream (keys are indices) into a PackPlan.

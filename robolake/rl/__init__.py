@@ -6,53 +6,55 @@ log-probabilities are exact; a learner consumes finished episode pieces as a str
 micro-batches, optimises a clipped, group-relative policy gradient and publishes weights by
 version. `mode="sync"` runs the same actors in lockstep. Meta-World environments come from
 `robolake.sim` (the `robolake[sim]` extra); `PointReachEnv` is a tiny built-in environment.
+
+The names below resolve on first use, so that importing `robolake.rl.options` (which the CLI
+does at start-up) does not import torch and Ray.
 """
 
-from robolake.rl.config import (
-    GenerationConfig,
-    LatencyProfile,
-    LearnerConfig,
-    Resources,
-    RLConfig,
-    SamplerConfig,
-)
-from robolake.rl.env import (
-    Env,
-    EnvFactory,
-    Observation,
-    PointReachEnv,
-    PointReachFactory,
-    StepResult,
-)
-from robolake.rl.pipeline import Pipeline, RLResult, run_rl, success_curve
-from robolake.rl.policy import ModelPolicy, ModelPolicyFactory, Policy, PolicyFactory
-from robolake.rl.reference import run_reference
-from robolake.rl.sampler import Chains, chain_log_prob, draw_noise, sample_chains
+from __future__ import annotations
 
-__all__ = [
-    "Chains",
-    "Env",
-    "EnvFactory",
-    "GenerationConfig",
-    "LatencyProfile",
-    "LearnerConfig",
-    "ModelPolicy",
-    "ModelPolicyFactory",
-    "Observation",
-    "Pipeline",
-    "PointReachEnv",
-    "PointReachFactory",
-    "Policy",
-    "PolicyFactory",
-    "RLConfig",
-    "RLResult",
-    "Resources",
-    "SamplerConfig",
-    "StepResult",
-    "chain_log_prob",
-    "draw_noise",
-    "run_reference",
-    "run_rl",
-    "sample_chains",
-    "success_curve",
-]
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "Chains": "robolake.rl.sampler",
+    "Env": "robolake.rl.env",
+    "EnvFactory": "robolake.rl.env",
+    "GenerationConfig": "robolake.rl.config",
+    "LatencyProfile": "robolake.rl.config",
+    "LearnerConfig": "robolake.rl.config",
+    "ModelPolicy": "robolake.rl.policy",
+    "ModelPolicyFactory": "robolake.rl.policy",
+    "Observation": "robolake.rl.env",
+    "Pipeline": "robolake.rl.pipeline",
+    "PointReachEnv": "robolake.rl.env",
+    "PointReachFactory": "robolake.rl.env",
+    "Policy": "robolake.rl.policy",
+    "PolicyFactory": "robolake.rl.policy",
+    "RLConfig": "robolake.rl.config",
+    "RLResult": "robolake.rl.pipeline",
+    "Resources": "robolake.rl.config",
+    "SamplerConfig": "robolake.rl.config",
+    "StepResult": "robolake.rl.env",
+    "chain_log_prob": "robolake.rl.sampler",
+    "draw_noise": "robolake.rl.sampler",
+    "run_reference": "robolake.rl.reference",
+    "run_rl": "robolake.rl.pipeline",
+    "sample_chains": "robolake.rl.sampler",
+    "success_curve": "robolake.rl.pipeline",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'robolake.rl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

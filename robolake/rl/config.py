@@ -155,7 +155,9 @@ class LearnerConfig:
 
     def __post_init__(self) -> None:
         if not self.lr > 0 or self.grad_clip <= 0 or self.weight_decay < 0:
-            raise ValueError(f"need lr > 0, grad_clip > 0, weight_decay >= 0; got {self.lr}, {self.grad_clip}, {self.weight_decay}")
+            raise ValueError(
+                f"need lr > 0, grad_clip > 0, weight_decay >= 0; got {self.lr}, {self.grad_clip}, {self.weight_decay}"
+            )
         if self.micro_batch < 1 or self.micro_batches_per_update < 1:
             raise ValueError("LearnerConfig.micro_batch and micro_batches_per_update must be >= 1")
         if not 0 < self.clip_eps < 1:

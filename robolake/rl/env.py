@@ -93,7 +93,9 @@ class PointReachEnv:
 
     TASKS = tuple(_GOALS)
 
-    def __init__(self, task: str, *, max_steps: int = 40, image_size: int = 32, speed: float = 0.05, radius: float = 0.12) -> None:
+    def __init__(
+        self, task: str, *, max_steps: int = 40, image_size: int = 32, speed: float = 0.05, radius: float = 0.12
+    ) -> None:
         if task not in _GOALS:
             raise ValueError(f"unknown point-reach task {task!r}; choose one of {sorted(_GOALS)}")
         self.task = task
@@ -122,7 +124,9 @@ class PointReachEnv:
         self.t += 1
         success = bool(np.linalg.norm(self.pos - self.goal) < self.radius)
         timeout = self.t >= self.max_steps
-        return StepResult(reward=float(success), success=success, done=success or timeout, truncated=timeout and not success)
+        return StepResult(
+            reward=float(success), success=success, done=success or timeout, truncated=timeout and not success
+        )
 
     def observe(self) -> Observation:
         s = self.image_size

@@ -56,7 +56,9 @@ def generate(policy: Policy, requests: Sequence[GenRequest], sampler: SamplerCon
     c = model.config
     steps = sampler.num_steps or c.num_inference_steps
     obs = [r.obs for r in requests]
-    x0, eps = draw_noise([r.noise_seed for r in requests], steps, c.action_horizon, c.max_action_dim, sampler.start_noise)
+    x0, eps = draw_noise(
+        [r.noise_seed for r in requests], steps, c.action_horizon, c.max_action_dim, sampler.start_noise
+    )
     chains = sample_chains(model, policy.batch(obs), x0, eps, policy.action_mask(obs), sampler.sigma)
     chain = chains.chain.numpy()
     actions = policy.to_env_actions(chain[:, -1], obs)
@@ -68,7 +70,9 @@ def generate(policy: Policy, requests: Sequence[GenRequest], sampler: SamplerCon
 class GenerationServer:
     """Ray actor (async): dynamic batching of observations into stochastic `get_action` calls."""
 
-    def __init__(self, policy_factory: PolicyFactory, config: GenerationConfig, sampler: SamplerConfig, record: bool = False) -> None:
+    def __init__(
+        self, policy_factory: PolicyFactory, config: GenerationConfig, sampler: SamplerConfig, record: bool = False
+    ) -> None:
         set_torch_threads(explicit=config.torch_threads)  # this actor's own process: intra- and inter-op
         self.config = config
         self.sampler = sampler
@@ -188,4 +192,3 @@ class GenerationServer:
 
     def weights_checksum(self) -> float:
         return float(sum(float(p.detach().double().sum()) for p in self.policy.model.parameters()))
-

@@ -178,7 +178,9 @@ class Learner:
         model.train()
         total = 0
         stats: dict[str, float] = {"loss": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0}
-        batches: list[tuple[list[_Sample], list[bool]]] = [self._take_micro_batch() for _ in range(self.config.micro_batches_per_update)]
+        batches: list[tuple[list[_Sample], list[bool]]] = [
+            self._take_micro_batch() for _ in range(self.config.micro_batches_per_update)
+        ]
         n_all = sum(len(b) for b, _ in batches)
         for samples, corrected in batches:
             if not samples:
@@ -187,7 +189,9 @@ class Learner:
             chain = torch.from_numpy(np.stack([s.transition.chain for s in samples]))
             logp_old = torch.from_numpy(np.stack([s.transition.logp for s in samples]))
             adv = torch.tensor([s.advantage for s in samples])
-            logp_new = chain_log_prob(model, self.policy.batch(obs), chain, self.policy.action_mask(obs), self.sampler.sigma)
+            logp_new = chain_log_prob(
+                model, self.policy.batch(obs), chain, self.policy.action_mask(obs), self.sampler.sigma
+            )
             loss, ls = policy_loss(
                 logp_new,
                 logp_old,
@@ -262,7 +266,9 @@ class Learner:
 class LearnerActor:
     """Ray actor (threaded) around `Learner`: a training loop beside a stream of incoming pieces."""
 
-    def __init__(self, policy_factory: PolicyFactory, config: LearnerConfig, sampler: SamplerConfig, record: bool = False) -> None:
+    def __init__(
+        self, policy_factory: PolicyFactory, config: LearnerConfig, sampler: SamplerConfig, record: bool = False
+    ) -> None:
         from robolake.rl.generation import actor_device
 
         set_torch_threads(explicit=config.torch_threads)  # this actor's own process: intra- and inter-op
@@ -331,7 +337,11 @@ class LearnerActor:
         return self.core.version, []
 
     def stats(self) -> dict[str, Any]:
-        return {**self.core.stats(), "wall_s": time.perf_counter() - self._t0, "cpu_s": time.process_time() - self._cpu0}
+        return {
+            **self.core.stats(),
+            "wall_s": time.perf_counter() - self._t0,
+            "cpu_s": time.process_time() - self._cpu0,
+        }
 
     def episodes(self) -> list[dict[str, Any]]:
         return self.core.episodes()

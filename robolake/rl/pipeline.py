@@ -13,7 +13,7 @@ environment order, so a run is reproducible and equals the plain loop of `refere
 
 With a `RolloutTarget` (`robolake rl --record-to LAKE`), every episode that finishes is recorded
 by its worker and, after the run, written into the lake as rollout episodes in one version
-(`robolake.lake.rollouts`); `RLResult.recorded` says what landed.
+(`robolake.lake.intake.rollouts`); `RLResult.recorded` says what landed.
 
 Both modes count the same things the same way, so the comparison isolates scheduling: env steps/s
 (total over wall time), learner samples/s, and each component's idle fraction, 1 - busy / wall
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robolake.lake.rollouts import RolloutTarget
+from robolake.lake import RolloutTarget
 from robolake.rl.config import RLConfig
 from robolake.rl.env import EnvFactory
 from robolake.rl.policy import PolicyFactory
@@ -78,7 +78,9 @@ def success_curve(episodes: list[dict[str, Any]], env_steps: int, bins: int = 10
     out = []
     for b in range(bins):
         lo, hi = b * width, (b + 1) * width
-        inside = [e for e in done if lo < e["finished_at_env_steps"] <= hi or (b == 0 and e["finished_at_env_steps"] == 0)]
+        inside = [
+            e for e in done if lo < e["finished_at_env_steps"] <= hi or (b == 0 and e["finished_at_env_steps"] == 0)
+        ]
         if inside:
             out.append([float(min(hi, env_steps)), sum(e["success"] for e in inside) / len(inside)])
     return out
@@ -138,7 +140,9 @@ class Pipeline:
         """
         c = self.config
         if (config.num_workers, config.envs_per_worker, config.tasks) != (c.num_workers, c.envs_per_worker, c.tasks):
-            raise ValueError("Pipeline.restart keeps the actors: num_workers, envs_per_worker and tasks must not change")
+            raise ValueError(
+                "Pipeline.restart keeps the actors: num_workers, envs_per_worker and tasks must not change"
+            )
         self.config = config
         self.rows = []
         self.replaced = 0
@@ -165,10 +169,23 @@ class Pipeline:
         assert self.record_to is not None  # run() calls this only with a target
         episodes = [e for part in self.ray.get([w.take_recorded.remote() for w in self.workers]) for e in part]
         if not episodes:
-            return {"lake": self.record_to.lake, "lake_version": None, "written": 0, "skipped": 0, "successes": 0, "steps": 0}
+            return {
+                "lake": self.record_to.lake,
+                "lake_version": None,
+                "written": 0,
+                "skipped": 0,
+                "successes": 0,
+                "steps": 0,
+            }
         r = self.record_to.write(episodes)
-        return {"lake": r.lake_uri, "lake_version": r.lake_version, "written": r.written, "skipped": r.skipped,
-                "successes": r.successes, "steps": r.steps}  # fmt: skip
+        return {
+            "lake": r.lake_uri,
+            "lake_version": r.lake_version,
+            "written": r.written,
+            "skipped": r.skipped,
+            "successes": r.successes,
+            "steps": r.steps,
+        }
 
     def _new_worker(self, index: int) -> Any:
         c = self.config
@@ -195,7 +212,18 @@ class Pipeline:
             try:
                 workers.append(self.ray.get(ref, timeout=timeout))
             except Exception:  # a dead worker: the watchdog replaces it
-                workers.append({"worker": i, "env_steps": 0, "episodes": 0, "busy_s": 0.0, "wait_s": 0.0, "slots": 0, "wall_s": 0.0, "cpu_s": 0.0})
+                workers.append(
+                    {
+                        "worker": i,
+                        "env_steps": 0,
+                        "episodes": 0,
+                        "busy_s": 0.0,
+                        "wait_s": 0.0,
+                        "slots": 0,
+                        "wall_s": 0.0,
+                        "cpu_s": 0.0,
+                    }
+                )
         server, learner = self.ray.get([self.server.stats.remote(), self.learner.stats.remote()], timeout=timeout)
         return workers, server, learner
 
@@ -203,7 +231,11 @@ class Pipeline:
         return sum(w["env_steps"] for w in workers) + sum(self._steps_before)
 
     def _row(
-        self, workers: list[dict[str, Any]], server: dict[str, Any], learner: dict[str, Any], at: tuple[float, float] | None = None
+        self,
+        workers: list[dict[str, Any]],
+        server: dict[str, Any],
+        learner: dict[str, Any],
+        at: tuple[float, float] | None = None,
     ) -> dict[str, Any]:
         """One metrics row; `at` = (perf_counter, driver process_time) of the stats (default: now)."""
         now, driver_cpu = at if at is not None else (time.perf_counter(), time.process_time())
@@ -247,7 +279,13 @@ class Pipeline:
         return row
 
     def _cpu(
-        self, workers: list[dict[str, Any]], server: dict[str, Any], learner: dict[str, Any], wall: float, steps: int, driver_cpu: float
+        self,
+        workers: list[dict[str, Any]],
+        server: dict[str, Any],
+        learner: dict[str, Any],
+        wall: float,
+        steps: int,
+        driver_cpu: float,
     ) -> dict[str, float]:
         """CPU seconds per component since the clocks were reset, cores kept busy, ms per env step."""
         parts = {
@@ -361,7 +399,11 @@ class Pipeline:
         self._wall = time.perf_counter() - self._t0
         self._final = self._poll()
         self._final_at = (self._t0 + self._wall, time.process_time())
-        ray.get(self.learner.add_many.remote([s for segs in ray.get([w.finish.remote() for w in self.workers]) for s in segs]))
+        ray.get(
+            self.learner.add_many.remote(
+                [s for segs in ray.get([w.finish.remote() for w in self.workers]) for s in segs]
+            )
+        )
 
     # -- results ---------------------------------------------------------------------------------
 
@@ -381,7 +423,9 @@ class Pipeline:
                 "episodes": len(fin),
                 "success_rate": sum(e["success"] for e in fin) / len(fin) if fin else None,
                 "success_first_half": sum(e["success"] for e in fin[:half]) / half if half else None,
-                "success_second_half": sum(e["success"] for e in fin[half:]) / (len(fin) - half) if len(fin) - half else None,
+                "success_second_half": sum(e["success"] for e in fin[half:]) / (len(fin) - half)
+                if len(fin) - half
+                else None,
             }
         return {
             "mode": self.config.mode,
@@ -394,7 +438,11 @@ class Pipeline:
             "learner_updates_per_s": learner["updates"] / wall if wall > 0 else 0.0,
             "idle_fraction": row["idle_fraction"],
             "cpu": row["cpu"],
-            "generation": {"batches": server["batches"], "batch_size_mean": server["batch_size_mean"], "batch_sizes": server["batch_sizes"]},
+            "generation": {
+                "batches": server["batches"],
+                "batch_size_mean": server["batch_size_mean"],
+                "batch_sizes": server["batch_sizes"],
+            },
             "staleness": {
                 "max_allowed": self.config.learner.max_staleness,
                 "mode": self.config.learner.staleness_mode,
@@ -449,7 +497,9 @@ def run_rl(
 ) -> RLResult:
     """Run RL fine-tuning in `config.mode` on Ray and return its measurements and final weights;
     with `record_to`, every finished episode is also written into that lake."""
-    pipe = Pipeline(config, policy_factory, env_factory, metrics_path=metrics_path, progress=progress, record_to=record_to)
+    pipe = Pipeline(
+        config, policy_factory, env_factory, metrics_path=metrics_path, progress=progress, record_to=record_to
+    )
     try:
         return pipe.run(on_tick)
     finally:

@@ -138,10 +138,25 @@ class ModelPolicyFactory:
     embodiment_id: int = 0
 
     @classmethod
-    def from_model(cls, model: GrootModel, *, action_dim: int, normalizer: Normalizer | None = None, embodiment: str = "", embodiment_id: int = 0) -> ModelPolicyFactory:
+    def from_model(
+        cls,
+        model: GrootModel,
+        *,
+        action_dim: int,
+        normalizer: Normalizer | None = None,
+        embodiment: str = "",
+        embodiment_id: int = 0,
+    ) -> ModelPolicyFactory:
         """The factory of `model` with its current weights."""
         norm = _no_normalization() if normalizer is None else normalizer
-        return cls(model_config=model.config, weights=state_dict_bytes(model), action_dim=action_dim, normalizer=norm, embodiment=embodiment, embodiment_id=embodiment_id)
+        return cls(
+            model_config=model.config,
+            weights=state_dict_bytes(model),
+            action_dim=action_dim,
+            normalizer=norm,
+            embodiment=embodiment,
+            embodiment_id=embodiment_id,
+        )
 
     def __call__(self) -> Policy:
         with torch.random.fork_rng(devices=[]):

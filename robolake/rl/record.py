@@ -13,17 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from robolake.lake.rollouts import RolloutOrigin, RolloutTarget
+from robolake.lake import RolloutOrigin, RolloutTarget
 from robolake.rl.policy import PolicyFactory
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 
 __all__ = ["POINT_EMBODIMENT", "record_target"]
 
 POINT_EMBODIMENT = EmbodimentSpec(
-    tag="point2d", state_dim=2, action_dim=2, state=(SliceSpec(name="xy", start=0, end=2),),
-    action=(SliceSpec(name="dxy", start=0, end=2),), cameras=("view0",), video_keys=(("view0", "view0"),), fps=20.0,
+    tag="point2d",
+    state_dim=2,
+    action_dim=2,
+    state=(SliceSpec(name="xy", start=0, end=2),),
+    action=(SliceSpec(name="dxy", start=0, end=2),),
+    cameras=("view0",),
+    video_keys=(("view0", "view0"),),
+    fps=20.0,
     robot_type="point2d",
-)  # fmt: skip
+)
 
 
 def record_target(
@@ -65,6 +71,11 @@ def record_target(
     else:
         from robolake.sim.record_to_lake import weights_sha256
 
-        origin = RolloutOrigin(producer="rl", run=run, checkpoint="", policy=dict(acted or {}),
-                               checkpoint_sha256=weights_sha256(policy_factory().model.state_dict()))  # fmt: skip
+        origin = RolloutOrigin(
+            producer="rl",
+            run=run,
+            checkpoint="",
+            policy=dict(acted or {}),
+            checkpoint_sha256=weights_sha256(policy_factory().model.state_dict()),
+        )
     return RolloutTarget(lake=lake, spec=spec, origin=origin)

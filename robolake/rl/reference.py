@@ -24,7 +24,9 @@ from robolake.rl.workers import env_seed
 __all__ = ["run_reference"]
 
 
-def run_reference(config: RLConfig, policy_factory: PolicyFactory, env_factory: EnvFactory) -> tuple[dict[str, list[Transition]], list[dict[str, Any]]]:
+def run_reference(
+    config: RLConfig, policy_factory: PolicyFactory, env_factory: EnvFactory
+) -> tuple[dict[str, list[Transition]], list[dict[str, Any]]]:
     """Run `config` (its mode ignored) as a plain loop; returns (trajectories by episode, ledger)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(config.learner.torch_threads)
@@ -34,7 +36,9 @@ def run_reference(config: RLConfig, policy_factory: PolicyFactory, env_factory: 
         torch.set_num_threads(threads)
 
 
-def _loop(config: RLConfig, policy_factory: PolicyFactory, env_factory: EnvFactory) -> tuple[dict[str, list[Transition]], list[dict[str, Any]]]:
+def _loop(
+    config: RLConfig, policy_factory: PolicyFactory, env_factory: EnvFactory
+) -> tuple[dict[str, list[Transition]], list[dict[str, Any]]]:
     policy = policy_factory()
     learner = Learner(policy, config.learner, config.sampler, record=True)
     n = config.num_envs
@@ -57,7 +61,9 @@ def _loop(config: RLConfig, policy_factory: PolicyFactory, env_factory: EnvFacto
     learner.add_many([start(i) for i in range(n)])
     steps = 0
     while steps < config.env_steps:
-        requests = [GenRequest(key(i), chunk[i], obs[i], chunk_seed(config.seed, i, 0, episode[i], chunk[i])) for i in range(n)]
+        requests = [
+            GenRequest(key(i), chunk[i], obs[i], chunk_seed(config.seed, i, 0, episode[i], chunk[i])) for i in range(n)
+        ]
         responses = generate(policy, requests, config.sampler, learner.version)
         segments: list[Segment] = []
         for i, resp in enumerate(responses):
@@ -75,7 +81,9 @@ def _loop(config: RLConfig, policy_factory: PolicyFactory, env_factory: EnvFacto
             chunk[i] += 1
             if done:
                 w = i // config.envs_per_worker
-                segments.append(Segment(key(i), config.task_of(i), seeds[i], w, 1, tuple(pending[i]), final=True, success=success))
+                segments.append(
+                    Segment(key(i), config.task_of(i), seeds[i], w, 1, tuple(pending[i]), final=True, success=success)
+                )
                 episode[i] += 1
                 segments.append(start(i))
             else:
@@ -85,6 +93,18 @@ def _loop(config: RLConfig, policy_factory: PolicyFactory, env_factory: EnvFacto
             learner.train_available()
     # the budget is spent: running episodes end truncated, with what they did so far
     learner.add_many(
-        [Segment(key(i), config.task_of(i), seeds[i], i // config.envs_per_worker, 1, tuple(pending[i]), final=True, truncated=True) for i in range(n)]
+        [
+            Segment(
+                key(i),
+                config.task_of(i),
+                seeds[i],
+                i // config.envs_per_worker,
+                1,
+                tuple(pending[i]),
+                final=True,
+                truncated=True,
+            )
+            for i in range(n)
+        ]
     )
     return learner.trajectories(), learner.episodes()

@@ -83,7 +83,9 @@ def plot_comparison(runs: Mapping[str, Mapping[str, Any]], path: str | os.PathLi
     return str(path)
 
 
-def save_policy_checkpoint(init: str | None, weights: Mapping[str, Any], out_dir: str | os.PathLike[str], step: int) -> Path:
+def save_policy_checkpoint(
+    init: str | None, weights: Mapping[str, Any], out_dir: str | os.PathLike[str], step: int
+) -> Path:
     """Write `weights` as checkpoint `out_dir/step_{step:08d}/`, with `init`'s extra (model config,
     policy card) and lineage, through the trainer's checkpoint writer (safetensors and JSON).
 
@@ -99,4 +101,6 @@ def save_policy_checkpoint(init: str | None, weights: Mapping[str, Any], out_dir
         source = read_checkpoint(init)  # JSON only: its tensors are not needed here
         extra, lineage = source.extra, source.lineage
     extra["rl_init"] = init
-    return write_checkpoint(out_dir, step=step, tensors={"model": dict(weights)}, meta={"extra": extra, "lineage": lineage})
+    return write_checkpoint(
+        out_dir, step=step, tensors={"model": dict(weights)}, meta={"extra": extra, "lineage": lineage}
+    )

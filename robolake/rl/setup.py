@@ -16,7 +16,9 @@ __all__ = ["SIMS", "make_factories"]
 SIMS = ("metaworld", "point")
 
 
-def make_factories(sim: str, tasks: str | None, init: str | None, *, image_size: int = 64) -> tuple[PolicyFactory, EnvFactory, tuple[str, ...]]:
+def make_factories(
+    sim: str, tasks: str | None, init: str | None, *, image_size: int = 64
+) -> tuple[PolicyFactory, EnvFactory, tuple[str, ...]]:
     """(policy factory, env factory, task names) for a simulator choice.
 
     Raises:
@@ -33,7 +35,9 @@ def make_factories(sim: str, tasks: str | None, init: str | None, *, image_size:
         require_sim()
         names = tuple(t.name for t in resolve_tasks(tasks))
         if init is None:
-            raise ValueError("--init RUN is required with --sim metaworld: the behaviour-cloned run (robolake train / demo output) RL starts from")
+            raise ValueError(
+                "--init RUN is required with --sim metaworld: the behaviour-cloned run (robolake train / demo output) RL starts from"
+            )
         _check_init(init)
         return SimPolicyFactory(init), MetaWorldFactory(image_size=image_size), names
     if sim == "point":
@@ -72,5 +76,7 @@ def _check_init(init: str) -> None:
 
     ckpt = read_checkpoint(init)
     if "model_config" not in ckpt.extra or POLICY_CARD_KEY not in ckpt.extra:
-        raise ValueError(f"--init {init}: checkpoint {ckpt.path} lacks the model config or the policy card; "
-                         "pass a run `robolake train` wrote")
+        raise ValueError(
+            f"--init {init}: checkpoint {ckpt.path} lacks the model config or the policy card; "
+            "pass a run `robolake train` wrote"
+        )

@@ -46,7 +46,9 @@ class MetaWorldEnv:
     def step(self, action: np.ndarray) -> StepResult:
         r = self._env.step(action)
         self._state = r.observation.state
-        return StepResult(reward=r.reward, success=r.success, done=r.success or r.truncated, truncated=r.truncated and not r.success)
+        return StepResult(
+            reward=r.reward, success=r.success, done=r.success or r.truncated, truncated=r.truncated and not r.success
+        )
 
     def observe(self) -> Observation:
         return Observation(image=self._env.render()[None], state=self._state, instruction=self.instruction)

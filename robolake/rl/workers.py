@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.rollouts import RolloutEpisode, RolloutTarget
+from robolake.lake import RolloutEpisode, RolloutTarget
 from robolake.rl.config import RLConfig
 from robolake.rl.env import Env, EnvFactory, Observation
 from robolake.rl.messages import (
@@ -67,7 +67,13 @@ class EnvSlot:
     """One environment and its current episode (used by the worker and the reference loop)."""
 
     def __init__(
-        self, env_index: int, worker: int, incarnation: int, config: RLConfig, env_factory: EnvFactory, env: Env | None = None,
+        self,
+        env_index: int,
+        worker: int,
+        incarnation: int,
+        config: RLConfig,
+        env_factory: EnvFactory,
+        env: Env | None = None,
         record: RolloutTarget | None = None,
     ) -> None:
         self.record = record
@@ -151,7 +157,9 @@ class EnvSlot:
         out: list[Segment] = []
         if done:
             if rec is not None and self.record is not None:
-                self.recorded.append(rec.episode(self.record, task=self.task, seed=self.seed, success=success, key=str(self.key)))
+                self.recorded.append(
+                    rec.episode(self.record, task=self.task, seed=self.seed, success=success, key=str(self.key))
+                )
             out.append(self._piece(final=True, success=success))
             self.episodes += 1
             self.busy_s += time.perf_counter() - t0
@@ -198,14 +206,23 @@ class _Recording:
         frames = np.stack(self.frames)  # [T, V, H, W, 3]
         cams = target.spec.cameras
         if frames.shape[1] != len(cams):
-            raise ValueError(f"observations have {frames.shape[1]} views but the rollout target names cameras {list(cams)}")
+            raise ValueError(
+                f"observations have {frames.shape[1]} views but the rollout target names cameras {list(cams)}"
+            )
         return RolloutEpisode(
-            embodiment=target.spec.tag, task=self.instruction, seed=seed, states=np.stack(self.states),
-            actions=np.stack(self.actions), frames=tuple((c, np.ascontiguousarray(frames[:, v])) for v, c in enumerate(cams)),
-            rewards=np.asarray(self.rewards, np.float32), success=success, chunks=np.stack(self.chunks),
-            chunk_steps=np.asarray(self.chunk_steps, np.int64), fps=target.spec.fps,
+            embodiment=target.spec.tag,
+            task=self.instruction,
+            seed=seed,
+            states=np.stack(self.states),
+            actions=np.stack(self.actions),
+            frames=tuple((c, np.ascontiguousarray(frames[:, v])) for v, c in enumerate(cams)),
+            rewards=np.asarray(self.rewards, np.float32),
+            success=success,
+            chunks=np.stack(self.chunks),
+            chunk_steps=np.asarray(self.chunk_steps, np.int64),
+            fps=target.spec.fps,
             info={"rl_task": task, "rl_episode": key, "policy_versions": self.versions},
-        )  # fmt: skip
+        )
 
 
 class EnvWorker:
@@ -227,7 +244,10 @@ class EnvWorker:
         self.server = server
         self.learner = learner
         first = worker * config.envs_per_worker
-        self.slots = [EnvSlot(first + j, worker, incarnation, config, env_factory, record=record) for j in range(config.envs_per_worker)]
+        self.slots = [
+            EnvSlot(first + j, worker, incarnation, config, env_factory, record=record)
+            for j in range(config.envs_per_worker)
+        ]
         self._stop = threading.Event()
         self._t0 = time.perf_counter()
         self._cpu0 = time.process_time()
@@ -243,7 +263,10 @@ class EnvWorker:
         if config.envs_per_worker != self.config.envs_per_worker or config.tasks != self.config.tasks:
             raise ValueError("restart keeps the environments: envs_per_worker and tasks must not change")
         self.config = config
-        self.slots = [EnvSlot(s.env_index, self.worker, 0, config, self._env_factory, env=s.env, record=self.record) for s in self.slots]
+        self.slots = [
+            EnvSlot(s.env_index, self.worker, 0, config, self._env_factory, env=s.env, record=self.record)
+            for s in self.slots
+        ]
         self._t0 = time.perf_counter()
         return len(self.slots)
 
@@ -319,17 +342,25 @@ class EnvWorker:
 
     def begin(self) -> tuple[list[GenRequest], list[Segment]]:
         """Reset every environment: first requests and announcements, in slot order."""
-        starts = [f.result() for f in [ex.submit(s.start_episode) for ex, s in zip(self._threads, self.slots, strict=True)]]
+        starts = [
+            f.result() for f in [ex.submit(s.start_episode) for ex, s in zip(self._threads, self.slots, strict=True)]
+        ]
         return [r for _, r in starts], [seg for seg, _ in starts]
 
     def advance(self, responses: list[GenResponse]) -> tuple[list[GenRequest], list[Segment], int]:
         """Execute one chunk in every environment (in parallel): next requests and pieces, in slot
         order, and this worker's env steps so far."""
         if len(responses) != len(self.slots):
-            raise ValueError(f"worker {self.worker} holds {len(self.slots)} environments but got {len(responses)} chunks")
+            raise ValueError(
+                f"worker {self.worker} holds {len(self.slots)} environments but got {len(responses)} chunks"
+            )
         futures = [ex.submit(s.execute, r) for ex, s, r in zip(self._threads, self.slots, responses, strict=True)]
         results = [f.result() for f in futures]
-        return [r for _, r in results], [seg for segs, _ in results for seg in segs], sum(s.env_steps for s in self.slots)
+        return (
+            [r for _, r in results],
+            [seg for segs, _ in results for seg in segs],
+            sum(s.env_steps for s in self.slots),
+        )
 
     def finish(self) -> list[Segment]:
         """Truncate every running episode (the budget ended), in slot order."""

@@ -36,7 +36,16 @@ _PYARROW_NAMES: dict[str, str] = {
     "PackedRow": "robolake.schemas.packed",
     "packed_schema": "robolake.schemas.packed",
     **dict.fromkeys(
-        ["TABLES", "EmbodimentRow", "EpisodeRow", "MediaRow", "QuarantineRow", "StepRow", "schema_for_table", "schema_of"],
+        [
+            "TABLES",
+            "EmbodimentRow",
+            "EpisodeRow",
+            "MediaRow",
+            "QuarantineRow",
+            "StepRow",
+            "schema_for_table",
+            "schema_of",
+        ],
         "robolake.schemas.tables",
     ),
 }

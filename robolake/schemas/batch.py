@@ -235,7 +235,9 @@ def make_packed_batch(
         tokens_per_view=tokens_per_view,
         pixels=px.contiguous(),
         view_sample_index=torch.repeat_interleave(torch.arange(n), torch.from_numpy(views)),
-        text_ids=torch.from_numpy(np.concatenate(text_ids).astype(np.int64)) if n else torch.zeros(0, dtype=torch.int64),
+        text_ids=torch.from_numpy(np.concatenate(text_ids).astype(np.int64))
+        if n
+        else torch.zeros(0, dtype=torch.int64),
         cu_text=torch.from_numpy(cu_seqlens_from_lengths(text_lengths)),
         state=state_t,
         state_mask=state_m,
@@ -311,7 +313,9 @@ class LoaderState:
             value = getattr(self, f.name)
             want = {"str": str, "bool": bool, "int": int}[str(f.type)]
             if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-                raise ValueError(f"loader state field {f.name!r} must be {f.type}, got {value!r}; pass a state from state_dict()")
+                raise ValueError(
+                    f"loader state field {f.name!r} must be {f.type}, got {value!r}; pass a state from state_dict()"
+                )
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"loader state has rank={self.rank} outside [0, world_size={self.world_size})")
         if not 0 <= self.batches_done <= self.num_batches or self.epoch < 0:

@@ -35,9 +35,7 @@ class SliceSpec:
 
     def __post_init__(self) -> None:
         if not (0 <= self.start < self.end):
-            raise ValueError(
-                f"slice {self.name!r} has start={self.start}, end={self.end}; need 0 <= start < end"
-            )
+            raise ValueError(f"slice {self.name!r} has start={self.start}, end={self.end}; need 0 <= start < end")
 
 
 def _parse_slices(section: Any, kind: str) -> tuple[SliceSpec, ...]:
@@ -179,8 +177,7 @@ class EmbodimentSpec:
         }
         if self.annotations:
             out["annotation"] = {
-                name: ({} if key == f"annotation.{name}" else {"original_key": key})
-                for name, key in self.annotations
+                name: ({} if key == f"annotation.{name}" else {"original_key": key}) for name, key in self.annotations
             }
         return out
 

@@ -40,7 +40,9 @@ class PackedRow:
     state: list[float] = _col(pa.list_(pa.float32()), "[sum state_dims] normalised state at t, flat.")
     action_dims: list[int] = _col(pa.list_(pa.int32()), "[n] action width of each sample.")
     action: list[float] = _col(pa.list_(pa.float32()), "[sum H*action_dims] normalised actions t..t+H-1, flat.")
-    action_valid: list[int] = _col(pa.list_(pa.int32()), "[n] steps of the chunk inside the episode (the rest repeat the last action).")
+    action_valid: list[int] = _col(
+        pa.list_(pa.int32()), "[n] steps of the chunk inside the episode (the rest repeat the last action)."
+    )
 
 
 def packed_schema() -> pa.Schema:

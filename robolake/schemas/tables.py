@@ -37,7 +37,9 @@ class EpisodeRow:
 
     episode_id: str = _col(pa.string(), "Stable id: '<source>/<episode index>-<content hash prefix>'.")
     source_uri: str = _col(pa.string(), "Root of the source dataset the episode came from.")
-    source_format: str = _col(pa.string(), "Reader that produced it: lerobot-v2.0, lerobot-v2.1, lerobot-v3.0, synthetic.")
+    source_format: str = _col(
+        pa.string(), "Reader that produced it: lerobot-v2.0, lerobot-v2.1, lerobot-v3.0, synthetic."
+    )
     source_episode_index: int = _col(pa.int64(), "Episode index inside the source dataset.")
     embodiment: str = _col(pa.string(), "Embodiment tag; its spec is in the embodiments table.")
     task: str = _col(pa.string(), "Language instruction (the episode's most frequent task).")
@@ -67,7 +69,7 @@ class StepRow:
 class MediaRow:
     """One camera frame of one step (the `media` table: the record; the `access` table: a copy).
 
-    `encoding` says what `data` is and how faithful it is (`robolake.lake.media.fidelity`):
+    `encoding` says what `data` is and how faithful it is (`robolake.lake.media.frames.fidelity`):
     `video;codec=h264` is the source video's own packet that carries this step's frame (its
     stream's `streams` row decodes it), `jpeg` / `png` / `webp` an image as the source recorded
     it, `ffv1;size=WxH` raw pixels compressed losslessly, and `jpeg;q=80` / `h264;gop=16;crf=22`
@@ -92,7 +94,7 @@ class StreamRow:
     step, the packet that carries that step's frame). The lists here run over the stream's
     packets in decode order; a packet that carries no frame of this episode (it belongs to the
     episode before, in a file that holds many, and this episode's first frames reference it)
-    has step -1 and its bytes in `extra_packets`. See `robolake.lake.record`.
+    has step -1 and its bytes in `extra_packets`. See `robolake.lake.media.record`.
     """
 
     episode_id: str = _col(pa.string(), "Episode the stream belongs to.")
@@ -104,12 +106,19 @@ class StreamRow:
     height: int = _col(pa.int32(), "Coded height.")
     time_base_num: int = _col(pa.int64(), "Numerator of the time base of packet_pts / packet_dts.")
     time_base_den: int = _col(pa.int64(), "Denominator of that time base.")
-    params: str = _col(pa.string(), "JSON: container-level decoder settings (colour range, space, primaries, transfer) and the pixel format.")
-    packet_step: list[int] = _col(pa.list_(pa.int32()), "Per packet in decode order: the step whose frame it carries, -1 for an extra packet.")
+    params: str = _col(
+        pa.string(),
+        "JSON: container-level decoder settings (colour range, space, primaries, transfer) and the pixel format.",
+    )
+    packet_step: list[int] = _col(
+        pa.list_(pa.int32()), "Per packet in decode order: the step whose frame it carries, -1 for an extra packet."
+    )
     packet_pts: list[int] = _col(pa.list_(pa.int64()), "Per packet: presentation time stamp, as in the source.")
     packet_dts: list[int] = _col(pa.list_(pa.int64()), "Per packet: decode time stamp, as in the source.")
     packet_key: list[bool] = _col(pa.list_(pa.bool_()), "Per packet: whether the source marks it a keyframe.")
-    extra_packets: list[bytes] = _col(pa.list_(pa.large_binary()), "Bytes of the packets with step -1, in decode order.")
+    extra_packets: list[bytes] = _col(
+        pa.list_(pa.large_binary()), "Bytes of the packets with step -1, in decode order."
+    )
     source_path: str = _col(pa.string(), "The video file, relative to the episode's source_uri.")
     source_digest: str = _col(pa.string(), "sha256 of that file.")
 
@@ -122,7 +131,9 @@ class QuarantineRow:
     source_path: str = _col(pa.string(), "The file (or files) at fault.")
     source_format: str = _col(pa.string(), "Reader that rejected it.")
     source_episode_index: int = _col(pa.int64(), "Episode index in the source, -1 when unknown.")
-    reason_code: str = _col(pa.string(), "Machine-readable class: corrupt_file, missing_video, frame_count, non_finite, ...")
+    reason_code: str = _col(
+        pa.string(), "Machine-readable class: corrupt_file, missing_video, frame_count, non_finite, ..."
+    )
     reason: str = _col(pa.string(), "What is wrong and what to do next.")
     quarantined_at: int = _col(pa.int64(), "Unix nanoseconds.")
 
@@ -133,7 +144,9 @@ class EmbodimentRow:
 
     embodiment: str = _col(pa.string(), "Embodiment tag.")
     spec_json: str = _col(pa.string(), "EmbodimentSpec as JSON (GR00T modality.json plus cameras, fps, dims).")
-    stats_json: str = _col(pa.string(), "Per-dimension state/action statistics as JSON: mean, std, min, max, q01, q99, count.")
+    stats_json: str = _col(
+        pa.string(), "Per-dimension state/action statistics as JSON: mean, std, min, max, q01, q99, count."
+    )
     num_episodes: int = _col(pa.int64(), "Episodes of this embodiment in the lake.")
     num_steps: int = _col(pa.int64(), "Steps of this embodiment in the lake.")
 
@@ -143,7 +156,7 @@ TABLES: dict[str, type] = {
     "steps": StepRow,
     "media": MediaRow,
     "streams": StreamRow,
-    "access": MediaRow,  # access copies: same columns as media, rebuilt from it (robolake.lake.access)
+    "access": MediaRow,  # access copies: same columns as media, rebuilt from it (robolake.lake.upkeep.access)
     "quarantine": QuarantineRow,
     "embodiments": EmbodimentRow,
 }
@@ -154,9 +167,7 @@ def schema_of(row_cls: type) -> pa.Schema:
     fields = []
     for f in dataclasses.fields(row_cls):
         meta = f.metadata
-        fields.append(
-            pa.field(f.name, meta["arrow"], nullable=meta["nullable"], metadata={"doc": meta["doc"]})
-        )
+        fields.append(pa.field(f.name, meta["arrow"], nullable=meta["nullable"], metadata={"doc": meta["doc"]}))
     return pa.schema(fields)
 
 

@@ -35,7 +35,6 @@ def require_sim() -> tuple[ModuleType, ModuleType]:
         import mujoco
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise ImportError(
-            f"robolake.sim needs Meta-World and MuJoCo, which are not installed ({e}); "
-            f"run `{SIM_EXTRA_HINT}`"
+            f"robolake.sim needs Meta-World and MuJoCo, which are not installed ({e}); run `{SIM_EXTRA_HINT}`"
         ) from e
     return metaworld, mujoco

@@ -50,13 +50,26 @@ __all__ = [
 
 EMBODIMENT = "sawyer"
 STATE_NAMES: tuple[str, ...] = (
-    "hand_x", "hand_y", "hand_z", "gripper",
-    "obj_x", "obj_y", "obj_z",
-    "goal_x", "goal_y", "goal_z",
-    "obj_hand_dx", "obj_hand_dy", "obj_hand_dz",
-    "goal_hand_dx", "goal_hand_dy", "goal_hand_dz",
-    "goal_obj_dx", "goal_obj_dy", "goal_obj_dz",
-)  # fmt: skip
+    "hand_x",
+    "hand_y",
+    "hand_z",
+    "gripper",
+    "obj_x",
+    "obj_y",
+    "obj_z",
+    "goal_x",
+    "goal_y",
+    "goal_z",
+    "obj_hand_dx",
+    "obj_hand_dy",
+    "obj_hand_dz",
+    "goal_hand_dx",
+    "goal_hand_dy",
+    "goal_hand_dz",
+    "goal_obj_dx",
+    "goal_obj_dy",
+    "goal_obj_dz",
+)
 ACTION_NAMES: tuple[str, ...] = ("dx", "dy", "dz", "grip")
 STATE_DIM = len(STATE_NAMES)
 ACTION_DIM = len(ACTION_NAMES)

@@ -147,7 +147,10 @@ def _stage(progress: ProgressFn | None, name: str) -> Callable[[int, int], None]
 
 
 def _baselines(
-    specs: list[EpisodeSpec], config: EvalConfig, floors: Mapping[str, Policy] | None, pool: EnvPool,
+    specs: list[EpisodeSpec],
+    config: EvalConfig,
+    floors: Mapping[str, Policy] | None,
+    pool: EnvPool,
     progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     plain = [dataclasses.replace(s, record_video=False, record_steps=False) for s in specs]
@@ -198,9 +201,7 @@ def evaluate_policy(
     if base is not None:
         out["baselines"] = base
         floor_names = [n for n in base if n != "expert"]
-        out["floor"] = {
-            t: max(base[f]["tasks"][t]["success_rate"] for f in floor_names) for t in out["tasks"]
-        }
+        out["floor"] = {t: max(base[f]["tasks"][t]["success_rate"] for f in floor_names) for t in out["tasks"]}
         out["expert_mean_success"] = base["expert"]["mean_success"]
         out["floor_mean_success"] = float(np.mean(list(out["floor"].values())))
         out["below_floor"] = [t for t, v in out["tasks"].items() if v["success_rate"] < out["floor"][t]]
@@ -222,7 +223,13 @@ def _banner(frames: np.ndarray, text: str, success: bool) -> np.ndarray:
 
 
 def write_gif(
-    frames: np.ndarray, path: str, *, fps: int = 20, scale: int = 4, caption: str | None = None, success: bool | None = None
+    frames: np.ndarray,
+    path: str,
+    *,
+    fps: int = 20,
+    scale: int = 4,
+    caption: str | None = None,
+    success: bool | None = None,
 ) -> str:
     """Write uint8 [T, H, W, 3] frames as an animated GIF, upscaled `scale` x (nearest).
 
@@ -260,8 +267,14 @@ def success_figure(result: Mapping[str, Any]) -> Any:
         rates = np.array([per[t]["success_rate"] for t in tasks])
         lo = np.array([per[t]["ci95"][0] for t in tasks])
         hi = np.array([per[t]["ci95"][1] for t in tasks])
-        bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, rates, width, label=name,
-                      yerr=np.stack([rates - lo, hi - rates]), capsize=3)  # fmt: skip
+        bars = ax.bar(
+            x + (i - (len(series) - 1) / 2) * width,
+            rates,
+            width,
+            label=name,
+            yerr=np.stack([rates - lo, hi - rates]),
+            capsize=3,
+        )
         mark_zero_bars(ax, bars)
     ax.set_xticks(x)
     ax.set_xticklabels(tasks)
@@ -308,7 +321,11 @@ def evaluate_checkpoint(
 
     config = config or EvalConfig()
     policy = LearnedPolicy.from_checkpoint(
-        checkpoint, num_steps=config.num_inference_steps, noise_scale=config.noise_scale, seed=config.seed, device=device
+        checkpoint,
+        num_steps=config.num_inference_steps,
+        noise_scale=config.noise_scale,
+        seed=config.seed,
+        device=device,
     )
     mean_action = policy.normalizer.stats[EMBODIMENT].action.mean
     floors = {"random": RandomPolicy(seed=config.seed), "mean-action": MeanActionPolicy(mean_action)}
@@ -317,13 +334,29 @@ def evaluate_checkpoint(
     if record_to is not None:
         from robolake.sim.record_to_lake import record_rollouts, rollout_origin
 
-        acted = {"replan": config.rollout.replan, "noise_scale": config.noise_scale,
-                 "num_inference_steps": config.num_inference_steps, "eval_seed": config.seed}  # fmt: skip
-        origin = rollout_origin(checkpoint, producer="eval", run=os.path.abspath(out_dir) if out_dir else "eval", policy=acted)
+        acted = {
+            "replan": config.rollout.replan,
+            "noise_scale": config.noise_scale,
+            "num_inference_steps": config.num_inference_steps,
+            "eval_seed": config.seed,
+        }
+        origin = rollout_origin(
+            checkpoint, producer="eval", run=os.path.abspath(out_dir) if out_dir else "eval", policy=acted
+        )
         wrote = record_rollouts(record_to, main, origin, config.rollout.env, info={"seed_range": "eval"})
-        result["recorded"] = {"lake": wrote.lake_uri, "lake_version": wrote.lake_version, "written": wrote.written,
-                              "skipped": wrote.skipped, "successes": wrote.successes, "steps": wrote.steps}  # fmt: skip
-    gifs = {(s.task, s.seed) for s in eval_specs(config.tasks, config.episodes, config.seed, config.videos) if s.record_video}
+        result["recorded"] = {
+            "lake": wrote.lake_uri,
+            "lake_version": wrote.lake_version,
+            "written": wrote.written,
+            "skipped": wrote.skipped,
+            "successes": wrote.successes,
+            "steps": wrote.steps,
+        }
+    gifs = {
+        (s.task, s.seed)
+        for s in eval_specs(config.tasks, config.episodes, config.seed, config.videos)
+        if s.record_video
+    }
     if out_dir:
         os.makedirs(os.path.join(out_dir, "videos"), exist_ok=True)
         videos = []
@@ -331,7 +364,9 @@ def evaluate_checkpoint(
             if e.frames is not None and (e.task, e.seed) in gifs:  # recorded episodes keep frames too
                 name = f"{e.task}_seed{e.seed}_{'success' if e.success else 'fail'}.gif"
                 caption = f"{e.task}, {e.steps} steps"
-                videos.append(write_gif(e.frames, os.path.join(out_dir, "videos", name), caption=caption, success=e.success))
+                videos.append(
+                    write_gif(e.frames, os.path.join(out_dir, "videos", name), caption=caption, success=e.success)
+                )
         result["videos"] = videos
         result["plot"] = plot_success(result, os.path.join(out_dir, "success.png"))
     path = json_path or (os.path.join(out_dir, "eval.json") if out_dir else None)

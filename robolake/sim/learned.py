@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robolake.lake.media import decode_frame, encode_frame
+from robolake.lake import decode_frame, encode_frame
 from robolake.schemas.batch import PackedBatch
 from robolake.sim.env import EMBODIMENT, Observation
 from robolake.sim.policy import Policy
@@ -91,7 +91,9 @@ class LearnedPolicy(Policy):
         self.card = card
         self.embodiment = embodiment
         self.normalizer = card.normalizer()
-        self.action_dim = card.action_dims.get(embodiment) or int(self.normalizer.stats[embodiment].action.mean.shape[0])
+        self.action_dim = card.action_dims.get(embodiment) or int(
+            self.normalizer.stats[embodiment].action.mean.shape[0]
+        )
         self.batcher = ObservationBatcher(
             config=self.config,
             normalizer=self.normalizer,

@@ -4,7 +4,7 @@ The evaluator runs each recorded episode with `EpisodeSpec(record_steps=True)`, 
 keeps what a lake episode needs: the frame and state before every action, the executed action,
 the reward, and every whole chunk the policy returned (`EpisodeResult.states`, `frames`,
 `rewards`, `chunks`, `chunk_steps`). `rollout_episodes` turns those into `RolloutEpisode`s of
-the suite's embodiment, and `robolake.lake.rollouts.write_rollouts` writes them through the
+the suite's embodiment, and `robolake.lake.intake.rollouts.write_rollouts` writes them through the
 lake's one write protocol, beside the demonstrations: the same embodiment tag, camera name,
 state and action layout and control rate as a demonstration the recorder logged and ingest read
 (`sim_embodiment_spec`), so demos and rollouts pack into one mixture.
@@ -28,24 +28,37 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.rollouts import RolloutEpisode, RolloutOrigin, RolloutWriteResult, write_rollouts
+from robolake.lake import RolloutEpisode, RolloutOrigin, RolloutWriteResult, write_rollouts
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 from robolake.sim.env import ACTION_DIM, EMBODIMENT, STATE_DIM, SimEnv, SimEnvConfig
 from robolake.sim.recorder import FPS
 from robolake.sim.rollout import RolloutResult
 from robolake.sim.tasks import SimTask, resolve_tasks
 
-__all__ = ["replay_episode", "rollout_episodes", "rollout_origin", "record_rollouts", "sim_embodiment_spec", "weights_sha256"]
+__all__ = [
+    "replay_episode",
+    "rollout_episodes",
+    "rollout_origin",
+    "record_rollouts",
+    "sim_embodiment_spec",
+    "weights_sha256",
+]
 
 
 def sim_embodiment_spec(camera: str) -> EmbodimentSpec:
     """The suite's embodiment as ingest reads the recorder's demonstration logs (ALOHA-layout
     HDF5: state `qpos`, action `action`, one camera), so rollouts and demos share one spec."""
     return EmbodimentSpec(
-        tag=EMBODIMENT, state_dim=STATE_DIM, action_dim=ACTION_DIM,
-        state=(SliceSpec(name="qpos", start=0, end=STATE_DIM),), action=(SliceSpec(name="action", start=0, end=ACTION_DIM),),
-        cameras=(camera,), video_keys=((camera, f"observations/images/{camera}"),), fps=float(FPS), robot_type=EMBODIMENT,
-    )  # fmt: skip
+        tag=EMBODIMENT,
+        state_dim=STATE_DIM,
+        action_dim=ACTION_DIM,
+        state=(SliceSpec(name="qpos", start=0, end=STATE_DIM),),
+        action=(SliceSpec(name="action", start=0, end=ACTION_DIM),),
+        cameras=(camera,),
+        video_keys=((camera, f"observations/images/{camera}"),),
+        fps=float(FPS),
+        robot_type=EMBODIMENT,
+    )
 
 
 def weights_sha256(state: Mapping[str, Any]) -> str:
@@ -61,7 +74,9 @@ def weights_sha256(state: Mapping[str, Any]) -> str:
     return h.hexdigest()
 
 
-def rollout_origin(checkpoint: str | os.PathLike[str], *, producer: str, run: str, policy: Mapping[str, Any] | None = None) -> RolloutOrigin:
+def rollout_origin(
+    checkpoint: str | os.PathLike[str], *, producer: str, run: str, policy: Mapping[str, Any] | None = None
+) -> RolloutOrigin:
     """The origin record of rollouts of `checkpoint` (a checkpoint, checkpoints or run directory).
 
     Raises:
@@ -78,8 +93,14 @@ def rollout_origin(checkpoint: str | os.PathLike[str], *, producer: str, run: st
         "lake_version": lineage.get("lake_version", card.get("lake_version")),
         "lake_tag": lineage.get("lake_tag", card.get("lake_tag")),
     }
-    return RolloutOrigin(producer=producer, run=run, checkpoint=str(ckpt.path), checkpoint_sha256=weights_sha256(ckpt.model_state()),
-                         trained_on=trained_on, policy=dict(policy or {}))  # fmt: skip
+    return RolloutOrigin(
+        producer=producer,
+        run=run,
+        checkpoint=str(ckpt.path),
+        checkpoint_sha256=weights_sha256(ckpt.model_state()),
+        trained_on=trained_on,
+        policy=dict(policy or {}),
+    )
 
 
 def rollout_episodes(result: RolloutResult, camera: str, info: Mapping[str, Any] | None = None) -> list[RolloutEpisode]:
@@ -94,11 +115,22 @@ def rollout_episodes(result: RolloutResult, camera: str, info: Mapping[str, Any]
     for e in result.episodes:
         if e.states is None or e.frames is None or e.rewards is None or e.chunks is None or e.chunk_steps is None:
             continue
-        out.append(RolloutEpisode(
-            embodiment=EMBODIMENT, task=by_name[e.task].instruction, seed=e.seed, states=e.states, actions=e.actions,
-            frames=((camera, e.frames[: e.steps]),), rewards=e.rewards, success=e.success, chunks=e.chunks,
-            chunk_steps=e.chunk_steps, fps=float(FPS), info={"sim_task": e.task, **(info or {})},
-        ))  # fmt: skip
+        out.append(
+            RolloutEpisode(
+                embodiment=EMBODIMENT,
+                task=by_name[e.task].instruction,
+                seed=e.seed,
+                states=e.states,
+                actions=e.actions,
+                frames=((camera, e.frames[: e.steps]),),
+                rewards=e.rewards,
+                success=e.success,
+                chunks=e.chunks,
+                chunk_steps=e.chunk_steps,
+                fps=float(FPS),
+                info={"sim_task": e.task, **(info or {})},
+            )
+        )
     if not out:
         raise ValueError("no episode of this rollout kept its steps; run them with EpisodeSpec(record_steps=True)")
     return out
@@ -109,7 +141,9 @@ def record_rollouts(
 ) -> RolloutWriteResult:
     """Write the recorded episodes of `result` into `lake` (created if missing), `info` added to
     each episode's metadata (e.g. `{"seed_range": "eval"}`)."""
-    return write_rollouts(lake, rollout_episodes(result, env.camera, info), origin, spec=sim_embodiment_spec(env.camera))
+    return write_rollouts(
+        lake, rollout_episodes(result, env.camera, info), origin, spec=sim_embodiment_spec(env.camera)
+    )
 
 
 def replay_episode(

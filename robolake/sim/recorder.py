@@ -94,7 +94,9 @@ class RecordConfig:
 
     def __post_init__(self) -> None:
         if self.episodes_per_task < 1 or self.action_noise < 0 or self.num_workers < 0 or self.steps_after_success < 0:
-            raise ValueError("need episodes_per_task >= 1, action_noise >= 0, num_workers >= 0 and steps_after_success >= 0")
+            raise ValueError(
+                "need episodes_per_task >= 1, action_noise >= 0, num_workers >= 0 and steps_after_success >= 0"
+            )
         if self.format not in OUTPUT_FORMATS:
             raise ValueError(f"format must be one of {sorted(OUTPUT_FORMATS)}, got {self.format!r}")
         if self.action_label not in ("expert", "executed"):
@@ -247,7 +249,9 @@ def write_lerobot(out: str | os.PathLike[str], episodes: Sequence[RecordedEpisod
     from robolake.writers.lerobot import EpisodeArrays, write_lerobot_dataset
 
     key = f"observation.images.{camera}"
-    arrays = [EpisodeArrays(state=e.states, action=e.actions, task=e.instruction, frames={key: e.frames}) for e in episodes]
+    arrays = [
+        EpisodeArrays(state=e.states, action=e.actions, task=e.instruction, frames={key: e.frames}) for e in episodes
+    ]
     return write_lerobot_dataset(
         Path(out),
         episodes=arrays,
@@ -277,11 +281,21 @@ def write_hdf5(out: str | os.PathLike[str], episodes: Sequence[RecordedEpisode],
         with h5py.File(tmp, "w") as f:
             obs = f.create_group("observations")
             obs.create_dataset("qpos", data=e.states.astype(np.float32))
-            obs.create_group("images").create_dataset(camera, data=e.frames.astype(np.uint8), chunks=(1, *e.frames.shape[1:]))
+            obs.create_group("images").create_dataset(
+                camera, data=e.frames.astype(np.uint8), chunks=(1, *e.frames.shape[1:])
+            )
             f.create_dataset("action", data=e.actions.astype(np.float32))
-            f.attrs.update({"task": e.instruction, "fps": float(FPS), "robot_type": EMBODIMENT, "seed": int(e.seed),
-                            "sim_task": e.task, "state_names": json.dumps(list(STATE_NAMES)),
-                            "action_names": json.dumps(list(ACTION_NAMES))})  # fmt: skip
+            f.attrs.update(
+                {
+                    "task": e.instruction,
+                    "fps": float(FPS),
+                    "robot_type": EMBODIMENT,
+                    "seed": int(e.seed),
+                    "sim_task": e.task,
+                    "state_names": json.dumps(list(STATE_NAMES)),
+                    "action_names": json.dumps(list(ACTION_NAMES)),
+                }
+            )
         os.replace(tmp, root / f"episode_{i}.hdf5")  # a reader never sees half a log
     return root
 
@@ -333,5 +347,7 @@ def record_demos(out: str | os.PathLike[str], config: RecordConfig | None = None
     path = OUTPUT_FORMATS[config.format](out, kept, config.env.camera)
     per_task = {t.name: sum(e.task == t.name for e in kept) for t in tasks}
     seconds = time.perf_counter() - t0
-    log.info("recorded %d demonstrations (%d failed) in %.1fs -> %s", len(kept), len(episodes) - len(kept), seconds, path)
+    log.info(
+        "recorded %d demonstrations (%d failed) in %.1fs -> %s", len(kept), len(episodes) - len(kept), seconds, path
+    )
     return RecordResult(path, len(kept), len(episodes) - len(kept), sum(e.length for e in kept), seconds, per_task)

@@ -359,7 +359,9 @@ def rollout(
     pool = pool or EnvPool(names, config)
     missing = sorted(set(names) - pool.tasks)
     if missing:
-        raise ValueError(f"tasks {missing} are not in this EnvPool's tasks {sorted(pool.tasks)}; start the pool with them")
+        raise ValueError(
+            f"tasks {missing} are not in this EnvPool's tasks {sorted(pool.tasks)}; start the pool with them"
+        )
     render = policy.needs_images or any(s.record_video or s.record_steps for s in specs)
     per_slot = pool.config.envs_per_worker
     queues: list[list[EpisodeSpec]] = [[] for _ in range(pool.slots)]

@@ -60,13 +60,40 @@ SUITE: dict[str, SimTask] = {
     for t in (
         SimTask(name="reach", env_name="reach-v3", instruction="reach the goal", expert="SawyerReachV3Policy"),
         SimTask(name="push", env_name="push-v3", instruction="push the puck to the goal", expert="SawyerPushV3Policy"),
-        SimTask(name="pick-place", env_name="pick-place-v3", instruction="pick and place the puck", expert="SawyerPickPlaceV3Policy"),
-        SimTask(name="drawer-open", env_name="drawer-open-v3", instruction="open the drawer", expert="SawyerDrawerOpenV3Policy"),
-        SimTask(name="button-press", env_name="button-press-topdown-v3", instruction="press the button", expert="SawyerButtonPressTopdownV3Policy"),
-        SimTask(name="door-open", env_name="door-open-v3", instruction="open the door", expert="SawyerDoorOpenV3Policy", max_steps=200),
-        SimTask(name="window-open", env_name="window-open-v3", instruction="open the window", expert="SawyerWindowOpenV3Policy", max_steps=200),
+        SimTask(
+            name="pick-place",
+            env_name="pick-place-v3",
+            instruction="pick and place the puck",
+            expert="SawyerPickPlaceV3Policy",
+        ),
+        SimTask(
+            name="drawer-open",
+            env_name="drawer-open-v3",
+            instruction="open the drawer",
+            expert="SawyerDrawerOpenV3Policy",
+        ),
+        SimTask(
+            name="button-press",
+            env_name="button-press-topdown-v3",
+            instruction="press the button",
+            expert="SawyerButtonPressTopdownV3Policy",
+        ),
+        SimTask(
+            name="door-open",
+            env_name="door-open-v3",
+            instruction="open the door",
+            expert="SawyerDoorOpenV3Policy",
+            max_steps=200,
+        ),
+        SimTask(
+            name="window-open",
+            env_name="window-open-v3",
+            instruction="open the window",
+            expert="SawyerWindowOpenV3Policy",
+            max_steps=200,
+        ),
     )
-}  # fmt: skip
+}
 
 DEFAULT_TASKS: tuple[str, ...] = ("reach", "push", "pick-place", "drawer-open", "button-press")
 

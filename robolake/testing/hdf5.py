@@ -20,8 +20,17 @@ from robolake.testing.images import frames, jpeg
 __all__ = ["write_aloha", "write_robomimic", "write_robosuite", "write_custom", "write_indexed", "CUSTOM_MAPPING"]
 
 
-def write_aloha(path: Path, *, steps: int = 30, cams: tuple[str, ...] = ("cam_high", "cam_left_wrist"), compress: bool = False,
-                size: tuple[int, int] = (48, 64), seed: int = 0, dof: int = 14, sizes: list[tuple[int, int]] | None = None) -> Path:
+def write_aloha(
+    path: Path,
+    *,
+    steps: int = 30,
+    cams: tuple[str, ...] = ("cam_high", "cam_left_wrist"),
+    compress: bool = False,
+    size: tuple[int, int] = (48, 64),
+    seed: int = 0,
+    dof: int = 14,
+    sizes: list[tuple[int, int]] | None = None,
+) -> Path:
     """ACT's record_episodes layout; `compress` stores JPEG rows zero-padded to one length plus /compress_len."""
     import h5py
 
@@ -57,9 +66,21 @@ def write_aloha(path: Path, *, steps: int = 30, cams: tuple[str, ...] = ("cam_hi
     return path
 
 
-def write_robomimic(path: Path, *, env: str = "Lift", robot: str = "Panda", demos: int = 3, steps: int = 20,
-                    object_dim: int = 10, images: bool = True, seed: int = 0, control_freq: int | None = 20,
-                    datagen_info: bool = False, gray_camera: bool = False, stacked_camera: bool = False) -> Path:
+def write_robomimic(
+    path: Path,
+    *,
+    env: str = "Lift",
+    robot: str = "Panda",
+    demos: int = 3,
+    steps: int = 20,
+    object_dim: int = 10,
+    images: bool = True,
+    seed: int = 0,
+    control_freq: int | None = 20,
+    datagen_info: bool = False,
+    gray_camera: bool = False,
+    stacked_camera: bool = False,
+) -> Path:
     """robomimic's dataset layout: data/demo_N with obs/, actions, rewards, dones, and train/valid masks.
 
     `control_freq=None` leaves the rate out of env_args; `datagen_info` adds Isaac Lab Mimic's
@@ -108,8 +129,16 @@ def write_robomimic(path: Path, *, env: str = "Lift", robot: str = "Panda", demo
     return path
 
 
-def write_robosuite(path: Path, *, env: str = "Lift", robot: str = "Panda", demos: int = 2, steps: int = 15,
-                    state_dim: int = 32, seed: int = 0) -> Path:
+def write_robosuite(
+    path: Path,
+    *,
+    env: str = "Lift",
+    robot: str = "Panda",
+    demos: int = 2,
+    steps: int = 15,
+    state_dim: int = 32,
+    seed: int = 0,
+) -> Path:
     """robosuite's collect_human_demonstrations / gather_demonstrations_as_hdf5 layout."""
     import h5py
 
@@ -120,7 +149,9 @@ def write_robosuite(path: Path, *, env: str = "Lift", robot: str = "Panda", demo
         data.attrs["time"] = "20:00:00"
         data.attrs["repository_version"] = "1.4.1"
         data.attrs["env"] = env
-        data.attrs["env_info"] = json.dumps({"env_name": env, "robots": robot, "controller_configs": {"type": "OSC_POSE"}})
+        data.attrs["env_info"] = json.dumps(
+            {"env_name": env, "robots": robot, "controller_configs": {"type": "OSC_POSE"}}
+        )
         for d in range(1, demos + 1):  # robosuite numbers demos from 1
             g = data.create_group(f"demo_{d}")
             g.attrs["model_file"] = f"<mujoco model='{env}'><worldbody/></mujoco>"
@@ -129,8 +160,17 @@ def write_robosuite(path: Path, *, env: str = "Lift", robot: str = "Panda", demo
     return path
 
 
-def write_custom(path: Path, *, seconds: float = 2.0, joint_hz: float = 100.0, cmd_hz: float = 50.0, cam_fps: float = 15.0,
-                 jitter: float = 0.002, seed: int = 0, cam_offset: float = 0.0) -> Path:
+def write_custom(
+    path: Path,
+    *,
+    seconds: float = 2.0,
+    joint_hz: float = 100.0,
+    cmd_hz: float = 50.0,
+    cam_fps: float = 15.0,
+    jitter: float = 0.002,
+    seed: int = 0,
+    cam_offset: float = 0.0,
+) -> Path:
     """A home-grown recorder: each stream with its own per-row timestamps, jittered."""
     import h5py
 
@@ -153,8 +193,18 @@ def write_custom(path: Path, *, seconds: float = 2.0, joint_hz: float = 100.0, c
     return path
 
 
-def write_indexed(path: Path, *, episodes: int = 4, steps: int = 12, state_dim: int = 5, action_dim: int = 3,
-                  images: bool = False, fps: float | None = None, seed: int = 0, skip: tuple[int, ...] = ()) -> Path:
+def write_indexed(
+    path: Path,
+    *,
+    episodes: int = 4,
+    steps: int = 12,
+    state_dim: int = 5,
+    action_dim: int = 3,
+    images: bool = False,
+    fps: float | None = None,
+    seed: int = 0,
+    skip: tuple[int, ...] = (),
+) -> Path:
     """A flat file of key families, one episode per index: `states_<i>` [T, S], `actions_<i>` [T, A]
     (and `images_<i>` uint8 [T, 16, 16, 3]); the values of episode i start at i (state) and -i (action)."""
     import h5py
@@ -177,7 +227,10 @@ CUSTOM_MAPPING = {
     "embodiment": "myarm",
     "task_from": "attrs/instruction",
     "fps": 30,
-    "state": [{"source": "/robot/joints", "stamps": "/robot/joint_t"}, {"source": "/robot/gripper", "stamps": "/robot/joint_t"}],
+    "state": [
+        {"source": "/robot/joints", "stamps": "/robot/joint_t"},
+        {"source": "/robot/gripper", "stamps": "/robot/joint_t"},
+    ],
     "action": [{"source": "/teleop/cmd", "stamps": "/teleop/t"}],
     "cameras": {"front": {"source": "/camera/rgb", "stamps": "/camera/t"}},
 }

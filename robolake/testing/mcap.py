@@ -35,8 +35,16 @@ def _ros1_kind(ts: Any, msgtype: str) -> type:
     def serialize(self: Any, buf: io.BytesIO) -> None:
         buf.write(bytes(ts.serialize_ros1(self.msg, msgtype)))
 
-    return type("Ros1Message", (), {"_type": short, "_full_text": text, "__init__": lambda self, msg: setattr(self, "msg", msg),
-                                    "serialize": serialize})
+    return type(
+        "Ros1Message",
+        (),
+        {
+            "_type": short,
+            "_full_text": text,
+            "__init__": lambda self, msg: setattr(self, "msg", msg),
+            "serialize": serialize,
+        },
+    )
 
 
 def write_mcap_ros1(path: Path, layout: Layout) -> Recorded:
@@ -68,10 +76,21 @@ def protobuf_types() -> dict[str, Any]:
     pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
     specs = {
         "foxglove": {
-            "CompressedImage": [("timestamp", 1, "ts"), ("frame_id", 4, F.TYPE_STRING), ("data", 2, F.TYPE_BYTES), ("format", 3, F.TYPE_STRING)],
-            "RawImage": [("timestamp", 1, "ts"), ("frame_id", 7, F.TYPE_STRING), ("width", 2, F.TYPE_FIXED32),
-                         ("height", 3, F.TYPE_FIXED32), ("encoding", 4, F.TYPE_STRING), ("step", 5, F.TYPE_FIXED32),
-                         ("data", 6, F.TYPE_BYTES)],
+            "CompressedImage": [
+                ("timestamp", 1, "ts"),
+                ("frame_id", 4, F.TYPE_STRING),
+                ("data", 2, F.TYPE_BYTES),
+                ("format", 3, F.TYPE_STRING),
+            ],
+            "RawImage": [
+                ("timestamp", 1, "ts"),
+                ("frame_id", 7, F.TYPE_STRING),
+                ("width", 2, F.TYPE_FIXED32),
+                ("height", 3, F.TYPE_FIXED32),
+                ("encoding", 4, F.TYPE_STRING),
+                ("step", 5, F.TYPE_FIXED32),
+                ("data", 6, F.TYPE_BYTES),
+            ],
         },
         "robot": {
             "JointState": [("timestamp", 1, "ts"), ("name", 2, "rs"), ("position", 3, "rd")],
@@ -81,13 +100,20 @@ def protobuf_types() -> dict[str, Any]:
     }
     out: dict[str, Any] = {}
     for pkg, messages in specs.items():
-        fdp = descriptor_pb2.FileDescriptorProto(name=f"{pkg}/messages.proto", package=pkg, syntax="proto3",
-                                                 dependency=["google/protobuf/timestamp.proto"])
+        fdp = descriptor_pb2.FileDescriptorProto(
+            name=f"{pkg}/messages.proto", package=pkg, syntax="proto3", dependency=["google/protobuf/timestamp.proto"]
+        )
         for name, fields in messages.items():
             m = fdp.message_type.add(name=name)
             for fname, number, kind in fields:
                 if kind == "ts":
-                    m.field.add(name=fname, number=number, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp", label=F.LABEL_OPTIONAL)
+                    m.field.add(
+                        name=fname,
+                        number=number,
+                        type=F.TYPE_MESSAGE,
+                        type_name=".google.protobuf.Timestamp",
+                        label=F.LABEL_OPTIONAL,
+                    )
                 elif kind == "rs":
                     m.field.add(name=fname, number=number, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
                 elif kind == "rd":
@@ -112,7 +138,9 @@ def _protobuf_message(types: dict[str, Any], topic: str, stamp_ns: int, payload:
         msg = types["foxglove.CompressedImage"](frame_id="wrist", data=value, format="jpeg")
     elif kind == "rgb8":
         h, w, _ = value.shape
-        msg = types["foxglove.RawImage"](frame_id="top", width=w, height=h, encoding="rgb8", step=w * 3, data=value.tobytes())
+        msg = types["foxglove.RawImage"](
+            frame_id="top", width=w, height=h, encoding="rgb8", step=w * 3, data=value.tobytes()
+        )
     elif kind == "string":
         return types["robot.Instruction"](data=value)
     else:
@@ -131,7 +159,13 @@ def write_mcap_protobuf(path: Path, layout: Layout) -> Recorded:
     with open(path, "wb") as f:
         w = Writer(f)
         for seq, (log_ns, topic, stamp_ns, payload) in enumerate(msgs):
-            w.write_message(topic, _protobuf_message(types, topic, stamp_ns, payload), log_time=log_ns, publish_time=log_ns, sequence=seq)
+            w.write_message(
+                topic,
+                _protobuf_message(types, topic, stamp_ns, payload),
+                log_time=log_ns,
+                publish_time=log_ns,
+                sequence=seq,
+            )
         w.finish()
     return rec
 
@@ -158,12 +192,19 @@ def write_mcap_mixed(path: Path, layout: Layout) -> Recorded:
                     sid = w.register_schema(name="robot.JointState", encoding="jsonschema", data=b'{"type": "object"}')
                     channels[topic] = w.register_channel(topic=topic, message_encoding="json", schema_id=sid)
                 names, vals = value
-                data = json.dumps({"timestamp": {"sec": stamp_ns // 10**9, "nsec": stamp_ns % 10**9}, "name": list(names),
-                                   "position": [float(x) for x in vals]}).encode()
+                data = json.dumps(
+                    {
+                        "timestamp": {"sec": stamp_ns // 10**9, "nsec": stamp_ns % 10**9},
+                        "name": list(names),
+                        "position": [float(x) for x in vals],
+                    }
+                ).encode()
             elif kind in ("jpeg", "rgb8"):
                 msg = _protobuf_message(types, topic, stamp_ns, payload)
                 if topic not in channels:
-                    channels[topic] = w.register_channel(topic=topic, message_encoding="protobuf", schema_id=register_schema(w, type(msg)))
+                    channels[topic] = w.register_channel(
+                        topic=topic, message_encoding="protobuf", schema_id=register_schema(w, type(msg))
+                    )
                 data = msg.SerializeToString()
             else:
                 msgtype, rmsg = _ros_msg(ts, False, stamp_ns, payload)

@@ -19,35 +19,65 @@ __all__ = ["FEATURES", "episode_example", "write_tfds"]
 
 
 def _tensor(dims: list[int], dtype: str = "float32") -> dict:
-    return {"pythonClassName": "tensorflow_datasets.core.features.tensor_feature.Tensor",
-            "tensor": {"shape": {"dimensions": [str(d) for d in dims]}, "dtype": dtype, "encoding": "none"}}
+    return {
+        "pythonClassName": "tensorflow_datasets.core.features.tensor_feature.Tensor",
+        "tensor": {"shape": {"dimensions": [str(d) for d in dims]}, "dtype": dtype, "encoding": "none"},
+    }
 
 
 def _image(h: int, w: int, fmt: str) -> dict:
-    return {"pythonClassName": "tensorflow_datasets.core.features.image_feature.Image",
-            "image": {"shape": {"dimensions": [str(h), str(w), "3"]}, "dtype": "uint8", "encodingFormat": fmt}}
+    return {
+        "pythonClassName": "tensorflow_datasets.core.features.image_feature.Image",
+        "image": {"shape": {"dimensions": [str(h), str(w), "3"]}, "dtype": "uint8", "encodingFormat": fmt},
+    }
 
 
 def _dict(features: dict) -> dict:
-    return {"pythonClassName": "tensorflow_datasets.core.features.features_dict.FeaturesDict", "featuresDict": {"features": features}}
+    return {
+        "pythonClassName": "tensorflow_datasets.core.features.features_dict.FeaturesDict",
+        "featuresDict": {"features": features},
+    }
 
 
-FEATURES = _dict({
-    "steps": {"pythonClassName": "tensorflow_datasets.core.features.dataset_feature.Dataset", "sequence": {"feature": _dict({
-        "action": _tensor([7]),
-        "discount": _tensor([]),
-        "reward": _tensor([]),
-        "is_first": _tensor([], "bool"),
-        "is_last": _tensor([], "bool"),
-        "is_terminal": _tensor([], "bool"),
-        "language_instruction": {"pythonClassName": "tensorflow_datasets.core.features.text_feature.Text", "text": {}},
-        "observation": _dict({"image": _image(32, 40, "jpeg"), "wrist_image": _image(16, 16, "png"), "state": _tensor([8])}),
-    }), "length": "-1"}},
-    "episode_metadata": _dict({"file_path": {"pythonClassName": "tensorflow_datasets.core.features.text_feature.Text", "text": {}}}),
-})
+FEATURES = _dict(
+    {
+        "steps": {
+            "pythonClassName": "tensorflow_datasets.core.features.dataset_feature.Dataset",
+            "sequence": {
+                "feature": _dict(
+                    {
+                        "action": _tensor([7]),
+                        "discount": _tensor([]),
+                        "reward": _tensor([]),
+                        "is_first": _tensor([], "bool"),
+                        "is_last": _tensor([], "bool"),
+                        "is_terminal": _tensor([], "bool"),
+                        "language_instruction": {
+                            "pythonClassName": "tensorflow_datasets.core.features.text_feature.Text",
+                            "text": {},
+                        },
+                        "observation": _dict(
+                            {
+                                "image": _image(32, 40, "jpeg"),
+                                "wrist_image": _image(16, 16, "png"),
+                                "state": _tensor([8]),
+                            }
+                        ),
+                    }
+                ),
+                "length": "-1",
+            },
+        },
+        "episode_metadata": _dict(
+            {"file_path": {"pythonClassName": "tensorflow_datasets.core.features.text_feature.Text", "text": {}}}
+        ),
+    }
+)
 
 
-def episode_example(n: int, seed: int, task: str = "put the carrot in the pot", first_flags: list[int] | None = None) -> dict:
+def episode_example(
+    n: int, seed: int, task: str = "put the carrot in the pot", first_flags: list[int] | None = None
+) -> dict:
     """One Open-X episode of `n` steps as the flat feature dict of its tf.train.Example.
 
     `first_flags` overrides `steps/is_first` (a second 1 marks two episodes in one record).
@@ -76,7 +106,7 @@ def write_tfds(root: Path, name: str = "bridge_mini", splits: dict[str, list[lis
 
     `splits` maps each split to its shards, each a list of `episode_example` dicts.
     """
-    from robolake.lake.sources.tfrecord import encode_example, write_records
+    from robolake.lake import encode_example, write_records
 
     root.mkdir(parents=True)
     splits = splits or {
@@ -86,8 +116,18 @@ def write_tfds(root: Path, name: str = "bridge_mini", splits: dict[str, list[lis
     info_splits = []
     for split, shards in splits.items():
         for i, shard in enumerate(shards):
-            write_records(str(root / f"{name}-{split}.tfrecord-{i:05d}-of-{len(shards):05d}"), [encode_example(e) for e in shard])
-        info_splits.append({"name": split, "shardLengths": [str(len(s)) for s in shards], "filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"})
-    (root / "dataset_info.json").write_text(json.dumps({"name": name, "version": "1.0.0", "fileFormat": "tfrecord", "splits": info_splits}))
+            write_records(
+                str(root / f"{name}-{split}.tfrecord-{i:05d}-of-{len(shards):05d}"), [encode_example(e) for e in shard]
+            )
+        info_splits.append(
+            {
+                "name": split,
+                "shardLengths": [str(len(s)) for s in shards],
+                "filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}",
+            }
+        )
+    (root / "dataset_info.json").write_text(
+        json.dumps({"name": name, "version": "1.0.0", "fileFormat": "tfrecord", "splits": info_splits})
+    )
     (root / "features.json").write_text(json.dumps(FEATURES))
     return root

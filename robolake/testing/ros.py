@@ -76,18 +76,18 @@ class Layout:
     joint_hz: float = 100.0
     cmd_hz: float | None = 50.0
     cam_hz: float | None = 15.0
-    camera: str = "compressed"           # compressed | raw | none
+    camera: str = "compressed"  # compressed | raw | none
     jitter_s: float = 0.002
     seed: int = 0
     # bad-input knobs
-    nan_at: int | None = None            # joint message index whose position is NaN
-    backwards_at: int | None = None      # joint message index whose stamp jumps 0.5 s back
-    width_change_at: int | None = None   # joint message index from which a 4th joint appears
-    image_resize_at: int | None = None   # camera frame index from which frames are 48x64
-    camera_offset_s: float = 0.0         # shift the camera stream in time (no-overlap case)
-    gaps: tuple[float, ...] = ()         # pauses inserted (seconds) after each `seconds` block
-    offset_s: float = 0.0                # shift every stream (the second file of a split bag)
-    burst: int = 1                       # joint messages published in bursts of this many sharing one stamp
+    nan_at: int | None = None  # joint message index whose position is NaN
+    backwards_at: int | None = None  # joint message index whose stamp jumps 0.5 s back
+    width_change_at: int | None = None  # joint message index from which a 4th joint appears
+    image_resize_at: int | None = None  # camera frame index from which frames are 48x64
+    camera_offset_s: float = 0.0  # shift the camera stream in time (no-overlap case)
+    gaps: tuple[float, ...] = ()  # pauses inserted (seconds) after each `seconds` block
+    offset_s: float = 0.0  # shift every stream (the second file of a split bag)
+    burst: int = 1  # joint messages published in bursts of this many sharing one stamp
     extra: dict[str, Any] = field(default_factory=dict)  # topic -> (kind, [(t, value), ...]) also recorded
 
 
@@ -119,7 +119,9 @@ def schedule(layout: Layout) -> dict[str, np.ndarray]:
 
     out = {"joint": times(layout.joint_hz)}
     out["cmd"] = times(layout.cmd_hz) if layout.cmd_hz else np.zeros(0)
-    out["cam"] = times(layout.cam_hz, layout.camera_offset_s) if layout.cam_hz and layout.camera != "none" else np.zeros(0)
+    out["cam"] = (
+        times(layout.cam_hz, layout.camera_offset_s) if layout.cam_hz and layout.camera != "none" else np.zeros(0)
+    )
     return out
 
 
@@ -182,15 +184,23 @@ def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tu
         names, vals = value
         empty = np.zeros(0, np.float64)
         return "sensor_msgs/msg/JointState", T["sensor_msgs/msg/JointState"](
-            header=header, name=list(names), position=np.asarray(vals, np.float64), velocity=empty, effort=empty)
+            header=header, name=list(names), position=np.asarray(vals, np.float64), velocity=empty, effort=empty
+        )
     if kind == "jpeg":
         return "sensor_msgs/msg/CompressedImage", T["sensor_msgs/msg/CompressedImage"](
-            header=header, format="rgb8; jpeg compressed bgr8", data=np.frombuffer(value, np.uint8))
+            header=header, format="rgb8; jpeg compressed bgr8", data=np.frombuffer(value, np.uint8)
+        )
     if kind == "rgb8":
         h, w, _ = value.shape
         return "sensor_msgs/msg/Image", T["sensor_msgs/msg/Image"](
-            header=header, height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3,
-            data=np.ascontiguousarray(value).reshape(-1))
+            header=header,
+            height=h,
+            width=w,
+            encoding="rgb8",
+            is_bigendian=0,
+            step=w * 3,
+            data=np.ascontiguousarray(value).reshape(-1),
+        )
     if kind == "bool":
         return "std_msgs/msg/Bool", T["std_msgs/msg/Bool"](data=bool(value))
     if kind == "string":
@@ -200,12 +210,14 @@ def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tu
     if kind == "multiarray":
         Layout_ = T["std_msgs/msg/MultiArrayLayout"]
         return "std_msgs/msg/Float64MultiArray", T["std_msgs/msg/Float64MultiArray"](
-            layout=Layout_(dim=[], data_offset=0), data=np.asarray(value, np.float64))
+            layout=Layout_(dim=[], data_offset=0), data=np.asarray(value, np.float64)
+        )
     if kind == "pose_stamped":
         P, Q, Pose = T["geometry_msgs/msg/Point"], T["geometry_msgs/msg/Quaternion"], T["geometry_msgs/msg/Pose"]
         v = np.asarray(value, np.float64)
         return "geometry_msgs/msg/PoseStamped", T["geometry_msgs/msg/PoseStamped"](
-            header=header, pose=Pose(position=P(x=v[0], y=v[1], z=v[2]), orientation=Q(x=v[3], y=v[4], z=v[5], w=v[6])))
+            header=header, pose=Pose(position=P(x=v[0], y=v[1], z=v[2]), orientation=Q(x=v[3], y=v[4], z=v[5], w=v[6]))
+        )
     V, Q = T["geometry_msgs/msg/Vector3"], T["geometry_msgs/msg/Quaternion"]
     if kind in ("twist", "twist_stamped"):
         v = np.asarray(value, np.float64)
@@ -217,31 +229,48 @@ def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tu
         trs = []
         for parent, child, v in value:
             h = Header(stamp=stamp, frame_id=parent) if ros2 else Header(seq=0, stamp=stamp, frame_id=parent)
-            tr = T["geometry_msgs/msg/Transform"](translation=V(x=v[0], y=v[1], z=v[2]), rotation=Q(x=v[3], y=v[4], z=v[5], w=v[6]))
+            tr = T["geometry_msgs/msg/Transform"](
+                translation=V(x=v[0], y=v[1], z=v[2]), rotation=Q(x=v[3], y=v[4], z=v[5], w=v[6])
+            )
             trs.append(T["geometry_msgs/msg/TransformStamped"](header=h, child_frame_id=child, transform=tr))
         return "tf2_msgs/msg/TFMessage", T["tf2_msgs/msg/TFMessage"](transforms=trs)
     if kind == "odometry":  # x y z qx qy qz qw, vx vy vz wx wy wz
         v = np.asarray(value, np.float64)
-        pose = T["geometry_msgs/msg/Pose"](position=T["geometry_msgs/msg/Point"](x=v[0], y=v[1], z=v[2]),
-                                           orientation=Q(x=v[3], y=v[4], z=v[5], w=v[6]))
+        pose = T["geometry_msgs/msg/Pose"](
+            position=T["geometry_msgs/msg/Point"](x=v[0], y=v[1], z=v[2]), orientation=Q(x=v[3], y=v[4], z=v[5], w=v[6])
+        )
         tw = T["geometry_msgs/msg/Twist"](linear=V(x=v[7], y=v[8], z=v[9]), angular=V(x=v[10], y=v[11], z=v[12]))
         return "nav_msgs/msg/Odometry", T["nav_msgs/msg/Odometry"](
-            header=header, child_frame_id="base_link",
+            header=header,
+            child_frame_id="base_link",
             pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.full(36, 0.01)),
-            twist=T["geometry_msgs/msg/TwistWithCovariance"](twist=tw, covariance=np.full(36, 0.02)))
+            twist=T["geometry_msgs/msg/TwistWithCovariance"](twist=tw, covariance=np.full(36, 0.02)),
+        )
     if kind == "imu":  # qx qy qz qw, wx wy wz, ax ay az
         v = np.asarray(value, np.float64)
         return "sensor_msgs/msg/Imu", T["sensor_msgs/msg/Imu"](
-            header=header, orientation=Q(x=v[0], y=v[1], z=v[2], w=v[3]), orientation_covariance=np.full(9, 0.1),
-            angular_velocity=V(x=v[4], y=v[5], z=v[6]), angular_velocity_covariance=np.full(9, 0.1),
-            linear_acceleration=V(x=v[7], y=v[8], z=v[9]), linear_acceleration_covariance=np.full(9, 0.1))
+            header=header,
+            orientation=Q(x=v[0], y=v[1], z=v[2], w=v[3]),
+            orientation_covariance=np.full(9, 0.1),
+            angular_velocity=V(x=v[4], y=v[5], z=v[6]),
+            angular_velocity_covariance=np.full(9, 0.1),
+            linear_acceleration=V(x=v[7], y=v[8], z=v[9]),
+            linear_acceleration_covariance=np.full(9, 0.1),
+        )
     if kind.startswith("custom:"):  # ("custom:<type>", message builder taking the typestore)
         return kind.split(":", 1)[1], value(ts, header)
     raise ValueError(kind)
 
 
-def write_ros2(path: Path, layout: Layout, *, storage: str = "sqlite3", version: int = 9,
-               custom_types: dict[str, Any] | None = None, compression: str | None = None) -> Recorded:
+def write_ros2(
+    path: Path,
+    layout: Layout,
+    *,
+    storage: str = "sqlite3",
+    version: int = 9,
+    custom_types: dict[str, Any] | None = None,
+    compression: str | None = None,
+) -> Recorded:
     """A ROS 2 bag directory written by rosbags' rosbag2 Writer (`compression`: None, message or file, zstd)."""
     from rosbags.rosbag2 import Writer
     from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
@@ -278,7 +307,9 @@ def ros1_typestore(custom_types: dict[str, Any] | None = None) -> Any:
     return ts
 
 
-def write_ros1(path: Path, layout: Layout, *, custom_types: dict[str, Any] | None = None, compression: str | None = None) -> Recorded:
+def write_ros1(
+    path: Path, layout: Layout, *, custom_types: dict[str, Any] | None = None, compression: str | None = None
+) -> Recorded:
     """A ROS 1 bag written by rosbags' rosbag1 Writer (definitions embedded, as rosbag does; chunks bz2/lz4)."""
     from rosbags.rosbag1 import Writer
 
@@ -301,25 +332,41 @@ def write_ros1(path: Path, layout: Layout, *, custom_types: dict[str, Any] | Non
 
 JSON_SCHEMAS = {
     "robot.JointState": {
-        "type": "object", "title": "robot.JointState",
-        "properties": {"timestamp": {"type": "object", "properties": {"sec": {"type": "integer"}, "nsec": {"type": "integer"}}},
-                       "name": {"type": "array", "items": {"type": "string"}},
-                       "position": {"type": "array", "items": {"type": "number"}}},
+        "type": "object",
+        "title": "robot.JointState",
+        "properties": {
+            "timestamp": {"type": "object", "properties": {"sec": {"type": "integer"}, "nsec": {"type": "integer"}}},
+            "name": {"type": "array", "items": {"type": "string"}},
+            "position": {"type": "array", "items": {"type": "number"}},
+        },
     },
     "robot.JointCommand": {
-        "type": "object", "title": "robot.JointCommand",
+        "type": "object",
+        "title": "robot.JointCommand",
         "properties": {"timestamp": {"type": "object"}, "positions": {"type": "array", "items": {"type": "number"}}},
     },
     "foxglove.CompressedImage": {
-        "type": "object", "title": "foxglove.CompressedImage",
-        "properties": {"timestamp": {"type": "object"}, "frame_id": {"type": "string"},
-                       "data": {"type": "string", "contentEncoding": "base64"}, "format": {"type": "string"}},
+        "type": "object",
+        "title": "foxglove.CompressedImage",
+        "properties": {
+            "timestamp": {"type": "object"},
+            "frame_id": {"type": "string"},
+            "data": {"type": "string", "contentEncoding": "base64"},
+            "format": {"type": "string"},
+        },
     },
     "foxglove.RawImage": {
-        "type": "object", "title": "foxglove.RawImage",
-        "properties": {"timestamp": {"type": "object"}, "frame_id": {"type": "string"}, "width": {"type": "integer"},
-                       "height": {"type": "integer"}, "encoding": {"type": "string"}, "step": {"type": "integer"},
-                       "data": {"type": "string", "contentEncoding": "base64"}},
+        "type": "object",
+        "title": "foxglove.RawImage",
+        "properties": {
+            "timestamp": {"type": "object"},
+            "frame_id": {"type": "string"},
+            "width": {"type": "integer"},
+            "height": {"type": "integer"},
+            "encoding": {"type": "string"},
+            "step": {"type": "integer"},
+            "data": {"type": "string", "contentEncoding": "base64"},
+        },
     },
     "robot.Instruction": {"type": "object", "title": "robot.Instruction", "properties": {"data": {"type": "string"}}},
 }
@@ -344,8 +391,11 @@ def write_mcap_json(path: Path, layout: Layout, *, profile: str = "", foreign_to
 
         def channel(topic: str, schema: str, encoding: str = "json") -> int:
             if topic not in channels:
-                sid = w.register_schema(name=schema, encoding="jsonschema" if encoding == "json" else encoding,
-                                        data=json.dumps(JSON_SCHEMAS.get(schema, {})).encode())
+                sid = w.register_schema(
+                    name=schema,
+                    encoding="jsonschema" if encoding == "json" else encoding,
+                    data=json.dumps(JSON_SCHEMAS.get(schema, {})).encode(),
+                )
                 channels[topic] = w.register_channel(topic=topic, message_encoding=encoding, schema_id=sid)
             return channels[topic]
 
@@ -359,19 +409,33 @@ def write_mcap_json(path: Path, layout: Layout, *, profile: str = "", foreign_to
                 body = {"timestamp": ts, "positions": [float(x) for x in value[1]]}
                 cid = channel(topic, "robot.JointCommand")
             elif kind == "jpeg":
-                body = {"timestamp": ts, "frame_id": "wrist", "data": base64.b64encode(value).decode(), "format": "jpeg"}
+                body = {
+                    "timestamp": ts,
+                    "frame_id": "wrist",
+                    "data": base64.b64encode(value).decode(),
+                    "format": "jpeg",
+                }
                 cid = channel(topic, "foxglove.CompressedImage")
             elif kind == "rgb8":
                 h, wd, _ = value.shape
-                body = {"timestamp": ts, "frame_id": "top", "width": wd, "height": h, "encoding": "rgb8", "step": wd * 3,
-                        "data": base64.b64encode(value.tobytes()).decode()}
+                body = {
+                    "timestamp": ts,
+                    "frame_id": "top",
+                    "width": wd,
+                    "height": h,
+                    "encoding": "rgb8",
+                    "step": wd * 3,
+                    "data": base64.b64encode(value.tobytes()).decode(),
+                }
                 cid = channel(topic, "foxglove.RawImage")
             elif kind == "string":
                 body = {"data": value}
                 cid = channel(topic, "robot.Instruction")
             else:
                 raise ValueError(kind)
-            w.add_message(channel_id=cid, log_time=log_ns, publish_time=log_ns, sequence=seq, data=json.dumps(body).encode())
+            w.add_message(
+                channel_id=cid, log_time=log_ns, publish_time=log_ns, sequence=seq, data=json.dumps(body).encode()
+            )
         if foreign_topic:
             cid = channel(foreign_topic, "robot.Odometry", encoding="flatbuffer")
             w.add_message(channel_id=cid, log_time=T0_NS + 10_000_000, publish_time=T0_NS, data=b"\x08\x01")

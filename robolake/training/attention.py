@@ -91,9 +91,7 @@ def resolve_backend(device: torch.device, dtype: torch.dtype, backend: str = "au
         ImportError: `flash` was asked for and flash-attn is not installed.
     """
     if backend not in ATTENTION_BACKENDS:
-        raise ValueError(
-            f"unknown attention backend {backend!r}; choose one of {ATTENTION_BACKENDS}"
-        )
+        raise ValueError(f"unknown attention backend {backend!r}; choose one of {ATTENTION_BACKENDS}")
     if backend == "auto":
         if device.type == "cuda" and dtype in _HALF:
             if _has_flash_attn():
@@ -110,9 +108,7 @@ def resolve_backend(device: torch.device, dtype: torch.dtype, backend: str = "au
         if backend == "flash" and not _has_flash_attn():
             raise ImportError("backend 'flash' needs flash-attn: pip install 'robolake[gpu]'")
         if backend == "torch_varlen" and not _has_torch_varlen():
-            raise ImportError(
-                "backend 'torch_varlen' needs torch>=2.10 (torch.nn.attention.varlen)"
-            )
+            raise ImportError("backend 'torch_varlen' needs torch>=2.10 (torch.nn.attention.varlen)")
     return backend
 
 
@@ -151,14 +147,10 @@ class VarlenPlan:
 
 def _check_cu(name: str, cu: np.ndarray) -> None:
     if cu.ndim != 1 or cu.size < 1 or cu[0] != 0 or (np.diff(cu) < 0).any():
-        raise ValueError(
-            f"{name} must be a 1-D non-decreasing vector starting at 0, got {cu.tolist()[:8]}..."
-        )
+        raise ValueError(f"{name} must be a 1-D non-decreasing vector starting at 0, got {cu.tolist()[:8]}...")
 
 
-def _partition(
-    lq: np.ndarray, lk: np.ndarray, count: np.ndarray, group_cost: float
-) -> list[tuple[int, int]]:
+def _partition(lq: np.ndarray, lk: np.ndarray, count: np.ndarray, group_cost: float) -> list[tuple[int, int]]:
     """Split the (lq, lk)-sorted distinct pairs into contiguous runs minimising the sum over runs
     of (segments x padded len_q x padded len_k + group_cost); exact groups when group_cost == 0."""
     u = lq.size
@@ -205,9 +197,7 @@ def plan_varlen(
     _check_cu("cu_seqlens_q", cq)
     _check_cu("cu_seqlens_k", ck)
     if cq.size != ck.size:
-        raise ValueError(
-            f"cu_seqlens_q has {cq.size - 1} segments but cu_seqlens_k has {ck.size - 1}"
-        )
+        raise ValueError(f"cu_seqlens_q has {cq.size - 1} segments but cu_seqlens_k has {ck.size - 1}")
     if group_cost < 0:
         raise ValueError(f"group_cost must be >= 0, got {group_cost}")
     dev = torch.device(device) if device is not None else cu_seqlens_q.device
@@ -243,9 +233,7 @@ def plan_varlen(
             allowed = ar_k[None, None, :] <= ar_q[None, :, None] + (lk - lq)[:, None, None]
             scores = allowed & k_valid[:, None, :]
             has_key = scores.any(axis=2)  # [G, mq]
-            scores |= (
-                ~has_key[:, :, None] & k_valid[:, None, :]
-            )  # rows with no key: attend, then zero
+            scores |= ~has_key[:, :, None] & k_valid[:, None, :]  # rows with no key: attend, then zero
             mask = torch.from_numpy(scores[:, None]).to(dev)
             if not has_key[q_valid].all():
                 keep = torch.from_numpy(has_key[:, :, None, None].astype(np.float32)).to(dev)
@@ -256,9 +244,7 @@ def plan_varlen(
     q_inverse[q_inverse < 0] = slot_q  # tokens with no key (or in no group) read the zero row
 
     def cat(parts: list[np.ndarray]) -> torch.Tensor:
-        return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)).to(
-            dev
-        )
+        return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)).to(dev)
 
     return VarlenPlan(
         groups=tuple(groups),
@@ -296,9 +282,7 @@ def _cpu_varlen(
     return torch.cat(outs)[plan.q_inverse]
 
 
-def _zero_rows_without_keys(
-    out: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor
-) -> torch.Tensor:
+def _zero_rows_without_keys(out: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor) -> torch.Tensor:
     """Zero the q rows whose k segment is empty, without a host sync."""
     lq = (cu_seqlens_q[1:] - cu_seqlens_q[:-1]).long()
     has_k = (cu_seqlens_k[1:] - cu_seqlens_k[:-1]) > 0
@@ -348,20 +332,14 @@ def varlen_attention(
             f"q, k, v must be [tokens, heads, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
     if k.shape != v.shape or q.shape[1:] != k.shape[1:]:
-        raise ValueError(
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree in heads/head_dim"
-        )
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree in heads/head_dim")
     if cu_seqlens_q.shape != cu_seqlens_k.shape:
         raise ValueError(
             f"cu_seqlens_q {tuple(cu_seqlens_q.shape)} and cu_seqlens_k {tuple(cu_seqlens_k.shape)} differ in segment count"
         )
     chosen = resolve_backend(q.device, q.dtype, backend)
     if chosen == "cpu":
-        plan = (
-            plan
-            if plan is not None
-            else plan_varlen(cu_seqlens_q, cu_seqlens_k, q.device, causal=causal)
-        )
+        plan = plan if plan is not None else plan_varlen(cu_seqlens_q, cu_seqlens_k, q.device, causal=causal)
         if plan.total_q != q.shape[0] or plan.total_k != k.shape[0]:
             raise ValueError(
                 f"boundaries cover {plan.total_q} q / {plan.total_k} k tokens but q has {q.shape[0]} "
@@ -432,9 +410,7 @@ def padded_attention(
     mask, keep = None, None
     if key_padding_mask is not None:
         if key_padding_mask.shape != k.shape[:2]:
-            raise ValueError(
-                f"key_padding_mask {tuple(key_padding_mask.shape)} must be [B, Lk] = {tuple(k.shape[:2])}"
-            )
+            raise ValueError(f"key_padding_mask {tuple(key_padding_mask.shape)} must be [B, Lk] = {tuple(k.shape[:2])}")
         keep = key_padding_mask.any(dim=1)  # [B]
         mask = (key_padding_mask | ~keep[:, None])[:, None, None, :]
     out = F.scaled_dot_product_attention(

@@ -151,8 +151,10 @@ class Checkpoint:
         try:
             return load_file(str(path), device="cpu")
         except (SafetensorError, OSError, ValueError) as e:
-            raise ValueError(f"checkpoint {self.path}: {path.name} is not a readable safetensors file ({e}); "
-                             "the checkpoint is damaged: use an earlier one") from e
+            raise ValueError(
+                f"checkpoint {self.path}: {path.name} is not a readable safetensors file ({e}); "
+                "the checkpoint is damaged: use an earlier one"
+            ) from e
 
     def model_state(self) -> dict[str, torch.Tensor]:
         """The model's `state_dict`, ready for `load_state_dict`."""
@@ -201,19 +203,25 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     meta_path = p / META_NAME
     _refuse_symlink(meta_path)
     if meta_path.stat().st_size > MAX_META_BYTES:
-        raise ValueError(f"checkpoint {p}: {META_NAME} is larger than {MAX_META_BYTES >> 20} MiB; it is not one robolake wrote")
+        raise ValueError(
+            f"checkpoint {p}: {META_NAME} is larger than {MAX_META_BYTES >> 20} MiB; it is not one robolake wrote"
+        )
     try:
         meta = json.loads(meta_path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"checkpoint {p}: {META_NAME} is not valid JSON ({e}); the checkpoint is damaged: use an earlier one") from e
+        raise ValueError(
+            f"checkpoint {p}: {META_NAME} is not valid JSON ({e}); the checkpoint is damaged: use an earlier one"
+        ) from e
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ValueError(f"checkpoint {p}: {META_NAME} is not a robolake checkpoint (no \"format\": \"{FORMAT}\")")
+        raise ValueError(f'checkpoint {p}: {META_NAME} is not a robolake checkpoint (no "format": "{FORMAT}")')
     if meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"checkpoint {p} has format version {meta.get('format_version')!r}; this robolake reads "
-                         f"{FORMAT_VERSION}: upgrade robolake (pip install -U robolake)")
+        raise ValueError(
+            f"checkpoint {p} has format version {meta.get('format_version')!r}; this robolake reads "
+            f"{FORMAT_VERSION}: upgrade robolake (pip install -U robolake)"
+        )
     step = meta.get("step")
     if not isinstance(step, int) or step < 0:
-        raise ValueError(f"checkpoint {p}: {META_NAME} field \"step\" is {step!r}, not a step count")
+        raise ValueError(f'checkpoint {p}: {META_NAME} field "step" is {step!r}, not a step count')
     return Checkpoint(path=p, step=step, meta=meta)
 
 
@@ -262,7 +270,9 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int:
 
 def _refuse_symlink(path: Path) -> None:
     if path.is_symlink():
-        raise ValueError(f"checkpoint file {path} is a symlink; a checkpoint holds its own files: copy the real file there")
+        raise ValueError(
+            f"checkpoint file {path} is a symlink; a checkpoint holds its own files: copy the real file there"
+        )
 
 
 # --- legacy pickles -------------------------------------------------------------------------------
@@ -311,12 +321,16 @@ def _from_payload(path: Path, payload: Any) -> Checkpoint:
     """A legacy `{"step", "model", "optimizer"?, "scheduler"?, "rng"?, "loaders"?, "extra"?}`
     payload as a Checkpoint (tensors in memory, the rest made JSON)."""
     if not isinstance(payload, dict) or "model" not in payload or "step" not in payload:
-        raise ValueError(f"{path} is not a robolake checkpoint (a dict with \"step\" and \"model\")")
+        raise ValueError(f'{path} is not a robolake checkpoint (a dict with "step" and "model")')
     tensors: dict[str, dict[str, torch.Tensor]] = {"model": _tensor_dict(payload["model"], f"{path} model")}
     meta = _meta(
-        step=int(payload["step"]), optimizer=None, scheduler=payload.get("scheduler"),
+        step=int(payload["step"]),
+        optimizer=None,
+        scheduler=payload.get("scheduler"),
         rng=_rng_json(payload["rng"]) if payload.get("rng") is not None else None,
-        loader_states=payload.get("loaders"), extra=payload.get("extra") or {}, lineage=None,
+        loader_states=payload.get("loaders"),
+        extra=payload.get("extra") or {},
+        lineage=None,
     )
     if payload.get("optimizer") is not None:
         tensors["optimizer"], meta["optimizer"] = _split_optimizer(payload["optimizer"])
@@ -347,7 +361,9 @@ def convert_legacy_checkpoint(path: str | os.PathLike[str], *, trust: bool = Fal
     else:
         ckpt = _read_legacy(p)
     return write_checkpoint(
-        p.parent, step=ckpt.step, tensors={g: ckpt.tensors(g) for g in TENSOR_GROUPS},
+        p.parent,
+        step=ckpt.step,
+        tensors={g: ckpt.tensors(g) for g in TENSOR_GROUPS},
         meta={k: v for k, v in ckpt.meta.items() if k not in ("format", "format_version", "step")},
     )
 
@@ -480,8 +496,14 @@ def _split_optimizer(state_dict: Mapping[str, Any]) -> tuple[dict[str, torch.Ten
 
 
 def _meta(
-    *, step: int, optimizer: dict[str, Any] | None, scheduler: Any, rng: dict[str, Any] | None,
-    loader_states: Mapping[Any, Any] | None, extra: Mapping[str, Any], lineage: Mapping[str, Any] | None,
+    *,
+    step: int,
+    optimizer: dict[str, Any] | None,
+    scheduler: Any,
+    rng: dict[str, Any] | None,
+    loader_states: Mapping[Any, Any] | None,
+    extra: Mapping[str, Any],
+    lineage: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     return {
         "step": step,
@@ -498,7 +520,9 @@ def _check_json(meta: Mapping[str, Any], where: Any) -> None:
     try:
         json.dumps(meta, allow_nan=True)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{where}: a checkpoint's metadata must be plain JSON (numbers, strings, lists, dicts): {e}") from e
+        raise ValueError(
+            f"{where}: a checkpoint's metadata must be plain JSON (numbers, strings, lists, dicts): {e}"
+        ) from e
 
 
 # --- RNG states as JSON --------------------------------------------------------------------------------
@@ -530,8 +554,13 @@ def _rng_json(state: Mapping[str, Any]) -> dict[str, Any]:
     version, internal, gauss_next = state["python"]
     out: dict[str, Any] = {
         "torch": _b64(state["torch"]),
-        "numpy": {"kind": str(kind), "keys": np.asarray(keys).tolist(), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "numpy": {
+            "kind": str(kind),
+            "keys": np.asarray(keys).tolist(),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "python": {"version": int(version), "state": list(internal), "gauss_next": gauss_next},
         "generator": None if state.get("generator") is None else _b64(state["generator"]),
     }
@@ -543,7 +572,9 @@ def _rng_json(state: Mapping[str, Any]) -> dict[str, Any]:
 def _set_rng_state(state: Mapping[str, Any], generator: torch.Generator | None) -> None:
     torch.set_rng_state(_unb64(state["torch"]))
     n = state["numpy"]
-    np.random.set_state((n["kind"], np.asarray(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    np.random.set_state(
+        (n["kind"], np.asarray(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
     py = state["python"]
     random.setstate((py["version"], tuple(py["state"]), py["gauss_next"]))
     if generator is not None and state.get("generator") is not None:
@@ -617,11 +648,18 @@ def save_checkpoint(
         raise ValueError(f"loader_states must be keyed by every rank 0..n-1, got ranks {sorted(loader_states)}")
     opt_tensors, opt_json = _split_optimizer(optimizer.state_dict())
     meta = _meta(
-        step=step, optimizer=opt_json, scheduler=scheduler.state_dict(), rng=_rng_state(generator),
-        loader_states=loader_states, extra=dict(extra or {}), lineage=lineage,
+        step=step,
+        optimizer=opt_json,
+        scheduler=scheduler.state_dict(),
+        rng=_rng_state(generator),
+        loader_states=loader_states,
+        extra=dict(extra or {}),
+        lineage=lineage,
     )
     _check_json(meta, f"checkpoint step {step}")
-    return write_checkpoint(directory, step=step, tensors={"model": model.state_dict(), "optimizer": opt_tensors}, meta=meta)
+    return write_checkpoint(
+        directory, step=step, tensors={"model": model.state_dict(), "optimizer": opt_tensors}, meta=meta
+    )
 
 
 def load_checkpoint(
@@ -649,7 +687,9 @@ def load_checkpoint(
     if optimizer is not None:
         opt = ckpt.optimizer_state()
         if opt is None:
-            raise ValueError(f"checkpoint {ckpt.path} holds no optimizer state (a policy checkpoint?); it cannot resume training")
+            raise ValueError(
+                f"checkpoint {ckpt.path} holds no optimizer state (a policy checkpoint?); it cannot resume training"
+            )
         optimizer.load_state_dict(opt)
     if scheduler is not None and ckpt.meta.get("scheduler") is not None:
         scheduler.load_state_dict(ckpt.meta["scheduler"])

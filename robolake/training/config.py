@@ -118,9 +118,7 @@ class ModelConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"ModelConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.image_size % self.patch_size:
-            raise ValueError(
-                f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}"
-            )
+            raise ValueError(f"image_size {self.image_size} must be a multiple of patch_size {self.patch_size}")
         patches = (self.image_size // self.patch_size) ** 2
         if self.tokens_per_view > patches:
             raise ValueError(
@@ -145,9 +143,7 @@ class ModelConfig:
         if not 0.0 < self.noise_s <= 1.0:
             raise ValueError(f"noise_s must be in (0, 1], got {self.noise_s}")
         if self.attention_backend not in ATTENTION_BACKENDS:
-            raise ValueError(
-                f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}"
-            )
+            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
 
     @property
     def action_side_tokens(self) -> int:

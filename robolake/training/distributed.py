@@ -62,9 +62,7 @@ def setup_distributed(device: str = "auto") -> DistInfo:
     dev = torch.device(device)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(
-                f"device {device!r} requested but CUDA is not available; use device='cpu'"
-            )
+            raise ValueError(f"device {device!r} requested but CUDA is not available; use device='cpu'")
         if dev.index is None:
             dev = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(dev)
@@ -75,9 +73,7 @@ def setup_distributed(device: str = "auto") -> DistInfo:
         log.info("joined process group: rank %d of %d on %s", rank, world, dev)
     if dist.is_initialized():
         rank, world = dist.get_rank(), dist.get_world_size()
-    return DistInfo(
-        rank=rank, world_size=world, local_rank=local, device=dev, initialized_here=created
-    )
+    return DistInfo(rank=rank, world_size=world, local_rank=local, device=dev, initialized_here=created)
 
 
 def teardown_distributed(info: DistInfo) -> None:

@@ -46,9 +46,7 @@ class TimestepEncoder(nn.Module):
 class DiTBlock(nn.Module):
     """AdaLN-conditioned attention (cross or self) followed by a plain pre-norm MLP."""
 
-    def __init__(
-        self, dim: int, heads: int, *, cross: bool, context_dim: int, mlp_ratio: float = 4.0
-    ) -> None:
+    def __init__(self, dim: int, heads: int, *, cross: bool, context_dim: int, mlp_ratio: float = 4.0) -> None:
         super().__init__()
         self.cross = cross
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False)
@@ -80,9 +78,7 @@ class DiTBlock(nn.Module):
 class DiT(nn.Module):
     """Action-side tokens [n, L, dim] + timestep [n] + backbone context -> [n, L, output_dim]."""
 
-    def __init__(
-        self, *, dim: int, layers: int, heads: int, context_dim: int, output_dim: int
-    ) -> None:
+    def __init__(self, *, dim: int, layers: int, heads: int, context_dim: int, output_dim: int) -> None:
         super().__init__()
         self.timestep = TimestepEncoder(dim)
         self.blocks = nn.ModuleList(

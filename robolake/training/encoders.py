@@ -28,9 +28,7 @@ __all__ = [
 def sinusoidal_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
     """[..., dim] sin/cos features of `t` (any shape; integer timesteps or positions)."""
     half = dim // 2
-    freqs = torch.exp(
-        -math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half
-    )
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
     args = t.float()[..., None] * freqs
     emb = torch.cat([torch.sin(args), torch.cos(args)], dim=-1)
     return F.pad(emb, (0, dim % 2))
@@ -44,9 +42,7 @@ class CategorySpecificLinear(nn.Module):
         # Unit gain (std 1/sqrt(in)), not GR00T's fixed 0.02: 0.02 is about 1/sqrt(in) only at
         # GR00T's widths (1024-1536); at tiny widths every layer shrank its input ~6x, so the state
         # token and the decoded velocity started ~1e-2 and the head learned nothing in time.
-        self.weight = nn.Parameter(
-            torch.randn(num_categories, in_features, out_features) / math.sqrt(in_features)
-        )
+        self.weight = nn.Parameter(torch.randn(num_categories, in_features, out_features) / math.sqrt(in_features))
         self.bias = nn.Parameter(torch.zeros(num_categories, out_features))
 
     def forward(self, x: torch.Tensor, category: torch.Tensor) -> torch.Tensor:
@@ -56,9 +52,7 @@ class CategorySpecificLinear(nn.Module):
 
 
 class CategorySpecificMLP(nn.Module):
-    def __init__(
-        self, num_categories: int, in_features: int, hidden: int, out_features: int
-    ) -> None:
+    def __init__(self, num_categories: int, in_features: int, hidden: int, out_features: int) -> None:
         super().__init__()
         self.layer1 = CategorySpecificLinear(num_categories, in_features, hidden)
         self.layer2 = CategorySpecificLinear(num_categories, hidden, out_features)
@@ -77,9 +71,7 @@ class MultiEmbodimentActionEncoder(nn.Module):
         self.w2 = CategorySpecificLinear(num_categories, 2 * dim, dim)
         self.w3 = CategorySpecificLinear(num_categories, dim, dim)
 
-    def forward(
-        self, actions: torch.Tensor, timestep: torch.Tensor, category: torch.Tensor
-    ) -> torch.Tensor:
+    def forward(self, actions: torch.Tensor, timestep: torch.Tensor, category: torch.Tensor) -> torch.Tensor:
         """actions [n, H, A], timestep int64 [n] (discretised), category [n] -> [n, H, dim]."""
         a = self.w1(actions, category)
         tau = sinusoidal_embedding(timestep, self.dim).to(a.dtype)[:, None, :].expand_as(a)
@@ -119,9 +111,7 @@ class VisionEncoder(nn.Module):
         """uint8 [V, 3, H, W] -> [V, tokens_per_view, out_dim]."""
         x = pixels.to(self.pos.dtype) / 127.5 - 1.0
         if x.shape[-1] != self.image_size or x.shape[-2] != self.image_size:
-            x = F.interpolate(
-                x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False
-            )
+            x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
         x = self.patch(x).flatten(2).transpose(1, 2) + self.pos  # [V, P, dim]
         attend = DenseAttend(None)
         for block in self.blocks:

@@ -20,7 +20,12 @@ __all__ = ["evaluate_actions", "heldout_loss"]
 
 @torch.no_grad()
 def evaluate_actions(
-    model: nn.Module, batches: Iterable[PackedBatch], *, num_steps: int | None = None, seed: int = 0, max_batches: int | None = None
+    model: nn.Module,
+    batches: Iterable[PackedBatch],
+    *,
+    num_steps: int | None = None,
+    seed: int = 0,
+    max_batches: int | None = None,
 ) -> dict[str, float]:
     """Mean squared action error of `model.get_action` and of the mean-action baseline.
 
@@ -48,7 +53,9 @@ def evaluate_actions(
     return {"mse": mse, "baseline_mse": baseline, "ratio_to_baseline": mse / baseline, "samples": float(samples)}
 
 
-def heldout_loss(model: nn.Module, batches: Iterable[PackedBatch], *, seed: int = 0, max_batches: int | None = None) -> float:
+def heldout_loss(
+    model: nn.Module, batches: Iterable[PackedBatch], *, seed: int = 0, max_batches: int | None = None
+) -> float:
     """The flow-matching training loss on `batches` (e.g. held-out episodes), sample-weighted, with seeded noise.
 
     The same quantity the trainer minimises, so it sits on the training-loss curve: lower is better,

@@ -83,13 +83,9 @@ class FP8Recipe:
 
     def __post_init__(self) -> None:
         if self.backend not in FP8_BACKENDS:
-            raise ValueError(
-                f"FP8Recipe.backend must be one of {FP8_BACKENDS}, got {self.backend!r}"
-            )
+            raise ValueError(f"FP8Recipe.backend must be one of {FP8_BACKENDS}, got {self.backend!r}")
         if self.scaling not in FP8_SCALINGS:
-            raise ValueError(
-                f"FP8Recipe.scaling must be one of {FP8_SCALINGS}, got {self.scaling!r}"
-            )
+            raise ValueError(f"FP8Recipe.scaling must be one of {FP8_SCALINGS}, got {self.scaling!r}")
         if self.amax_history_len < 1 or self.margin < 0 or self.multiple_of < 1:
             raise ValueError("FP8Recipe needs amax_history_len >= 1, margin >= 0, multiple_of >= 1")
         if isinstance(self.skip, str):
@@ -112,9 +108,7 @@ class FP8Conversion:
     backend: str
     converted: tuple[str, ...] = ()
     reason: str = ""
-    context_factory: Callable[[], AbstractContextManager] = field(
-        default=contextlib.nullcontext, repr=False
-    )
+    context_factory: Callable[[], AbstractContextManager] = field(default=contextlib.nullcontext, repr=False)
 
     def forward_context(self) -> AbstractContextManager:
         """A fresh context manager to wrap one forward pass in."""
@@ -147,9 +141,7 @@ def _eligible(recipe: FP8Recipe) -> Callable[[nn.Module, str], bool]:
     def ok(mod: nn.Module, fqn: str) -> bool:
         if not isinstance(mod, nn.Linear) or any(s in fqn for s in recipe.skip):
             return False
-        return (
-            mod.in_features % recipe.multiple_of == 0 and mod.out_features % recipe.multiple_of == 0
-        )
+        return mod.in_features % recipe.multiple_of == 0 and mod.out_features % recipe.multiple_of == 0
 
     return ok
 
@@ -222,9 +214,7 @@ def _te_context_factory(recipe: FP8Recipe) -> Callable[[], AbstractContextManage
 def _apply_te(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
     _require("transformer_engine", "FP8 backend 'te'")
     if not fp8_training_supported(_model_device(model)):
-        raise ValueError(
-            "FP8 backend 'te' needs the model on a CUDA device with compute capability >= 8.9"
-        )
+        raise ValueError("FP8 backend 'te' needs the model on a CUDA device with compute capability >= 8.9")
     done = _swap_linears(model, _TELinear, _eligible(recipe))
     return FP8Conversion(model, "te", done, "transformer_engine", _te_context_factory(recipe))
 
@@ -240,9 +230,7 @@ def _apply_torchao(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
             "(or FP8Recipe(emulate=True) for a slow emulated run)"
         )
     if recipe.scaling == "delayed":
-        raise ValueError(
-            "torchao float8 training has no delayed scaling; use scaling='current' or 'rowwise'"
-        )
+        raise ValueError("torchao float8 training has no delayed scaling; use scaling='current' or 'rowwise'")
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     if recipe.scaling == "rowwise":
@@ -278,9 +266,7 @@ class Float8WeightOnlyLinear(nn.Module):
             "weight_fp8",
             torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn, device=device),
         )
-        self.register_buffer(
-            "weight_scale", torch.ones(out_features, dtype=torch.float32, device=device)
-        )
+        self.register_buffer("weight_scale", torch.ones(out_features, dtype=torch.float32, device=device))
         self.register_buffer("bias", None if bias is None else bias.detach().clone())
 
     @classmethod
@@ -288,9 +274,7 @@ class Float8WeightOnlyLinear(nn.Module):
         w = linear.weight.detach().float()
         scale = w.abs().amax(dim=1).clamp(min=1e-12) / E4M3_MAX
         mod = cls(linear.in_features, linear.out_features, linear.bias, device=w.device)
-        mod.weight_fp8.copy_(
-            (w / scale[:, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-        )
+        mod.weight_fp8.copy_((w / scale[:, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn))
         mod.weight_scale.copy_(scale)
         return mod
 
@@ -305,9 +289,7 @@ class Float8WeightOnlyLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, weight=float8_e4m3fn"
 
 
-def quantize_weights_fp8(
-    model: nn.Module, *, skip: tuple[str, ...] = (), backend: str = "auto"
-) -> nn.Module:
+def quantize_weights_fp8(model: nn.Module, *, skip: tuple[str, ...] = (), backend: str = "auto") -> nn.Module:
     """An inference copy of `model` whose Linear weights are float8 with per-channel scales.
 
     Args:
@@ -325,9 +307,7 @@ def quantize_weights_fp8(
     out = copy.deepcopy(model).eval()
     out.requires_grad_(False)
     device = _model_device(out)
-    use_torchao = backend == "torchao" or (
-        backend == "auto" and _has("torchao") and fp8_training_supported(device)
-    )
+    use_torchao = backend == "torchao" or (backend == "auto" and _has("torchao") and fp8_training_supported(device))
     if use_torchao:
         _require("torchao", "quantize_weights_fp8(backend='torchao')")
         if not fp8_training_supported(device):
@@ -389,7 +369,9 @@ def apply_fp8(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
         )
     device = _model_device(model)
     if not fp8_training_supported(device):
-        reason = f"FP8 training needs CUDA with compute capability >= 8.9; model is on {device}, training in high precision"
+        reason = (
+            f"FP8 training needs CUDA with compute capability >= 8.9; model is on {device}, training in high precision"
+        )
     elif _has("transformer_engine"):
         return _apply_te(model, recipe)
     elif _has("torchao") and recipe.scaling != "delayed":

@@ -54,9 +54,7 @@ class VarlenAttend:
         plan = None
         if resolve_backend(q.device, q.dtype, self.backend) == "cpu":
             if self._plan is None:
-                self._plan = plan_varlen(
-                    self.cu_seqlens_q, self.cu_seqlens_k, q.device, causal=self.causal
-                )
+                self._plan = plan_varlen(self.cu_seqlens_q, self.cu_seqlens_k, q.device, causal=self.causal)
             plan = self._plan
         out = varlen_attention(
             q,
@@ -95,9 +93,7 @@ class Attention(nn.Module):
         self.kv = nn.Linear(kv_dim or dim, 2 * dim)
         self.out = nn.Linear(dim, dim)
 
-    def forward(
-        self, x: torch.Tensor, attend: Attend, context: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attend: Attend, context: torch.Tensor | None = None) -> torch.Tensor:
         src = x if context is None else context
         q = self.q(x).unflatten(-1, (self.heads, self.head_dim))
         k, v = self.kv(src).unflatten(-1, (2, self.heads, self.head_dim)).unbind(-3)

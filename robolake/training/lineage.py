@@ -10,7 +10,7 @@ trainer adds each rank's sample ledger (`checkpoint.sample_ledger`: lines, bytes
 `trace_lineage(run)` walks the chain back: checkpoint -> pack output (its manifest checked
 against the recorded hash) -> lake at the recorded version and tag -> the episodes (the shards'
 `episode_id` column, or the tag's subset, or the whole version) -> each episode's source file
-(`robolake.curate.where.source_path_of`). A link that no longer holds (the pack re-made since,
+(`robolake.lake.where.source_path_of`). A link that no longer holds (the pack re-made since,
 a tag moved, a lake version gone) is a note in the report, and the episodes then come from the
 next link that still holds, so the answer is never silently another run's data.
 
@@ -52,9 +52,9 @@ def _scope_sha256(episodes: tuple[str, ...] | list[str]) -> str:
 
 def run_lineage(data: PackedShards | Lake, spec: PackSpec | None = None) -> dict[str, Any]:
     """The lineage record of a run over `data` (packed shards, or a lake packed on the fly with `spec`)."""
-    from robolake.lake.storage import join_uri, read_bytes
     from robolake.loaders import PackedShards
     from robolake.packers.manifest import MANIFEST_NAME
+    from robolake.storage import join_uri, read_bytes
 
     if isinstance(data, PackedShards):
         m = data.manifest
@@ -151,19 +151,23 @@ def _pack_episodes(lineage: dict[str, Any], report: LineageReport, opts: dict[st
     import lance
     import pyarrow.compute as pc
 
-    from robolake.lake.storage import exists, join_uri, read_bytes
     from robolake.packers.manifest import MANIFEST_NAME, SHARDS_NAME
+    from robolake.storage import exists, join_uri, read_bytes
 
     root = lineage["pack_uri"]
     manifest = join_uri(root, MANIFEST_NAME)
     if not exists(manifest, opts):
         report.pack_matches = False
-        report.notes.append(f"the pack output {root} is gone; the episodes are those of the lake version it was packed from")
+        report.notes.append(
+            f"the pack output {root} is gone; the episodes are those of the lake version it was packed from"
+        )
         return None
     report.pack_matches = _sha256(read_bytes(manifest, opts)) == lineage.get("pack_manifest_sha256")
     if not report.pack_matches:
-        report.notes.append(f"the pack output {root} was re-made since this run (its manifest hash differs); "
-                            "the episodes are those of the lake version it was packed from")
+        report.notes.append(
+            f"the pack output {root} was re-made since this run (its manifest hash differs); "
+            "the episodes are those of the lake version it was packed from"
+        )
         return None
     ds = lance.dataset(join_uri(root, SHARDS_NAME), version=int(lineage["shards_version"]), storage_options=opts)
     column = ds.to_table(columns=["episode_id"])["episode_id"]
@@ -195,10 +199,15 @@ def _open_lake(lineage: dict[str, Any], report: LineageReport, opts: dict[str, s
 
 
 def _sources(lake: Lake, ids: list[str], report: LineageReport) -> None:
-    from robolake.curate.where import source_path_of
-    from robolake.lake.query import EpisodeFilter
+    from robolake.lake import EpisodeFilter, source_path_of
 
-    rows = lake.episodes(EpisodeFilter(episode_ids=ids), columns=["episode_id", "source_uri", "source_format", "metadata"]).to_pylist() if ids else []
+    rows = (
+        lake.episodes(
+            EpisodeFilter(episode_ids=ids), columns=["episode_id", "source_uri", "source_format", "metadata"]
+        ).to_pylist()
+        if ids
+        else []
+    )
     found = {}
     for r in rows:
         try:
@@ -207,11 +216,15 @@ def _sources(lake: Lake, ids: list[str], report: LineageReport) -> None:
             meta = {}
         meta = meta if isinstance(meta, dict) else {}
         found[r["episode_id"]] = EpisodeSource(
-            episode_id=r["episode_id"], source_uri=r["source_uri"], source_format=r["source_format"],
+            episode_id=r["episode_id"],
+            source_uri=r["source_uri"],
+            source_format=r["source_format"],
             source_path=source_path_of(r["source_uri"], meta),
         )
     report.episodes = [found[i] for i in ids if i in found]
     report.missing = [i for i in ids if i not in found]
     if report.missing:
-        report.notes.append(f"{len(report.missing)} episode(s) the shards hold are not in lake version {lake.version} "
-                            f"(first: {report.missing[0]}); the shards do not come from that version")
+        report.notes.append(
+            f"{len(report.missing)} episode(s) the shards hold are not in lake version {lake.version} "
+            f"(first: {report.missing[0]}); the shards do not come from that version"
+        )

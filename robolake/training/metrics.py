@@ -36,8 +36,10 @@ def open_run_file(path: Path) -> Any:
     except OSError as e:
         if not path.is_symlink():
             raise
-        raise ValueError(f"{path} is a symlink; robolake appends only to its own files inside the run directory: "
-                         "remove the link and run again") from e
+        raise ValueError(
+            f"{path} is a symlink; robolake appends only to its own files inside the run directory: "
+            "remove the link and run again"
+        ) from e
     return os.fdopen(fd, "a")
 
 
@@ -94,7 +96,9 @@ class StepMetrics:
         while self._rows and self._values:
             record, (loss, grad_norm) = self._rows.popleft(), self._values.popleft()
             if self.fh is not None:
-                self.fh.write(json.dumps({"step": record["step"], "loss": loss, "grad_norm": grad_norm, **record}) + "\n")
+                self.fh.write(
+                    json.dumps({"step": record["step"], "loss": loss, "grad_norm": grad_norm, **record}) + "\n"
+                )
                 self.fh.flush()
 
     def close(self) -> None:
@@ -110,14 +114,18 @@ class SampleRecords:
         if directory:
             folder = Path(directory)
             if folder.is_symlink():  # a resumed run directory someone handed over must not aim its appends elsewhere
-                raise ValueError(f"{folder} is a symlink; robolake writes sample records only inside the run directory: "
-                                 "remove the link and run again")
+                raise ValueError(
+                    f"{folder} is a symlink; robolake writes sample records only inside the run directory: "
+                    "remove the link and run again"
+                )
             folder.mkdir(parents=True, exist_ok=True)
             self.fh = open_run_file(folder / f"rank{rank}.jsonl")
 
     def write(self, epoch: int, step: int, keys: tuple[tuple[str, int], ...]) -> None:
         if self.fh is not None:
-            self.fh.write(json.dumps({"epoch": int(epoch), "step": int(step), "keys": [[e, int(s)] for e, s in keys]}) + "\n")
+            self.fh.write(
+                json.dumps({"epoch": int(epoch), "step": int(step), "keys": [[e, int(s)] for e, s in keys]}) + "\n"
+            )
             self.fh.flush()
 
     def close(self) -> None:

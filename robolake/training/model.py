@@ -79,16 +79,11 @@ class GrootModel(nn.Module):
         self.text = nn.Embedding(c.vocab_size, c.d_model)
         self.position = nn.Embedding(c.max_positions, c.d_model)
         self.blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.backbone_heads, c.mlp_ratio)
-            for _ in range(c.backbone_layers)
+            TransformerBlock(c.d_model, c.backbone_heads, c.mlp_ratio) for _ in range(c.backbone_layers)
         )
         self.norm = nn.LayerNorm(c.d_model)
-        self.state_encoder = CategorySpecificMLP(
-            c.num_embodiments, c.max_state_dim, c.head_hidden, c.dit_dim
-        )
-        self.action_encoder = MultiEmbodimentActionEncoder(
-            c.max_action_dim, c.dit_dim, c.num_embodiments
-        )
+        self.state_encoder = CategorySpecificMLP(c.num_embodiments, c.max_state_dim, c.head_hidden, c.dit_dim)
+        self.action_encoder = MultiEmbodimentActionEncoder(c.max_action_dim, c.dit_dim, c.num_embodiments)
         self.action_position = nn.Parameter(0.02 * torch.randn(c.action_horizon, c.dit_dim))
         self.future_tokens = nn.Parameter(0.02 * torch.randn(c.num_future_tokens, c.dit_dim))
         self.dit = DiT(
@@ -98,9 +93,7 @@ class GrootModel(nn.Module):
             context_dim=c.d_model,
             output_dim=c.dit_output_dim,
         )
-        self.action_decoder = CategorySpecificMLP(
-            c.num_embodiments, c.dit_output_dim, c.head_hidden, c.max_action_dim
-        )
+        self.action_decoder = CategorySpecificMLP(c.num_embodiments, c.dit_output_dim, c.head_hidden, c.max_action_dim)
         nn.init.normal_(self.text.weight, std=0.02)
         nn.init.normal_(self.position.weight, std=0.02)
 
@@ -113,9 +106,7 @@ class GrootModel(nn.Module):
     def _check(self, b: PackedBatch) -> None:
         c = self.config
         if b.tokens_per_view != c.tokens_per_view:
-            raise ValueError(
-                f"batch has tokens_per_view={b.tokens_per_view} but the model expects {c.tokens_per_view}"
-            )
+            raise ValueError(f"batch has tokens_per_view={b.tokens_per_view} but the model expects {c.tokens_per_view}")
         if b.max_seqlen > c.max_positions:
             raise ValueError(
                 f"a sample has {b.max_seqlen} tokens, more than max_positions={c.max_positions}; raise it or pack shorter samples"
@@ -126,17 +117,9 @@ class GrootModel(nn.Module):
                 f"max_state_dim/max_action_dim {c.max_state_dim}/{c.max_action_dim}"
             )
         if b.action.shape[1] != c.action_horizon:
-            raise ValueError(
-                f"batch action horizon {b.action.shape[1]} differs from the model's {c.action_horizon}"
-            )
-        if (
-            b.embodiment_id.device.type == "cpu"
-            and b.num_samples
-            and int(b.embodiment_id.max()) >= c.num_embodiments
-        ):
-            raise ValueError(
-                f"embodiment id {int(b.embodiment_id.max())} >= num_embodiments={c.num_embodiments}"
-            )
+            raise ValueError(f"batch action horizon {b.action.shape[1]} differs from the model's {c.action_horizon}")
+        if b.embodiment_id.device.type == "cpu" and b.num_samples and int(b.embodiment_id.max()) >= c.num_embodiments:
+            raise ValueError(f"embodiment id {int(b.embodiment_id.max())} >= num_embodiments={c.num_embodiments}")
 
     def _embed(self, b: PackedBatch) -> torch.Tensor:
         """[total_tokens, d_model] inputs of the backbone in packed order."""
@@ -148,14 +131,9 @@ class GrootModel(nn.Module):
         rank = torch.arange(vsi.shape[0], device=dev) - first_view[vsi]
         view_pos = (starts[vsi] + rank * tpv)[:, None] + torch.arange(tpv, device=dev)
         text_len = b.text_lengths
-        tsi = torch.repeat_interleave(
-            torch.arange(n, device=dev), text_len, output_size=b.text_ids.shape[0]
-        )
+        tsi = torch.repeat_interleave(torch.arange(n, device=dev), text_len, output_size=b.text_ids.shape[0])
         text_pos = (
-            starts[tsi]
-            + views[tsi] * tpv
-            + torch.arange(b.text_ids.shape[0], device=dev)
-            - b.cu_text[:-1].long()[tsi]
+            starts[tsi] + views[tsi] * tpv + torch.arange(b.text_ids.shape[0], device=dev) - b.cu_text[:-1].long()[tsi]
         )
         vis = self.vision(b.pixels).flatten(0, 1)
         txt = self.text(b.text_ids).to(vis.dtype)
@@ -177,9 +155,7 @@ class GrootModel(nn.Module):
             self_attend: Attend = DenseAttend(None)
             cross_attend: Attend = DenseAttend(mask)
         else:
-            attend = VarlenAttend(
-                b.cu_seqlens, b.cu_seqlens, b.max_seqlen, b.max_seqlen, c.attention_backend
-            )
+            attend = VarlenAttend(b.cu_seqlens, b.cu_seqlens, b.max_seqlen, b.max_seqlen, c.attention_backend)
             cu_q = torch.arange(n + 1, device=b.cu_seqlens.device, dtype=torch.int32) * lq
             self_attend = VarlenAttend(cu_q, cu_q, lq, lq, c.attention_backend)
             cross_attend = VarlenAttend(cu_q, b.cu_seqlens, lq, b.max_seqlen, c.attention_backend)
@@ -189,9 +165,7 @@ class GrootModel(nn.Module):
 
     # -- action head ----------------------------------------------------------------------------
 
-    def sample_time(
-        self, n: int, device: torch.device, generator: torch.Generator | None = None
-    ) -> torch.Tensor:
+    def sample_time(self, n: int, device: torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
         """GR00T's flow timesteps: t = (s - b) / s with b ~ Beta(alpha, beta), float32 [n].
 
         Beta(a, 1) and Beta(1, b) are drawn by inverse CDF from `generator`; other shapes use
@@ -200,17 +174,9 @@ class GrootModel(nn.Module):
         c = self.config
         if c.noise_beta_beta == 1.0 or c.noise_beta_alpha == 1.0:
             u = torch.rand(n, device=device, generator=generator)
-            b = (
-                u ** (1.0 / c.noise_beta_alpha)
-                if c.noise_beta_beta == 1.0
-                else 1.0 - u ** (1.0 / c.noise_beta_beta)
-            )
+            b = u ** (1.0 / c.noise_beta_alpha) if c.noise_beta_beta == 1.0 else 1.0 - u ** (1.0 / c.noise_beta_beta)
         else:
-            b = (
-                torch.distributions.Beta(c.noise_beta_alpha, c.noise_beta_beta)
-                .sample((n,))
-                .to(device)
-            )
+            b = torch.distributions.Beta(c.noise_beta_alpha, c.noise_beta_beta).sample((n,)).to(device)
         return (c.noise_s - b) / c.noise_s
 
     def velocity(
@@ -250,9 +216,7 @@ class GrootModel(nn.Module):
         ctx = self.encode(batch)
         action = b.action.to(self.dtype)
         if noise is None:
-            noise = torch.randn(
-                action.shape, device=action.device, dtype=action.dtype, generator=generator
-            )
+            noise = torch.randn(action.shape, device=action.device, dtype=action.dtype, generator=generator)
         if t is None:
             t = self.sample_time(b.num_samples, action.device, generator)
         tt = t.to(action.dtype)[:, None, None]

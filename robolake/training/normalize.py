@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.stats import NormStats
+from robolake.lake import NormStats
 
 __all__ = ["Normalizer", "PolicyCard", "policy_card_from_lake", "policy_card_from_pack", "POLICY_CARD_KEY"]
 
@@ -121,7 +121,9 @@ class PolicyCard:
                 lake_version=int(d.get("lake_version", 0)),
             )
         except KeyError as e:
-            raise ValueError(f"policy card lacks field {e.args[0]!r}; was the checkpoint written by robolake train?") from e
+            raise ValueError(
+                f"policy card lacks field {e.args[0]!r}; was the checkpoint written by robolake train?"
+            ) from e
 
 
 def policy_card_from_pack(pack_uri: str, storage_options: dict[str, str] | None = None) -> PolicyCard:

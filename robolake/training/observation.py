@@ -61,7 +61,9 @@ class ObservationBatcher:
             ids = self._text_ids[instruction] = self.tokens.encode_text(instruction)
         return ids
 
-    def batch(self, views: Sequence[np.ndarray], states: Sequence[np.ndarray], instructions: Sequence[str]) -> PackedBatch:
+    def batch(
+        self, views: Sequence[np.ndarray], states: Sequence[np.ndarray], instructions: Sequence[str]
+    ) -> PackedBatch:
         """The PackedBatch of n observations (one sample each, in order), on the CPU.
 
         Args:

@@ -88,7 +88,9 @@ class RunConfig:
         if self.fp8 not in ("none", "auto", "te", "torchao"):
             raise ValueError(f"fp8 must be none, auto, te or torchao, got {self.fp8!r}")
         if self.torch_threads is not None and self.torch_threads < 1:
-            raise ValueError(f"torch_threads must be >= 1 (or None: chosen from the free cores), got {self.torch_threads}")
+            raise ValueError(
+                f"torch_threads must be >= 1 (or None: chosen from the free cores), got {self.torch_threads}"
+            )
 
 
 def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None = None) -> TrainResult:
@@ -130,7 +132,9 @@ def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None 
             loader_config, max_state_dim=model_config.max_state_dim, max_action_dim=model_config.max_action_dim
         )
         is_pack = isinstance(data, PackedShards)
-        batches = open_batches(data, loader_config, rank=dist.rank, world_size=dist.world_size, spec=None if is_pack else spec)
+        batches = open_batches(
+            data, loader_config, rank=dist.rank, world_size=dist.world_size, spec=None if is_pack else spec
+        )
         card = policy_card_from_pack(str(source)) if is_pack else policy_card_from_lake(data, spec)
         if not run.resume and dist.is_main:
             shutil.rmtree(os.path.join(run.out, "checkpoints"), ignore_errors=True)

@@ -29,7 +29,5 @@ def build_scheduler(
     optimizer: torch.optim.Optimizer, *, warmup_steps: int, total_steps: int, min_lr_ratio: float
 ) -> LambdaLR:
     """A LambdaLR applying `warmup_cosine` to every parameter group."""
-    fn = functools.partial(
-        warmup_cosine, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio
-    )
+    fn = functools.partial(warmup_cosine, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio)
     return LambdaLR(optimizer, fn)

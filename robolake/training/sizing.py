@@ -20,7 +20,7 @@ from robolake.schemas.batch import BatchLayout
 from robolake.training.config import ModelConfig
 
 if TYPE_CHECKING:
-    from robolake.lake.lake import Lake
+    from robolake.lake import Lake
     from robolake.loaders import LoaderConfig, PackedShards
     from robolake.packers import PackSpec
 

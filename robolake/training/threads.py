@@ -66,8 +66,13 @@ class ThreadChoice:
             )
 
     def to_json(self) -> dict[str, Any]:
-        return {"intra_op": self.intra_op, "inter_op": self.inter_op, "source": self.source,
-                "cores": self.cores, "reserved": self.reserved}  # fmt: skip
+        return {
+            "intra_op": self.intra_op,
+            "inter_op": self.inter_op,
+            "source": self.source,
+            "cores": self.cores,
+            "reserved": self.reserved,
+        }
 
     def describe(self) -> str:
         """One line for a CLI user: the counts and the rule that chose them."""
@@ -155,5 +160,10 @@ def set_torch_threads(*, reserved: int = 0, explicit: int | None = None) -> Thre
             torch.set_num_interop_threads(choice.inter_op)
         except RuntimeError:  # parallel work already started, or set once already: it stays
             pass
-    return ThreadChoice(intra_op=torch.get_num_threads(), inter_op=torch.get_num_interop_threads(),
-                        source=choice.source, cores=choice.cores, reserved=reserved)  # fmt: skip
+    return ThreadChoice(
+        intra_op=torch.get_num_threads(),
+        inter_op=torch.get_num_interop_threads(),
+        source=choice.source,
+        cores=choice.cores,
+        reserved=reserved,
+    )

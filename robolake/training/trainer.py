@@ -143,7 +143,9 @@ class TrainConfig:
         if self.stop_at_step is not None and self.stop_at_step < 1:
             raise ValueError(f"stop_at_step must be >= 1, got {self.stop_at_step}")
         if (self.torch_threads is not None and self.torch_threads < 1) or self.reserved_cores < 0:
-            raise ValueError(f"need torch_threads >= 1 (or None) and reserved_cores >= 0; got {self.torch_threads}, {self.reserved_cores}")
+            raise ValueError(
+                f"need torch_threads >= 1 (or None) and reserved_cores >= 0; got {self.torch_threads}, {self.reserved_cores}"
+            )
 
 
 @dataclass
@@ -224,9 +226,7 @@ class TrainProgress:
 ProgressFn = Callable[[TrainProgress], None]
 
 
-def train_step(
-    state: TrainState, batch: PackedBatch | PaddedBatch
-) -> tuple[torch.Tensor, torch.Tensor]:
+def train_step(state: TrainState, batch: PackedBatch | PaddedBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step on `batch`; returns (loss, grad norm before clipping) as tensors."""
     with state.forward_context():
         loss = state.model(batch, generator=state.generator).loss
@@ -309,7 +309,11 @@ def _restore(
         log.warning(
             "%s was saved by %s ranks and this run has %d: rank %d continues from the loader state rank %d saved, "
             "which the batch source accepts only if no sample is repeated or skipped (robolake's: at an epoch boundary)",
-            ckpt, restored.world_size, dist_info.world_size, dist_info.rank, restored.loader_source_rank(dist_info.rank),
+            ckpt,
+            restored.world_size,
+            dist_info.world_size,
+            dist_info.rank,
+            restored.loader_source_rank(dist_info.rank),
         )
     batches.load_state_dict(restored.loader_state(dist_info.rank))
     return restored.step, 0
@@ -446,8 +450,17 @@ def _train(
                 elapsed = time.perf_counter() - t_start
                 rate = samples_seen / elapsed if elapsed > 0 else 0.0
                 per_step = elapsed / max(1, step - first_step)
-                progress(TrainProgress(step=step, total_steps=end, loss=metrics.last_loss, samples_per_s=rate, eta_s=per_step * (end - step),
-                                      torch_threads=threads.intra_op, data_wait_fraction=min(1.0, waited / elapsed) if elapsed > 0 else 0.0))
+                progress(
+                    TrainProgress(
+                        step=step,
+                        total_steps=end,
+                        loss=metrics.last_loss,
+                        samples_per_s=rate,
+                        eta_s=per_step * (end - step),
+                        torch_threads=threads.intra_op,
+                        data_wait_fraction=min(1.0, waited / elapsed) if elapsed > 0 else 0.0,
+                    )
+                )
             if checkpoint:
                 last_ckpt = _save(config, dist_info, step, model, state, batches)
     finally:
@@ -456,8 +469,16 @@ def _train(
         metrics.close()
         records.close()
     return TrainResult(
-        model, step, metrics.losses, metrics.path, last_ckpt, conversion.backend,
-        samples=samples_seen, seconds=time.perf_counter() - t_start, first_step=first_step, threads=threads,
+        model,
+        step,
+        metrics.losses,
+        metrics.path,
+        last_ckpt,
+        conversion.backend,
+        samples=samples_seen,
+        seconds=time.perf_counter() - t_start,
+        first_step=first_step,
+        threads=threads,
         data_wait_s=waited,
     )
 
@@ -483,5 +504,8 @@ def _save(
         generator=state.generator,
         loader_states=None if mine is None else {r: g[0] for r, g in enumerate(gathered)},
         extra={"layout": config.layout, "model_config": dataclasses.asdict(config.model), **config.checkpoint_extra},
-        lineage={**config.lineage, "samples": None if ledger is None else {str(r): g[1] for r, g in enumerate(gathered)}},
+        lineage={
+            **config.lineage,
+            "samples": None if ledger is None else {str(r): g[1] for r, g in enumerate(gathered)},
+        },
     )

@@ -52,7 +52,7 @@ try:
 except ImportError as e:  # the web stack is an extra
     raise ImportError("robolake view needs starlette and uvicorn: pip install 'robolake[view]'") from e
 
-from robolake.lake.lake import Lake
+from robolake.lake import Lake
 from robolake.view.catalog import LakeCatalog
 from robolake.view.episodes import SORT_KEYS, EpisodeCatalog, EpisodeQuery
 from robolake.view.frames import FrameSource
@@ -161,9 +161,14 @@ def _routes(v: _Viewer) -> list[Any]:
         p = request.query_params
         try:
             q = EpisodeQuery(
-                text=p.get("text", ""), embodiment=p.get("embodiment") or None, success=p.get("success") or None,
-                where=p.get("where") or None, sort=p.get("sort") or "episode_id", descending=p.get("desc") in ("1", "true"),
-                offset=_int(request, "offset", 0), limit=_int(request, "limit", 50),
+                text=p.get("text", ""),
+                embodiment=p.get("embodiment") or None,
+                success=p.get("success") or None,
+                where=p.get("where") or None,
+                sort=p.get("sort") or "episode_id",
+                descending=p.get("desc") in ("1", "true"),
+                offset=_int(request, "offset", 0),
+                limit=_int(request, "limit", 50),
             )
             return _json(v.episodes.page(q))
         except ValueError as e:  # a bad sort key, limit or --where expression: say what is wrong

@@ -34,10 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from robolake.lake.lake import Lake
-from robolake.lake.query import sql_quote
-from robolake.lake.tags import Tag, list_tags
-from robolake.lake.versions import LakeVersion
+from robolake.lake import Lake, LakeVersion, Tag, list_tags, sql_quote
 from robolake.schemas.embodiment import EmbodimentSpec
 
 __all__ = ["LakeCatalog", "joint_groups", "joint_names"]
@@ -66,13 +63,13 @@ def joint_groups(spec: EmbodimentSpec, kind: str, width: int | None = None) -> l
     covered = {d for g in groups for d in g["dims"]}
     rest = [d for d in range(n) if d not in covered]
     for i in range(0, len(rest), 8):
-        chunk = rest[i:i + 8]
+        chunk = rest[i : i + 8]
         groups.append({"name": f"{kind}[{chunk[0]}:{chunk[-1] + 1}]", "dims": chunk})
     return sorted(groups, key=lambda g: g["dims"][0] if g["dims"] else 0)
 
 
 def _stats_json(text: str) -> dict[str, Any] | None:
-    from robolake.lake.stats import NormStats
+    from robolake.lake import NormStats
 
     try:
         stats = NormStats.from_json(text)
@@ -83,8 +80,13 @@ def _stats_json(text: str) -> dict[str, Any] | None:
 
 def _tag_json(t: Tag) -> dict[str, Any]:
     return {
-        "name": t.name, "version": t.version, "episodes": t.num_episodes, "operation": t.operation,
-        "reason": t.reason, "created_by": t.created_by, "created_at": t.created_at,
+        "name": t.name,
+        "version": t.version,
+        "episodes": t.num_episodes,
+        "operation": t.operation,
+        "reason": t.reason,
+        "created_by": t.created_by,
+        "created_at": t.created_at,
     }
 
 
@@ -125,7 +127,9 @@ class LakeCatalog:
         """An unscoped handle on lake version `version` (kept for reuse)."""
         with self._lock:
             if version not in self._handles:
-                self._handles[version] = Lake.open(self._lake.uri, version=version, storage_options=self._lake.storage_options)
+                self._handles[version] = Lake.open(
+                    self._lake.uri, version=version, storage_options=self._lake.storage_options
+                )
             return self._handles[version]
 
     def ids_at(self, version: LakeVersion) -> pa.Array:
@@ -155,8 +159,10 @@ class LakeCatalog:
                         d = diff(self.at(previous.version), self.at(v.version))
                         added, removed = list(d.added), list(d.removed)
                     entry.update(
-                        added=len(added), removed=len(removed),
-                        added_ids=added[:_SHOWN_IDS], removed_ids=removed[:_SHOWN_IDS],
+                        added=len(added),
+                        removed=len(removed),
+                        added_ids=added[:_SHOWN_IDS],
+                        removed_ids=removed[:_SHOWN_IDS],
                     )
                 except Exception as e:  # a version whose tables were collected: say so, show the rest
                     entry["error"] = f"{type(e).__name__}: {e}"
@@ -202,15 +208,23 @@ class LakeCatalog:
             out = []
             for r in sorted(rows, key=lambda r: r["embodiment"]):
                 spec = EmbodimentSpec.from_json(r["spec_json"])
-                out.append({
-                    "embodiment": r["embodiment"], "state_dim": spec.state_dim, "action_dim": spec.action_dim,
-                    "cameras": list(spec.cameras), "fps": spec.fps, "robot_type": spec.robot_type,
-                    "state_slices": [{"name": s.name, "start": s.start, "end": s.end} for s in spec.state],
-                    "action_slices": [{"name": s.name, "start": s.start, "end": s.end} for s in spec.action],
-                    "state_names": joint_names(spec, "state"), "action_names": joint_names(spec, "action"),
-                    "episodes": int(r["num_episodes"]), "steps": int(r["num_steps"]),
-                    "stats": _stats_json(r["stats_json"]),
-                })
+                out.append(
+                    {
+                        "embodiment": r["embodiment"],
+                        "state_dim": spec.state_dim,
+                        "action_dim": spec.action_dim,
+                        "cameras": list(spec.cameras),
+                        "fps": spec.fps,
+                        "robot_type": spec.robot_type,
+                        "state_slices": [{"name": s.name, "start": s.start, "end": s.end} for s in spec.state],
+                        "action_slices": [{"name": s.name, "start": s.start, "end": s.end} for s in spec.action],
+                        "state_names": joint_names(spec, "state"),
+                        "action_names": joint_names(spec, "action"),
+                        "episodes": int(r["num_episodes"]),
+                        "steps": int(r["num_steps"]),
+                        "stats": _stats_json(r["stats_json"]),
+                    }
+                )
             self._embodiments = out
             return out
 
@@ -246,9 +260,16 @@ class LakeCatalog:
             "counts": {t: lake.count(t) for t in ("episodes", "steps", "media", "quarantine", "embodiments")},
             "versions": [
                 {
-                    "version": v.version, "operation": v.operation, "created_at": v.created_at,
-                    "who": v.summary.get("who"), "reason": v.summary.get("reason"),
-                    "summary": {k: x for k, x in v.summary.items() if isinstance(x, (int, float, str)) and k not in ("who", "reason")},
+                    "version": v.version,
+                    "operation": v.operation,
+                    "created_at": v.created_at,
+                    "who": v.summary.get("who"),
+                    "reason": v.summary.get("reason"),
+                    "summary": {
+                        k: x
+                        for k, x in v.summary.items()
+                        if isinstance(x, (int, float, str)) and k not in ("who", "reason")
+                    },
                     "tags": [t.name for t in tags if t.version == v.version],
                 }
                 for v in self.versions()

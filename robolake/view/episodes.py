@@ -7,7 +7,7 @@ in the episodes table, as one Arrow table read once per process (tens of bytes a
 100k episodes is a few megabytes). A request is then answered from memory:
 
 - filters are boolean masks over the index: substring of task or id, embodiment, success, or a
-  `--where` expression of the curation language (`robolake.curate.where`, evaluated over the
+  `--where` expression of the curation language (`robolake.lake.where`, evaluated over the
   lake); text and expression masks are cached, a few dozen of them;
 - the order is one Arrow sort per column and direction (ties by id, unknown values last),
   cached, so a page is the sorted positions the mask keeps, sliced;
@@ -41,14 +41,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 # The one definition of "the file an episode came from" (what `--where source_path` matches).
-from robolake.curate.where import source_path_of
-from robolake.lake.offsets import row_offsets
-from robolake.lake.query import EpisodeFilter, sql_quote
+from robolake.lake import EpisodeFilter, row_offsets, source_path_of, sql_quote
 from robolake.view.catalog import LakeCatalog, joint_groups, joint_names
 
 __all__ = ["SORT_KEYS", "EpisodeCatalog", "EpisodeQuery"]
 
-SORT_KEYS = ("episode_id", "task", "embodiment", "num_steps", "duration_s", "source_format", "success", "ingest_version")
+SORT_KEYS = (
+    "episode_id",
+    "task",
+    "embodiment",
+    "num_steps",
+    "duration_s",
+    "source_format",
+    "success",
+    "ingest_version",
+)
 _INDEX_COLUMNS = ["episode_id", "task", "embodiment", "num_steps", "fps", "success", "source_format"]
 _SUCCESS = ("true", "false", "none")
 _MASK_CACHE = 32
@@ -122,7 +129,9 @@ class EpisodeCatalog:
                 fps = pc.if_else(pc.greater(t["fps"], 0), t["fps"], pa.scalar(float("nan")))
                 duration = pc.divide(pc.cast(t["num_steps"], pa.float64()), fps)
                 t = t.append_column("duration_s", duration)
-                t = t.append_column("ingest_version", pa.array(self._catalog.first_versions(t["episode_id"].combine_chunks())))
+                t = t.append_column(
+                    "ingest_version", pa.array(self._catalog.first_versions(t["episode_id"].combine_chunks()))
+                )
                 self._index = t.combine_chunks()
                 self._position = {e: i for i, e in enumerate(self._index["episode_id"].to_pylist())}
             return self._index
@@ -138,7 +147,7 @@ class EpisodeCatalog:
             if key not in self._masks:
                 t = self.index()
                 if kind == "where":
-                    from robolake.curate.where import select_episode_ids
+                    from robolake.lake import select_episode_ids
 
                     keep = pa.array(select_episode_ids(self._lake, value), pa.string())
                     hit = pc.is_in(t["episode_id"], value_set=keep)
@@ -173,7 +182,7 @@ class EpisodeCatalog:
             mask &= self._mask("where", q.where)
         order = self._order(q.sort, q.descending)
         kept = order[mask[order]]
-        page = t.take(pa.array(kept[q.offset:q.offset + q.limit]))
+        page = t.take(pa.array(kept[q.offset : q.offset + q.limit]))
         return {"total": int(kept.size), "offset": q.offset, "limit": q.limit, "rows": self._rows(page)}
 
     def _order(self, column: str, descending: bool) -> np.ndarray:
@@ -185,7 +194,12 @@ class EpisodeCatalog:
                 col = t[column]
                 keys = pa.table({"missing": pc.is_null(col, nan_is_null=True), "key": col, "id": t["episode_id"]})
                 self._orders[key] = pc.sort_indices(
-                    keys, sort_keys=[("missing", "ascending"), ("key", "descending" if descending else "ascending"), ("id", "ascending")],
+                    keys,
+                    sort_keys=[
+                        ("missing", "ascending"),
+                        ("key", "descending" if descending else "ascending"),
+                        ("id", "ascending"),
+                    ],
                 ).to_numpy()
             return self._orders[key]
 
@@ -199,9 +213,7 @@ class EpisodeCatalog:
         if not ids:
             return []
         full = self._take(ids, ["episode_id", "source_uri", "metadata"])
-        files = {
-            r["episode_id"]: source_path_of(r["source_uri"], json.loads(r["metadata"] or "{}")) for r in full
-        }
+        files = {r["episode_id"]: source_path_of(r["source_uri"], json.loads(r["metadata"] or "{}")) for r in full}
         rows = page.to_pylist()
         for r in rows:
             r["source_file"] = files.get(r["episode_id"], "")
@@ -215,11 +227,14 @@ class EpisodeCatalog:
             return None
         rows = self._take([episode_id])
         if not rows or rows[0]["episode_id"] != episode_id:
-            raise RuntimeError(f"episode {episode_id!r} moved in the episodes table of lake version {self._lake.version}")
+            raise RuntimeError(
+                f"episode {episode_id!r} moved in the episodes table of lake version {self._lake.version}"
+            )
         r = rows[0]
         meta = json.loads(r["metadata"] or "{}")
         cams = self._lake.to_arrow(
-            "media", columns=["camera", "width", "height", "encoding"],
+            "media",
+            columns=["camera", "width", "height", "encoding"],
             where=f"episode_id = {sql_quote(episode_id)} AND step_index = 0",
         ).to_pylist()
         by_name = {c["camera"]: c for c in cams}
@@ -251,9 +266,14 @@ class EpisodeCatalog:
             "content_hash": r["content_hash"],
             "ingest_version": int(self.index()["ingest_version"][self._position[episode_id]].as_py()),
             "cameras": [
-                {"name": c, "width": by_name.get(c, {}).get("width"), "height": by_name.get(c, {}).get("height"),
-                 "encoding": by_name.get(c, {}).get("encoding")}
-                for c in (r["cameras"] or []) if c in by_name
+                {
+                    "name": c,
+                    "width": by_name.get(c, {}).get("width"),
+                    "height": by_name.get(c, {}).get("height"),
+                    "encoding": by_name.get(c, {}).get("encoding"),
+                }
+                for c in (r["cameras"] or [])
+                if c in by_name
             ],
             "state_dim": dims[0],
             "action_dim": dims[1],
@@ -274,7 +294,9 @@ class EpisodeCatalog:
         if not self.has(episode_id):
             return None
         t = self._lake.to_arrow(
-            "steps", columns=["step_index", "timestamp", "state", "action"], where=EpisodeFilter(episode_ids=[episode_id])
+            "steps",
+            columns=["step_index", "timestamp", "state", "action"],
+            where=EpisodeFilter(episode_ids=[episode_id]),
         )
         t = t.take(pc.sort_indices(t["step_index"]))
         n = t.num_rows

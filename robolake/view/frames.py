@@ -5,7 +5,7 @@ to. A media row whose encoding a browser decodes natively (`jpeg`, `png`, with o
 parameters) is sent exactly as the lake stores it: no decode, no re-encode, no generation loss.
 Every other layout (a source video's own packets, `video;codec=...`, decoded through its stream
 from the preceding keyframe; FFV1 raw pixels; lossy key-referenced h264) is decoded by
-`robolake.lake.media.FrameReader` with `exact=True` (the record even where an access copy
+`robolake.lake.media.frames.FrameReader` with `exact=True` (the record even where an access copy
 exists: the pixels the camera recorded) and sent as PNG: lossless, so the pixels the page draws
 equal the pixels the source decode gives. PNG at compression level 1 costs ~2 ms for a 256x256
 frame here, well under a frame period at 20 fps; JPEG would be smaller but would add a lossy
@@ -31,8 +31,7 @@ from collections import OrderedDict
 import numpy as np
 from PIL import Image
 
-from robolake.lake.lake import Lake
-from robolake.lake.media import FrameReader
+from robolake.lake import FrameReader, Lake
 
 __all__ = ["BROWSER_ENCODINGS", "FrameSource", "frame_bytes", "png_bytes"]
 

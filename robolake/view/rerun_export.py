@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.lake import Lake
+from robolake.lake import Lake
 from robolake.view.catalog import LakeCatalog
 from robolake.view.episodes import EpisodeCatalog
 from robolake.view.frames import FrameSource
@@ -62,7 +62,9 @@ def _rerun() -> Any:
     try:
         import rerun as rr
     except ImportError as e:
-        raise ImportError("the Rerun export needs rerun-sdk: pip install 'robolake[view]' (or pip install rerun-sdk)") from e
+        raise ImportError(
+            "the Rerun export needs rerun-sdk: pip install 'robolake[view]' (or pip install rerun-sdk)"
+        ) from e
     return rr
 
 
@@ -103,8 +105,10 @@ def export_rerun(
     ids = list(episode_ids) if episode_ids is not None else episodes.index()["episode_id"].to_pylist()
     missing = [e for e in ids if not episodes.has(e)]
     if missing:
-        raise KeyError(f"lake {lake.uri} version {lake.version} has no episode {missing[0]!r} ({len(missing)} unknown); "
-                       "list them with `robolake view LAKE` or `robolake inspect LAKE`")
+        raise KeyError(
+            f"lake {lake.uri} version {lake.version} has no episode {missing[0]!r} ({len(missing)} unknown); "
+            "list them with `robolake view LAKE` or `robolake inspect LAKE`"
+        )
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     rec = rr.RecordingStream("robolake", recording_id=f"{lake.uri}@{lake.version}")
@@ -125,7 +129,9 @@ def export_rerun(
         for kind, values in (("state", state), ("action", action)):
             for d, name in enumerate(detail[f"{kind}_names"]):
                 entity = f"{base}/{kind}/{_joint_path(rr, name)}"
-                rec.send_columns(entity, indexes=times, columns=rr.Scalars.columns(scalars=values[:, d].astype(np.float64)))
+                rec.send_columns(
+                    entity, indexes=times, columns=rr.Scalars.columns(scalars=values[:, d].astype(np.float64))
+                )
                 logged.add(entity)
                 n_scalars += len(ts)
         for cam in detail["cameras"]:
@@ -141,4 +147,6 @@ def export_rerun(
             progress("rerun", done, len(ids))
     rec.flush()
     rec.disconnect()
-    return RerunExport(path=str(path), episodes=tuple(ids), frames=n_frames, scalars=n_scalars, entity_paths=tuple(sorted(logged)))
+    return RerunExport(
+        path=str(path), episodes=tuple(ids), frames=n_frames, scalars=n_scalars, entity_paths=tuple(sorted(logged))
+    )

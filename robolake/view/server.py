@@ -61,7 +61,9 @@ class ViewServer:
             self._sock.bind((host, port))
         except OSError as e:
             self._sock.close()
-            raise OSError(f"cannot serve on {host}:{port} ({e.strerror}); pass another --port, or --port 0 for a free one") from e
+            raise OSError(
+                f"cannot serve on {host}:{port} ({e.strerror}); pass another --port, or --port 0 for a free one"
+            ) from e
         self.host, self.port = host, int(self._sock.getsockname()[1])
         self._server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off"))
         self._thread: threading.Thread | None = None
@@ -81,7 +83,9 @@ class ViewServer:
         Raises:
             RuntimeError: the server did not start within `timeout_s`.
         """
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True, name="robolake-view")
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True, name="robolake-view"
+        )
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:

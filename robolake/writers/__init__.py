@@ -23,15 +23,32 @@ if TYPE_CHECKING:
     from robolake.writers.video import Mp4Writer, VideoOptions, encode_video
 
 _HOME = {
-    "EpisodeArrays": "lerobot", "LeRobotFeatures": "lerobot", "LeRobotFiles": "lerobot", "LeRobotWriter": "lerobot",
-    "write_lerobot_dataset": "lerobot", "SyntheticConfig": "synthetic", "generate_synthetic": "synthetic",
-    "synthetic_episodes": "synthetic", "Mp4Writer": "video", "VideoOptions": "video", "encode_video": "video",
-}  # fmt: skip
+    "EpisodeArrays": "lerobot",
+    "LeRobotFeatures": "lerobot",
+    "LeRobotFiles": "lerobot",
+    "LeRobotWriter": "lerobot",
+    "write_lerobot_dataset": "lerobot",
+    "SyntheticConfig": "synthetic",
+    "generate_synthetic": "synthetic",
+    "synthetic_episodes": "synthetic",
+    "Mp4Writer": "video",
+    "VideoOptions": "video",
+    "encode_video": "video",
+}
 
 __all__ = [
-    "EpisodeArrays", "LeRobotFeatures", "LeRobotFiles", "LeRobotWriter", "Mp4Writer", "SyntheticConfig", "VideoOptions",
-    "encode_video", "generate_synthetic", "synthetic_episodes", "write_lerobot_dataset",
-]  # fmt: skip
+    "EpisodeArrays",
+    "LeRobotFeatures",
+    "LeRobotFiles",
+    "LeRobotWriter",
+    "Mp4Writer",
+    "SyntheticConfig",
+    "VideoOptions",
+    "encode_video",
+    "generate_synthetic",
+    "synthetic_episodes",
+    "write_lerobot_dataset",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -106,7 +106,9 @@ class LeRobotFiles:
                 f"file sizes must be > 0 MB, got data {self.data_files_size_in_mb}, video {self.video_files_size_in_mb}"
             )
         if self.chunks_size < 1 or (self.episodes_per_file is not None and self.episodes_per_file < 1):
-            raise ValueError(f"chunks_size and episodes_per_file must be >= 1, got {self.chunks_size}, {self.episodes_per_file}")
+            raise ValueError(
+                f"chunks_size and episodes_per_file must be >= 1, got {self.chunks_size}, {self.episodes_per_file}"
+            )
 
 
 # --- data rows and info.json -----------------------------------------------------------------
@@ -177,15 +179,34 @@ def info_json(
     for key in features.video_keys:
         h, w = sizes[key]
         if v3:  # LeRobot v3.0's get_video_info, in its order
-            vinfo = {"video.height": h, "video.width": w, "video.codec": files.video.codec, "video.pix_fmt": PIX_FMT,
-                     "video.is_depth_map": False, "video.fps": _number(fps), "video.channels": 3, "has_audio": False}  # fmt: skip
+            vinfo = {
+                "video.height": h,
+                "video.width": w,
+                "video.codec": files.video.codec,
+                "video.pix_fmt": PIX_FMT,
+                "video.is_depth_map": False,
+                "video.fps": _number(fps),
+                "video.channels": 3,
+                "has_audio": False,
+            }
         else:  # v2.0 as the real GR00T file (no sizes, key "video_info"); v2.1 adds the sizes
             vinfo = {} if version == "v2.0" else {"video.height": h, "video.width": w, "video.channels": 3}
-            vinfo.update({"video.fps": float(fps), "video.codec": files.video.codec, "video.pix_fmt": PIX_FMT,
-                          "video.is_depth_map": False, "has_audio": False})  # fmt: skip
+            vinfo.update(
+                {
+                    "video.fps": float(fps),
+                    "video.codec": files.video.codec,
+                    "video.pix_fmt": PIX_FMT,
+                    "video.is_depth_map": False,
+                    "has_audio": False,
+                }
+            )
         ft = {"dtype": "video", "shape": [h, w, 3], "names": ["height", "width", "channels"]}
         out[key] = {**ft, ("video_info" if version == "v2.0" else "info"): vinfo}
-    out["observation.state"] = {"dtype": "float32", "shape": [len(features.state_names)], "names": list(features.state_names)}
+    out["observation.state"] = {
+        "dtype": "float32",
+        "shape": [len(features.state_names)],
+        "names": list(features.state_names),
+    }
     out["action"] = {"dtype": "float32", "shape": [len(features.action_names)], "names": list(features.action_names)}
     out["timestamp"] = {"dtype": features.timestamp_dtype, "shape": [1], "names": None}
     for key in ("frame_index", "episode_index", "index", "task_index", *features.task_columns):
@@ -248,7 +269,9 @@ def _encode(mp4: Mp4Writer | Mp4Remuxer, frames: Iterable[np.ndarray], segment: 
     return mp4.frames - start
 
 
-def _open_mp4(path: Path, size: tuple[int, int], fps: float, options: VideoOptions, segment: EncodedSegment | None) -> Mp4Writer | Mp4Remuxer:
+def _open_mp4(
+    path: Path, size: tuple[int, int], fps: float, options: VideoOptions, segment: EncodedSegment | None
+) -> Mp4Writer | Mp4Remuxer:
     if segment is not None:
         return Mp4Remuxer(path, fps=fps, first=segment)
     return Mp4Writer(path, width=size[1], height=size[0], fps=fps, options=options)
@@ -262,13 +285,21 @@ class V2Files:
         self.videos = 0
 
     def write_data(self, episode_index: int, table: pa.Table) -> dict[str, Any]:
-        path = self._root / V2_DATA_PATH.format(episode_chunk=episode_index // self._files.chunks_size, episode_index=episode_index)
+        path = self._root / V2_DATA_PATH.format(
+            episode_chunk=episode_index // self._files.chunks_size, episode_index=episode_index
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path)
         return {}
 
-    def write_video(self, episode_index: int, key: str, size: tuple[int, int], frames: Iterable[np.ndarray],
-                    segment: EncodedSegment | None = None) -> tuple[int, dict[str, Any]]:
+    def write_video(
+        self,
+        episode_index: int,
+        key: str,
+        size: tuple[int, int],
+        frames: Iterable[np.ndarray],
+        segment: EncodedSegment | None = None,
+    ) -> tuple[int, dict[str, Any]]:
         chunk = episode_index // self._files.chunks_size
         path = self._root / V2_VIDEO_PATH.format(episode_chunk=chunk, video_key=key, episode_index=episode_index)
         with _open_mp4(path, size, self._fps, self._files.video, segment) as mp4:
@@ -279,7 +310,9 @@ class V2Files:
     def close(self) -> None:
         pass
 
-    def write_meta(self, rows: Sequence[Mapping[str, Any]], stats: Sequence[Mapping[str, Any]], tasks: Sequence[str]) -> None:
+    def write_meta(
+        self, rows: Sequence[Mapping[str, Any]], stats: Sequence[Mapping[str, Any]], tasks: Sequence[str]
+    ) -> None:
         meta = self._root / "meta"
         _write_jsonl(meta / "episodes.jsonl", ({k: r[k] for k in ("episode_index", "tasks", "length")} for r in rows))
         _write_jsonl(meta / "tasks.jsonl", ({"task_index": i, "task": t} for i, t in enumerate(tasks)))
@@ -317,8 +350,14 @@ class V3Files:
         self._data.added(table.num_rows)
         return {"data/chunk_index": self._data.chunk, "data/file_index": self._data.file}
 
-    def write_video(self, episode_index: int, key: str, size: tuple[int, int], frames: Iterable[np.ndarray],
-                    segment: EncodedSegment | None = None) -> tuple[int, dict[str, Any]]:
+    def write_video(
+        self,
+        episode_index: int,
+        key: str,
+        size: tuple[int, int],
+        frames: Iterable[np.ndarray],
+        segment: EncodedSegment | None = None,
+    ) -> tuple[int, dict[str, Any]]:
         rolling = self._video.setdefault(key, _Rolling(self._files, self._files.video_files_size_in_mb))
         mp4 = self._mp4.get(key)
         # A file holds encoded frames or copied packets of one set of codec parameters, not both.
@@ -332,8 +371,12 @@ class V3Files:
         start = mp4.frames
         n = _encode(mp4, frames, segment)
         rolling.added(n)
-        return n, {f"videos/{key}/chunk_index": rolling.chunk, f"videos/{key}/file_index": rolling.file,
-                   f"videos/{key}/from_timestamp": start / self._fps, f"videos/{key}/to_timestamp": mp4.frames / self._fps}  # fmt: skip
+        return n, {
+            f"videos/{key}/chunk_index": rolling.chunk,
+            f"videos/{key}/file_index": rolling.file,
+            f"videos/{key}/from_timestamp": start / self._fps,
+            f"videos/{key}/to_timestamp": mp4.frames / self._fps,
+        }
 
     def close(self) -> None:
         self._close_data()
@@ -349,7 +392,9 @@ class V3Files:
             self._sink.close()
             self._sink = None
 
-    def write_meta(self, rows: Sequence[Mapping[str, Any]], stats: Sequence[Mapping[str, Any]], tasks: Sequence[str]) -> None:
+    def write_meta(
+        self, rows: Sequence[Mapping[str, Any]], stats: Sequence[Mapping[str, Any]], tasks: Sequence[str]
+    ) -> None:
         table_rows = []
         for row, ep_stats in zip(rows, stats, strict=True):
             flat = dict(row)
@@ -397,5 +442,7 @@ def _write_tasks_parquet(path: Path, tasks: Sequence[str]) -> None:
         import pandas as pd
     except ImportError as e:  # pragma: no cover - pandas ships with ray[data]
         raise ImportError("writing a LeRobot v3.0 meta/tasks.parquet needs pandas: pip install pandas") from e
-    frame = pd.DataFrame({"task_index": np.arange(len(tasks), dtype=np.int64)}, index=pd.Index(list(tasks), name="task"))
+    frame = pd.DataFrame(
+        {"task_index": np.arange(len(tasks), dtype=np.int64)}, index=pd.Index(list(tasks), name="task")
+    )
     frame.to_parquet(path)

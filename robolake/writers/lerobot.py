@@ -130,14 +130,21 @@ class LeRobotWriter:
     """
 
     def __init__(
-        self, root: str | Path, features: LeRobotFeatures, files: LeRobotFiles | None = None, *, tasks: Sequence[str] = ()
+        self,
+        root: str | Path,
+        features: LeRobotFeatures,
+        files: LeRobotFiles | None = None,
+        *,
+        tasks: Sequence[str] = (),
     ) -> None:
         self.root = Path(os.path.abspath(root))
         self.features, self.files = features, files or LeRobotFiles()
         unsafe = [k for k in features.video_keys if not safe_path_part(k)]
         if unsafe:  # a video key is a directory name in the dataset: it must not leave it
-            raise ValueError(f"video key {unsafe[0]!r} is not a safe file name (letters, digits, '.', '_', '-'; not '.' "
-                             "or '..'); rename the camera")
+            raise ValueError(
+                f"video key {unsafe[0]!r} is not a safe file name (letters, digits, '.', '_', '-'; not '.' "
+                "or '..'); rename the camera"
+            )
         if (self.root / "meta" / "info.json").exists():
             raise FileExistsError(f"{self.root} already holds a LeRobot dataset; write to a new directory")
         if self.root.exists() and (not self.root.is_dir() or any(self.root.iterdir())):
@@ -231,9 +238,16 @@ class LeRobotWriter:
         if f.success and success is None:
             raise ValueError(f"episode {i}: the dataset records next.success, so every episode needs success")
         table = data_table(
-            f, self.files.version, state=state, action=action, timestamps=ts, task_index=ids,
-            episode_index=i, start=self._frames, success=success,
-        )  # fmt: skip
+            f,
+            self.files.version,
+            state=state,
+            action=action,
+            timestamps=ts,
+            task_index=ids,
+            episode_index=i,
+            start=self._frames,
+            success=success,
+        )
         row: dict[str, Any] = {"episode_index": i, "tasks": list(tasks), "length": n}
         row.update(self._layout.write_data(i, table))
         row["dataset_from_index"], row["dataset_to_index"] = self._frames, self._frames + n
@@ -246,7 +260,9 @@ class LeRobotWriter:
                 raise ValueError(f"episode {i}: {key} has {written} frames for {n} steps")
             row.update(placed)
         values = {"observation.state": state, "action": action, "timestamp": ts[:, None]}
-        values.update({k: table[k].to_numpy()[:, None] for k in ("frame_index", "episode_index", "index", "task_index")})
+        values.update(
+            {k: table[k].to_numpy()[:, None] for k in ("frame_index", "episode_index", "index", "task_index")}
+        )
         self._episode_stats.append(to_jsonable(self._stats.add_episode(values, hists)))
         self._rows.append(row)
         self._frames += n
@@ -260,7 +276,9 @@ class LeRobotWriter:
         if first is None:
             raise ValueError(f"episode {episode}: {key} has no frames")
         if first.ndim != 3:
-            raise ValueError(f"episode {episode}: {key} frames must be uint8 [H, W, 3], got {first.dtype} {first.shape}")
+            raise ValueError(
+                f"episode {episode}: {key} frames must be uint8 [H, W, 3], got {first.dtype} {first.shape}"
+            )
         size = self._sizes.setdefault(key, (first.shape[0], first.shape[1]))
 
         def counted() -> Iterator[np.ndarray]:
@@ -291,7 +309,9 @@ class LeRobotWriter:
             raise ValueError(f"{self.root}: the writer is finished or aborted")
         if not self._rows:
             raise ValueError(f"{self.root}: a LeRobot dataset needs at least one episode")
-        bad = [m for m in meta or {} if Path(m).name != m or not m.endswith(".json") or m in ("info.json", "stats.json")]
+        bad = [
+            m for m in meta or {} if Path(m).name != m or not m.endswith(".json") or m in ("info.json", "stats.json")
+        ]
         if bad:
             raise ValueError(f"meta files must be plain *.json names other than info.json and stats.json, got {bad}")
         self._layout.close()
@@ -300,9 +320,13 @@ class LeRobotWriter:
         for name, obj in (meta or {}).items():
             write_json(self._tmp / "meta" / name, obj)
         info = info_json(
-            self.features, self.files, sizes=self._sizes, episodes=len(self._rows), frames=self._frames,
+            self.features,
+            self.files,
+            sizes=self._sizes,
+            episodes=len(self._rows),
+            frames=self._frames,
             tasks=len(self._task_ids),
-        )  # fmt: skip
+        )
         write_json(self._tmp / "meta" / "info.json", info)  # last: a dataset without it is unfinished
         if self.root.exists():
             self.root.rmdir()  # empty, checked on open
@@ -325,7 +349,9 @@ class LeRobotWriter:
     def __enter__(self) -> LeRobotWriter:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.abort()
 
 
@@ -412,13 +438,17 @@ def write_lerobot_dataset(
         raise ValueError("need at least one episode")
     first = episodes[0]
     features = LeRobotFeatures(
-        fps=fps, robot_type=robot_type, video_keys=tuple(first.frames),
+        fps=fps,
+        robot_type=robot_type,
+        video_keys=tuple(first.frames),
         state_names=_names("observation.state", state_names, first.state.shape[1]),
         action_names=_names("action", action_names, first.action.shape[1]),
-    )  # fmt: skip
+    )
     with LeRobotWriter(root, features, files) as writer:
         for ep in episodes:
-            writer.add_episode(state=ep.state, action=ep.action, tasks=[ep.task], timestamps=ep.timestamps, frames=ep.frames)
+            writer.add_episode(
+                state=ep.state, action=ep.action, tasks=[ep.task], timestamps=ep.timestamps, frames=ep.frames
+            )
         return writer.finish(meta=None if modality is None else {"modality.json": dict(modality)})
 
 

@@ -67,8 +67,16 @@ _ROBOTS = {
         ),
         _Robot(
             name="humanoid_44dof",
-            parts=(("left_arm", 7), ("left_hand", 6), ("left_leg", 6), ("neck", 3), ("right_arm", 7), ("right_hand", 6),
-                   ("right_leg", 6), ("waist", 3)),  # fmt: skip
+            parts=(
+                ("left_arm", 7),
+                ("left_hand", 6),
+                ("left_leg", 6),
+                ("neck", 3),
+                ("right_arm", 7),
+                ("right_hand", 6),
+                ("right_leg", 6),
+                ("waist", 3),
+            ),
             grippers=("left_hand", "right_hand"),
             cameras=("ego_view",),
         ),
@@ -107,13 +115,9 @@ class SyntheticConfig:
 
     def __post_init__(self) -> None:
         if self.episodes_per_embodiment < 1:
-            raise ValueError(
-                f"episodes_per_embodiment must be >= 1, got {self.episodes_per_embodiment}"
-            )
+            raise ValueError(f"episodes_per_embodiment must be >= 1, got {self.episodes_per_embodiment}")
         if not 2 <= self.min_length <= self.max_length:
-            raise ValueError(
-                f"need 2 <= min_length <= max_length, got {self.min_length}, {self.max_length}"
-            )
+            raise ValueError(f"need 2 <= min_length <= max_length, got {self.min_length}, {self.max_length}")
         if self.image_size < 16 or self.image_size % 2:
             raise ValueError(f"image_size must be even and >= 16 (yuv420p), got {self.image_size}")
         if self.fps <= 0:
@@ -124,9 +128,7 @@ class SyntheticConfig:
             raise ValueError(f"version must be one of {VERSIONS}, got {self.version!r}")
         unknown = [e for e in self.embodiments if e not in _ROBOTS]
         if not self.embodiments or unknown or len(set(self.embodiments)) != len(self.embodiments):
-            raise ValueError(
-                f"embodiments must be distinct names from {EMBODIMENT_NAMES}, got {self.embodiments}"
-            )
+            raise ValueError(f"embodiments must be distinct names from {EMBODIMENT_NAMES}, got {self.embodiments}")
         if self.episodes_per_file < 1:
             raise ValueError(f"episodes_per_file must be >= 1, got {self.episodes_per_file}")
 
@@ -221,9 +223,7 @@ def synthetic_episodes(config: SyntheticConfig, name: str) -> list[EpisodeArrays
         traj = _trajectory(rng, length + 1, dim, grip, config.fps)
         state, action = traj[:-1], traj[1:] + offset
         frames = {f"observation.images.{c}": cam.render(state) for c, cam in cams.items()}
-        episodes.append(
-            EpisodeArrays(state=state, action=action, task=make_instruction(rng), frames=frames)
-        )
+        episodes.append(EpisodeArrays(state=state, action=action, task=make_instruction(rng), frames=frames))
     return episodes
 
 
@@ -243,9 +243,7 @@ def _gripper_dims(robot: _Robot) -> np.ndarray:
     return np.array(dims, dtype=np.int64)
 
 
-def _trajectory(
-    rng: np.random.Generator, n: int, dim: int, grip: np.ndarray, fps: float
-) -> np.ndarray:
+def _trajectory(rng: np.random.Generator, n: int, dim: int, grip: np.ndarray, fps: float) -> np.ndarray:
     """[n, dim] float32: sinusoid sums for joints, close-then-open sigmoids for grippers in [0, 1]."""
     t = np.arange(n, dtype=np.float64)[:, None] / fps
     center = rng.uniform(-1.0, 1.0, dim)
@@ -257,9 +255,7 @@ def _trajectory(
     t_close = rng.uniform(0.2, 0.45) * duration
     t_open = rng.uniform(0.6, 0.85) * duration
     sharp = rng.uniform(3.0, 6.0)
-    g = 1.0 / (1 + np.exp(-sharp * (t[:, 0] - t_close))) - 1.0 / (
-        1 + np.exp(-sharp * (t[:, 0] - t_open))
-    )
+    g = 1.0 / (1 + np.exp(-sharp * (t[:, 0] - t_close))) - 1.0 / (1 + np.exp(-sharp * (t[:, 0] - t_open)))
     q[:, grip] = 0.05 + 0.9 * (1.0 - g)[:, None] * rng.uniform(0.8, 1.0, len(grip))
     return q.astype(np.float32)
 
@@ -285,34 +281,69 @@ class _Camera:
     def render(self, state: np.ndarray) -> np.ndarray:
         n, s = len(state), self.size
         frames = np.broadcast_to(self.background, (n, s, s, 3)).copy()
-        centers = 0.5 + 0.38 * np.tanh(
-            np.einsum("kcd,td->tkc", self.proj, state)
-        )  # [n, K, 2] in (0, 1)
-        opening = (
-            state[:, self.grip].mean(axis=1) if len(self.grip) else np.full(n, 0.5, np.float32)
-        )
+        centers = 0.5 + 0.38 * np.tanh(np.einsum("kcd,td->tkc", self.proj, state))  # [n, K, 2] in (0, 1)
+        opening = state[:, self.grip].mean(axis=1) if len(self.grip) else np.full(n, 0.5, np.float32)
         radius = s * (0.07 + 0.06 * opening)
         for k in range(self._BLOBS):
             cx = centers[:, k, 0, None, None] * (s - 1)
             cy = centers[:, k, 1, None, None] * (s - 1)
-            mask = (self.xx - cx) ** 2 + (self.yy - cy) ** 2 <= (
-                radius[:, None, None] * (1 + 0.3 * k)
-            ) ** 2
+            mask = (self.xx - cx) ** 2 + (self.yy - cy) ** 2 <= (radius[:, None, None] * (1 + 0.3 * k)) ** 2
             frames[mask] = self.colors[k]
         bar = np.clip((opening * s).astype(np.int64), 1, s)
         frames[:, -3:, :, :][self.xx[-3:][None] < bar[:, None, None]] = 255
         return frames
 
 
-_VERBS = ("pick up", "move", "push", "place", "put", "slide", "lift", "grab", "rotate", "drop", "hand over",
-          "carefully stack")  # fmt: skip
-_OBJECTS = ("cup", "red block", "banana", "sponge", "ketchup bottle", "small screwdriver", "blue bowl", "towel",
-            "apple", "marker", "green cube", "plastic spoon")  # fmt: skip
-_PLACES = ("plate", "top drawer", "left bin", "tray", "shelf", "cardboard box", "sink", "counter", "wicker basket",
-           "cutting board")  # fmt: skip
+_VERBS = (
+    "pick up",
+    "move",
+    "push",
+    "place",
+    "put",
+    "slide",
+    "lift",
+    "grab",
+    "rotate",
+    "drop",
+    "hand over",
+    "carefully stack",
+)
+_OBJECTS = (
+    "cup",
+    "red block",
+    "banana",
+    "sponge",
+    "ketchup bottle",
+    "small screwdriver",
+    "blue bowl",
+    "towel",
+    "apple",
+    "marker",
+    "green cube",
+    "plastic spoon",
+)
+_PLACES = (
+    "plate",
+    "top drawer",
+    "left bin",
+    "tray",
+    "shelf",
+    "cardboard box",
+    "sink",
+    "counter",
+    "wicker basket",
+    "cutting board",
+)
 _PREPS = ("into", "onto", "next to", "behind", "in front of", "to the left of", "to the right of")
-_QUALIFIERS = ("slowly", "carefully", "without touching the other objects", "using the left hand",
-               "and return to the home pose", "while keeping it upright", "as fast as you can")  # fmt: skip
+_QUALIFIERS = (
+    "slowly",
+    "carefully",
+    "without touching the other objects",
+    "using the left hand",
+    "and return to the home pose",
+    "while keeping it upright",
+    "as fast as you can",
+)
 
 
 def make_instruction(rng: np.random.Generator) -> str:

@@ -33,7 +33,7 @@ opens the codec's encoder (never fed a frame) and then sets the source's extrada
 file holds segments of one set of parameters (codec, extradata, size, pixel format); a segment
 of others starts a new file (`accepts`).
 
-The lake's key-referenced h264 media (`robolake.lake.codecs.KeyframeEncoder`) is a different
+The lake's key-referenced h264 media (`robolake.lake.media.codecs.KeyframeEncoder`) is a different
 stream (raw h264 packets, each P frame predicted from its GOP's keyframe) with its own settings.
 """
 
@@ -87,11 +87,13 @@ class CodecSettings:
 
 CODECS: Mapping[str, CodecSettings] = {
     "h264": CodecSettings(
-        encoder="libx264", crf=23, preset="veryfast",
+        encoder="libx264",
+        crf=23,
+        preset="veryfast",
         options=(("forced-idr", "1"), ("x264-params", "mbtree=0")),
     ),
     "av1": CodecSettings(encoder="libsvtav1", crf=35, preset="10"),
-}  # fmt: skip
+}
 PIX_FMT = "yuv420p"
 GOP_SECONDS = 2.0  # default keyframe interval: 2 * fps frames
 SINGLE_THREAD_PIXELS = 256 * 256
@@ -136,7 +138,9 @@ class Mp4Writer:
         import av  # lazy: PyAV is only needed when video is written
 
         if width % 2 or height % 2:
-            raise ValueError(f"{path}: frames are {height}x{width} (h x w), but {PIX_FMT} video needs even frame sizes; resize or crop them")
+            raise ValueError(
+                f"{path}: frames are {height}x{width} (h x w), but {PIX_FMT} video needs even frame sizes; resize or crop them"
+            )
         options = options or VideoOptions()
         codec = CODECS[options.codec]
         self.path, self.frames, self.encoded_bytes = Path(path), 0, 0
@@ -192,7 +196,9 @@ class Mp4Writer:
     def __enter__(self) -> Mp4Writer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -317,7 +323,9 @@ class Mp4Remuxer:
         if self._container is None:
             raise ValueError(f"{self.path} is closed")
         if not self.accepts(segment):
-            raise ValueError(f"{self.path}: a segment of other codec parameters or deeper reordering cannot join this file")
+            raise ValueError(
+                f"{self.path}: a segment of other codec parameters or deeper reordering cannot join this file"
+            )
         for i, (data, f) in enumerate(zip(segment.packets, segment.frame_index, strict=True)):
             p = av.Packet(data)
             p.stream = self._stream
@@ -339,5 +347,7 @@ class Mp4Remuxer:
     def __enter__(self) -> Mp4Remuxer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()

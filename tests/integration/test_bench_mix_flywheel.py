@@ -19,7 +19,9 @@ def test_bench_mix_reports_shares_ranks_fill_and_plan_time():
         for e in ("epoch0", "epoch1"):
             assert c[e]["max_abs_error"] < 0.01
             ranks = c[e]["per_rank_max_abs_error"]
-            assert set(ranks) == {"lake_stream", "shard_loader", "random"} and all(set(v) == {"2", "4", "8"} for v in ranks.values())
+            assert set(ranks) == {"lake_stream", "shard_loader", "random"} and all(
+                set(v) == {"2", "4", "8"} for v in ranks.values()
+            )
         assert 0 < c["fill"] <= 1 and 0 < c["fill_unweighted"] <= 1
         assert c["plan_time_vs_unweighted"]["repeats"] == 3
     s = res["summary"]
@@ -33,8 +35,21 @@ def test_bench_flywheel_runs_end_to_end(tmp_path, ray_session):
     from robolake.bench import flywheel
 
     out = tmp_path / "fly.json"
-    flywheel.main(["--quick", "--work", str(tmp_path / "work"), "--json", str(out), "--rollouts", "2", "--workers", "1",
-                   "--envs-per-worker", "2"])  # fmt: skip
+    flywheel.main(
+        [
+            "--quick",
+            "--work",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+            "--rollouts",
+            "2",
+            "--workers",
+            "1",
+            "--envs-per-worker",
+            "2",
+        ]
+    )
     res = json.loads(out.read_text())
     for arm in ("before", "after", "more_demos"):
         a = res[arm]

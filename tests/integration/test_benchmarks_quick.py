@@ -15,7 +15,7 @@ from robolake.bench import _baseline  # noqa: E402
 from robolake.bench import e2e as bench_e2e  # noqa: E402
 from robolake.bench import load as bench_load  # noqa: E402
 from robolake.lake import Lake
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.loaders import collate_rows, open_shards
 from robolake.loaders.config import LoaderConfig
 from robolake.packers import PackSpec, TokenLengthConfig, pack
@@ -27,7 +27,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def tiny_source(tmp_path_factory, ray_session) -> Path:
     src = tmp_path_factory.mktemp("bench") / "src"
-    generate_synthetic(str(src), SyntheticConfig(seed=0, episodes_per_embodiment=1, min_length=20, max_length=30, image_size=32))
+    generate_synthetic(
+        str(src), SyntheticConfig(seed=0, episodes_per_embodiment=1, min_length=20, max_length=30, image_size=32)
+    )
     return src
 
 
@@ -47,7 +49,9 @@ def test_baseline_gives_the_packed_samples(tiny_source, tiny_packed):
     row = shards.read_rows([0])
     packed = collate_rows(row, LoaderConfig(image_size=32).collate_config(shards))
     bspec = _baseline.baseline_spec(lake, shards, spec.tokens, image_size=32)
-    dataset = _baseline.PerSampleDataset(_baseline.source_episodes(str(tiny_source), lake), list(packed.sample_keys), bspec)
+    dataset = _baseline.PerSampleDataset(
+        _baseline.source_episodes(str(tiny_source), lake), list(packed.sample_keys), bspec
+    )
     naive = _baseline.PaddedCollate(bspec, pad=False)([dataset[i] for i in range(len(dataset))])
 
     assert naive.sample_keys == packed.sample_keys
@@ -91,7 +95,9 @@ def test_bench_e2e_quick_reports_the_split(ray_session):
         assert res[name]["samples"] == res["samples"]
         assert res[name]["same_samples"]
     assert res["robolake"]["padding_fraction"] == 0.0
-    assert res["compute_limit"]["data_wait_fraction"] <= res["robolake"]["data_wait_fraction"]  # nothing to wait for in memory
+    assert (
+        res["compute_limit"]["data_wait_fraction"] <= res["robolake"]["data_wait_fraction"]
+    )  # nothing to wait for in memory
     assert 0.0 <= res["data_wait_fraction"] <= 1.0 and res["ratio_to_compute_limit"] > 0
     assert res["target_applies_to"] == "cpu" and set(res["spread"]["ratio_to_compute_limit"]) >= {"wall", "cpu"}
     # medians of per-round ratios: their product is near, not equal to, the median of the products

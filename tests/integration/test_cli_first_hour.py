@@ -42,15 +42,29 @@ def test_oversize_samples_name_the_cli_flags(packed_data, tmp_path, capsys):
 
 
 def test_rejecting_every_sample_exits_non_zero(packed_data, tmp_path, capsys):
-    rc = main(["pack", str(packed_data.lake), str(tmp_path / "p"), "--max-tokens", "32", "--reject-oversize", "--no-progress"])
+    rc = main(
+        ["pack", str(packed_data.lake), str(tmp_path / "p"), "--max-tokens", "32", "--reject-oversize", "--no-progress"]
+    )
     err = capsys.readouterr().err
     assert rc != 0 and "nothing was packed" in err
 
 
 def test_pack_says_when_packing_cannot_beat_padding(packed_data, tmp_path, capsys):
     # one view and a capped instruction: every sample has the same length
-    rc = main(["pack", str(packed_data.lake), str(tmp_path / "p"), "--max-tokens", "1000", "--tokens-per-view", "16",
-               "--max-text-tokens", "0", "--no-progress"])
+    rc = main(
+        [
+            "pack",
+            str(packed_data.lake),
+            str(tmp_path / "p"),
+            "--max-tokens",
+            "1000",
+            "--tokens-per-view",
+            "16",
+            "--max-text-tokens",
+            "0",
+            "--no-progress",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "packing cannot beat" in out or "gains nothing" in out or "suggestion: --max-tokens" in out
@@ -58,8 +72,20 @@ def test_pack_says_when_packing_cannot_beat_padding(packed_data, tmp_path, capsy
 
 def test_rerunning_a_finished_train_says_what_to_do(packed_data, tmp_path, capsys):
     # The README's train line, run twice: the second run says the run is finished and exits 0.
-    args = ["train", "--shards", str(packed_data.packed), "--out", str(tmp_path / "run"), "--steps", "2",
-            "--workers", "0", "--device", "cpu", "--no-progress"]
+    args = [
+        "train",
+        "--shards",
+        str(packed_data.packed),
+        "--out",
+        str(tmp_path / "run"),
+        "--steps",
+        "2",
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
     assert main(args) == 0
     capsys.readouterr()
     rc = main(args)
@@ -76,8 +102,24 @@ def test_pack_defaults_then_train_preset_tiny(packed_data, tmp_path, capsys):
     out = tmp_path / "packed"
     assert main(["pack", str(packed_data.lake), str(out), "--no-progress"]) == 0
     capsys.readouterr()
-    rc = main(["train", "--shards", str(out), "--preset", "tiny", "--steps", "1", "--out", str(tmp_path / "run"),
-               "--workers", "0", "--device", "cpu", "--no-progress"])  # fmt: skip
+    rc = main(
+        [
+            "train",
+            "--shards",
+            str(out),
+            "--preset",
+            "tiny",
+            "--steps",
+            "1",
+            "--out",
+            str(tmp_path / "run"),
+            "--workers",
+            "0",
+            "--device",
+            "cpu",
+            "--no-progress",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert "trained steps 1..1" in captured.out and "threads     torch threads" in captured.out
@@ -88,7 +130,10 @@ def test_commands_print_only_robolake_lines(packed_data, tmp_path):
     env.pop("LANCE_LOG", None)
     res = subprocess.run(
         [sys.executable, "-m", "robolake", "ingest", str(packed_data.syn), str(tmp_path / "lake"), "--no-progress"],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert res.returncode == 0, res.stderr[-2000:]
     noise = ["No existing dataset", "fork-safe", "Token authentication", "Progress bars disabled", "INFO"]

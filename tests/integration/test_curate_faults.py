@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from robolake import curate
-from robolake.lake import Lake, faults
-from robolake.lake.ingest import ingest
+from robolake.lake import Lake
+from robolake.lake.protocol import faults
+from robolake.lake.intake.ingest import ingest
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from tests.integration.test_writer_faults import assert_no_leftovers, assert_sound
 
@@ -27,9 +28,20 @@ VERBS = {
     "restore": "curate.restore_episodes(uri, sys.argv[2].split(','))",
     "optimize": "curate.optimize(uri)",
 }
-PHASES = ["lease_acquired", "after_commit:episodes", "after_commit:steps", "after_commit:embodiments", "before_publish", "manifest_written"]
-DEFAULT = [("delete", "after_commit:steps"), ("select", "before_publish"), ("restore", "after_commit:episodes"),
-           ("optimize", "after_commit:media")]
+PHASES = [
+    "lease_acquired",
+    "after_commit:episodes",
+    "after_commit:steps",
+    "after_commit:embodiments",
+    "before_publish",
+    "manifest_written",
+]
+DEFAULT = [
+    ("delete", "after_commit:steps"),
+    ("select", "before_publish"),
+    ("restore", "after_commit:episodes"),
+    ("optimize", "after_commit:media"),
+]
 
 
 def _script(verb: str) -> str:
@@ -39,10 +51,16 @@ def _script(verb: str) -> str:
 @pytest.fixture(scope="module")
 def source(tmp_path_factory, ray_session) -> Path:
     root = tmp_path_factory.mktemp("curate_faults")
-    generate_synthetic(root / "a", SyntheticConfig.tiny(embodiments=("single_arm_7dof", "bimanual_14dof"), seed=3,
-                                                         min_length=12, max_length=16, image_size=16))
-    generate_synthetic(root / "b", SyntheticConfig.tiny(embodiments=("single_arm_7dof",), seed=4, min_length=12,
-                                                         max_length=16, image_size=16))
+    generate_synthetic(
+        root / "a",
+        SyntheticConfig.tiny(
+            embodiments=("single_arm_7dof", "bimanual_14dof"), seed=3, min_length=12, max_length=16, image_size=16
+        ),
+    )
+    generate_synthetic(
+        root / "b",
+        SyntheticConfig.tiny(embodiments=("single_arm_7dof",), seed=4, min_length=12, max_length=16, image_size=16),
+    )
     return root
 
 
@@ -60,8 +78,12 @@ def _lake(source: Path, tmp_path: Path, verb: str) -> tuple[str, list[str]]:
 
 def _run(verb: str, uri: str, gone: list[str], fault: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO), faults.ENV_VAR: fault}
-    return subprocess.Popen([sys.executable, "-c", _script(verb), uri, ",".join(gone)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", _script(verb), uri, ",".join(gone)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _kill_case(verb: str, phase: str, source: Path, tmp_path: Path) -> None:

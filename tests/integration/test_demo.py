@@ -51,7 +51,22 @@ def test_demo_quick_writes_report(tmp_path, ray_session):
     assert json.loads((out / "report.json").read_text())["pack"]["sequences"] == fig["pack"]["sequences"]
 
     # The same lake and shards through the CLI: train resumes nothing, runs 3 steps, writes metrics.
-    assert cli_main(["train", "--shards", str(out / "packed_train"), "--out", str(tmp_path / "t"), "--steps", "3", "--workers", "0"]) == 0
+    assert (
+        cli_main(
+            [
+                "train",
+                "--shards",
+                str(out / "packed_train"),
+                "--out",
+                str(tmp_path / "t"),
+                "--steps",
+                "3",
+                "--workers",
+                "0",
+            ]
+        )
+        == 0
+    )
     lines = (tmp_path / "t" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 3 and "effective_tokens_per_s" in json.loads(lines[-1])
 
@@ -63,8 +78,13 @@ def test_no_padding_no_claim_about_padding():
     row, note = _throughput_row(tr), _throughput_note(tr)
     assert "no padded baseline" in row and "0.0%" in row and "x padded" not in row
     assert "the padding" not in note.replace("padding them", "") and "runs none" in note
-    tr = {**tr, "batch_padding_fraction": 0.3, "padded_tokens_per_s": 6000.0, "padded_padding_fraction": 0.3,
-          "speedup_packed_vs_padded": 1.5}  # fmt: skip
+    tr = {
+        **tr,
+        "batch_padding_fraction": 0.3,
+        "padded_tokens_per_s": 6000.0,
+        "padded_padding_fraction": 0.3,
+        "speedup_packed_vs_padded": 1.5,
+    }
     assert "1.50x padded" in _throughput_row(tr) and "30.0% of the padded token grid" in _throughput_row(tr)
     assert "30.0% of its token grid is padding" in _throughput_note(tr)
 

@@ -16,7 +16,7 @@ import pytest
 
 from robolake.lake import Lake
 from robolake.lake.export import export_lerobot
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from tests.conftest import copy_pick_n_place
 from tests.unit.lake.test_export import assert_round_trip, check_layout
 
@@ -62,4 +62,6 @@ def test_real_layout_and_gr00t_metadata(real_export):
     assert text[first["annotation.human.action.task_description"]] == text[first["task_index"]]
     assert lake2.embodiments()["gr1_arms_only"].state == lake.embodiments()["gr1_arms_only"].state
     stats = json.loads((result.path / "meta" / "stats.json").read_text())
-    np.testing.assert_allclose(stats["observation.state"]["mean"], lake.norm_stats("gr1_arms_only").state.mean, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        stats["observation.state"]["mean"], lake.norm_stats("gr1_arms_only").state.mean, rtol=1e-6, atol=1e-9
+    )

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from robolake.lake import EpisodeFilter, Lake
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from tests.conftest import copy_pick_n_place
 
 

@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from robolake.lake import Lake
-from robolake.lake.ingest import ingest
-from robolake.lake.transaction import LakeTransaction
+from robolake.lake.intake.ingest import ingest
+from robolake.lake.protocol.transaction import LakeTransaction
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
@@ -57,7 +57,7 @@ def test_crash_before_publish_then_rerun(source, tmp_path, ray_session, monkeypa
 
 SCRIPT = """
 import sys
-from robolake.lake.ingest import ingest, IngestConfig
+from robolake.lake.intake.ingest import ingest, IngestConfig
 ingest(sys.argv[1], sys.argv[2], IngestConfig(num_cpus=2, episodes_per_task=1, execution="ray"))
 """
 
@@ -81,7 +81,9 @@ def _assert_all_gone(processes: list[psutil.Process], timeout: float = 20.0) -> 
         if not alive:
             return
         time.sleep(0.2)
-    raise AssertionError(f"processes of the killed driver's Ray session still run: {[' '.join(p.cmdline())[:60] for p in alive]}")
+    raise AssertionError(
+        f"processes of the killed driver's Ray session still run: {[' '.join(p.cmdline())[:60] for p in alive]}"
+    )
 
 
 @pytest.mark.parametrize("when", ["early", "after_first_fragment"])
@@ -91,7 +93,10 @@ def test_kill_9_mid_ingest_then_resume(source, tmp_path, ray_session, when):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, str(source), lake_uri],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     if when == "early":
         time.sleep(1.0)

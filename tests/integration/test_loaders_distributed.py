@@ -26,7 +26,9 @@ def _run(log: Path, *args: str, check: bool = True) -> int:
     """Run this file's entry point; output goes to a file (killed runs leave no pipe to drain)."""
     env = {**os.environ, "PYTHONPATH": REPO}
     with open(log, "w") as f:
-        rc = subprocess.run([sys.executable, HERE, *args], env=env, stdout=f, stderr=subprocess.STDOUT, timeout=240).returncode
+        rc = subprocess.run(
+            [sys.executable, HERE, *args], env=env, stdout=f, stderr=subprocess.STDOUT, timeout=240
+        ).returncode
     if check and rc != 0:
         raise AssertionError(f"{args} failed ({rc}):\n{log.read_text()[-4000:]}")
     return rc
@@ -42,7 +44,12 @@ def test_two_ranks_two_workers_read_each_sample_once_per_epoch(packed, tmp_path)
     rdv = tmp_path / "rendezvous"
     env = {**os.environ, "PYTHONPATH": REPO}
     procs = [
-        subprocess.Popen([sys.executable, HERE, "ddp", str(packed.packed), str(rdv), str(r), str(tmp_path / f"rank{r}.json")], env=env, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, HERE, "ddp", str(packed.packed), str(rdv), str(r), str(tmp_path / f"rank{r}.json")],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for r in range(2)
     ]
     for p in procs:

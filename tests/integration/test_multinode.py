@@ -23,14 +23,24 @@ pytestmark = pytest.mark.slow
 
 
 def _run(work: Path, nodes: int, src: Path, s3_endpoint: str | None = None) -> dict[str, Any]:
-    args = [sys.executable, "-m", "robolake.bench.scale", "--child-cluster", str(work), "--nodes", str(nodes), "--src", str(src)]
+    args = [
+        sys.executable,
+        "-m",
+        "robolake.bench.scale",
+        "--child-cluster",
+        str(work),
+        "--nodes",
+        str(nodes),
+        "--src",
+        str(src),
+    ]
     if s3_endpoint:
         args += ["--s3-endpoint", s3_endpoint]
     env = dict(os.environ, RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", SVT_LOG="1")
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD_RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-4000:]
-    return dict(json.loads(lines[-1][len("CHILD_RESULT "):]))
+    return dict(json.loads(lines[-1][len("CHILD_RESULT ") :]))
 
 
 def _check(multi: dict[str, Any], single: dict[str, Any]) -> None:

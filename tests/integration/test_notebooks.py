@@ -36,7 +36,12 @@ def _text(nb: Any) -> str:
 
 
 def _images(nb: Any) -> int:
-    return sum("image/png" in out.get("data", {}) for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []))
+    return sum(
+        "image/png" in out.get("data", {})
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+    )
 
 
 def _find(pattern: str, text: str) -> re.Match[str]:
@@ -102,8 +107,9 @@ def test_every_notebook_is_checked() -> None:
 SLOW = {"03_scale_out"}
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW else [])
-                                  for p in NOTEBOOKS])  # fmt: skip
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW else []) for p in NOTEBOOKS]
+)
 def test_notebook_runs(path: Path, tmp_path: Path) -> None:
     from nbclient import NotebookClient
 

@@ -7,7 +7,7 @@ to it exactly as they would to S3 or MinIO, with the same Lance-style `storage_o
 from __future__ import annotations
 
 from robolake.lake import Lake
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.loaders import LoaderConfig, PackedLoader
 from robolake.packers import PackSpec, TokenLengthConfig, pack, read_manifest
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
@@ -26,6 +26,8 @@ def test_lake_pack_and_load_on_s3(s3_options, tmp_path, ray_session):
     m = pack(lake, spec, "s3://robolake/packed")
     assert read_manifest("s3://robolake/packed", s3_options).num_samples == m.num_samples == lake.count("steps")
 
-    loader = PackedLoader("s3://robolake/packed", LoaderConfig(image_size=16, num_workers=0), lake=lake, storage_options=s3_options)
+    loader = PackedLoader(
+        "s3://robolake/packed", LoaderConfig(image_size=16, num_workers=0), lake=lake, storage_options=s3_options
+    )
     keys = [k for batch in loader for k in batch.sample_keys]
     assert len(keys) == len(set(keys)) == m.num_samples

@@ -27,7 +27,13 @@ def test_readme_snippet_runs_as_a_script(packed_data, tmp_path):
     os.symlink(packed_data.packed, tmp_path / "packed")
     script = tmp_path / "quickstart.py"
     script.write_text(_snippet().replace('task_contains="pick"', 'task_contains=""'))
-    res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    res = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "samples," in res.stdout and "cu_seqlens" in res.stdout

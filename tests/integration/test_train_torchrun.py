@@ -35,11 +35,30 @@ def _free_port() -> int:
 
 
 def _train(out: Path, *source: str, steps: int, nproc: int = 2) -> subprocess.CompletedProcess:
-    launch = ["-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(_free_port())] if nproc > 1 else []
+    launch = (
+        ["-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(_free_port())]
+        if nproc > 1
+        else []
+    )
     cmd = [
-        sys.executable, *launch,
-        "-m", "robolake.cli", "train", *source, "--out", str(out), "--steps", str(steps), "--workers", "0",
-        "--device", "cpu", "--record-samples", "--no-progress", "--max-tokens", "1024",
+        sys.executable,
+        *launch,
+        "-m",
+        "robolake.cli",
+        "train",
+        *source,
+        "--out",
+        str(out),
+        "--steps",
+        str(steps),
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+        "--record-samples",
+        "--no-progress",
+        "--max-tokens",
+        "1024",
     ]
     env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -65,7 +84,11 @@ def _check(records: list[list[dict]], epoch_keys: set[tuple[str, int]], steps: i
 def test_torchrun_on_packed_shards_reads_disjoint_data(packed_data, tmp_path):
     shards = str(packed_data.packed)
     per_rank = PackedLoader(shards, LoaderConfig(num_workers=0), rank=0, world_size=2).num_batches
-    keys = {k for b in PackedLoader(shards, LoaderConfig(num_workers=0, image_size=8), rank=0, world_size=1) for k in b.sample_keys}
+    keys = {
+        k
+        for b in PackedLoader(shards, LoaderConfig(num_workers=0, image_size=8), rank=0, world_size=1)
+        for k in b.sample_keys
+    }
     assert len(keys) == packed_data.num_samples
     records = _torchrun_train(tmp_path / "run", "--shards", shards, steps=per_rank + 1)
     _check(records, keys, per_rank + 1)
@@ -94,8 +117,11 @@ def test_torchrun_on_packed_shards_reads_disjoint_data(packed_data, tmp_path):
 def test_torchrun_on_a_lake_reads_disjoint_data(packed_data, tmp_path):
     base = ModelConfig.preset("tiny")
     spec = PackSpec(  # what train_on builds for --lake --max-tokens 1024
-        max_tokens=1024, algorithm="window", horizon=base.action_horizon,
-        tokens=TokenLengthConfig(tokens_per_view=base.tokens_per_view, state_tokens=0), seed=0,
+        max_tokens=1024,
+        algorithm="window",
+        horizon=base.action_horizon,
+        tokens=TokenLengthConfig(tokens_per_view=base.tokens_per_view, state_tokens=0),
+        seed=0,
     )
     lake = str(packed_data.lake)
     per_rank = LakeStream(lake, spec, LoaderConfig(image_size=8), rank=0, world_size=2).num_batches

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from robolake.lake import Lake
-from robolake.lake.ingest import IngestConfig, ingest
+from robolake.lake.intake.ingest import IngestConfig, ingest
 from robolake.view import ViewServer, create_app
 from robolake.view.frames import frame_bytes
 from tests.fixtures import copy_pick_n_place
@@ -39,8 +39,15 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 # This machine's closed network refuses connections unless Chromium is told not to make any.
 CHROME_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
 )
 
 # The frame an <img> shows: its bytes (fetched again from its src: the browser cache answers)
@@ -112,7 +119,9 @@ def real_lake(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 def _wait(driver: Any, condition: str, timeout: float = 60) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout).until(lambda d: d.execute_script(f"try {{ return {condition}; }} catch (e) {{ return false; }}"))
+    return WebDriverWait(driver, timeout).until(
+        lambda d: d.execute_script(f"try {{ return {condition}; }} catch (e) {{ return false; }}")
+    )
 
 
 def _status(url: str) -> int:
@@ -187,8 +196,11 @@ def test_every_page_in_a_browser_on_the_real_gr00t_data(real_lake: Lake, browser
         links = d.find_elements(By.CSS_SELECTOR, "#episodes tbody td:first-child a")
         assert sorted(a.text for a in links) == sorted(e["episode_id"] for e in episodes)
         d.find_element(By.CSS_SELECTOR, "#episodes th[data-key=num_steps]").click()
-        _wait(d, "robolakeView.query.sort === 'num_steps' && robolakeView.rows.length === 5 && "
-                 "document.querySelector('#episodes th[data-key=num_steps]').classList.contains('asc')")
+        _wait(
+            d,
+            "robolakeView.query.sort === 'num_steps' && robolakeView.rows.length === 5 && "
+            "document.querySelector('#episodes th[data-key=num_steps]').classList.contains('asc')",
+        )
         lengths = [int(td.text) for td in d.find_elements(By.CSS_SELECTOR, "#episodes tbody td:nth-child(4)")]
         assert lengths == sorted(e["num_steps"] for e in episodes)
         d.save_screenshot(str(tmp_path / "episodes.png"))
@@ -214,7 +226,10 @@ def test_every_page_in_a_browser_on_the_real_gr00t_data(real_lake: Lake, browser
             _check_frame(d, lake, eid, camera, k, mime="image/png")  # the record: decoded, sent losslessly
         _check_plots(d, lake, eid)
         _wait(d, "robolakeView.lineage !== null")
-        assert [(r["version"], r["holds"]) for r in d.execute_script("return robolakeView.lineage;")] == [(1, False), (2, True)]
+        assert [(r["version"], r["holds"]) for r in d.execute_script("return robolakeView.lineage;")] == [
+            (1, False),
+            (2, True),
+        ]
         d.execute_async_script("robolakeView.setStep(10).then(arguments[0]);")
         d.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)
         _wait(d, "robolakeView.step === 11")
@@ -252,23 +267,35 @@ def test_every_page_in_a_browser_on_the_real_gr00t_data(real_lake: Lake, browser
             assert _raw_status(server, path) == 404, path
 
     timings = {
-        "episode": eid, "steps": ep["num_steps"], "cameras": len(ep["cameras"]),
-        "first_contentful_paint_ms": paint["fcp_ms"], "first_frame_and_plots_ms": paint["ready_ms"],
-        "step_through_100_frames_ms": step_ms, "per_frame_ms": step_ms / 100,
+        "episode": eid,
+        "steps": ep["num_steps"],
+        "cameras": len(ep["cameras"]),
+        "first_contentful_paint_ms": paint["fcp_ms"],
+        "first_frame_and_plots_ms": paint["ready_ms"],
+        "step_through_100_frames_ms": step_ms,
+        "per_frame_ms": step_ms / 100,
     }
     (tmp_path / "view_timings.json").write_text(json.dumps(timings, indent=1))
     print(f"\nrobolake view on real GR00T data: {json.dumps(timings)} (screenshots in {tmp_path})")
 
 
-def test_an_s3_lake_of_h264_frames_in_a_browser(s3_options: dict[str, str], browser: Any, tmp_path: Path, ray_session) -> None:
+def test_an_s3_lake_of_h264_frames_in_a_browser(
+    s3_options: dict[str, str], browser: Any, tmp_path: Path, ray_session
+) -> None:
     from selenium.webdriver.common.by import By
 
     from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
-    generate_synthetic(tmp_path / "syn", SyntheticConfig.tiny(embodiments=("bimanual_14dof",), episodes_per_embodiment=3))
+    generate_synthetic(
+        tmp_path / "syn", SyntheticConfig.tiny(embodiments=("bimanual_14dof",), episodes_per_embodiment=3)
+    )
     gone = next((tmp_path / "syn").rglob("episode_000001.mp4"))  # one camera's video of one episode
     gone.unlink()
-    ingest(str(tmp_path / "syn"), Lake.create("s3://robolake/viewlake", storage_options=s3_options), IngestConfig(video_frames="h264"))
+    ingest(
+        str(tmp_path / "syn"),
+        Lake.create("s3://robolake/viewlake", storage_options=s3_options),
+        IngestConfig(video_frames="h264"),
+    )
     lake = Lake.open("s3://robolake/viewlake", storage_options=s3_options)
     episodes = lake.episodes(columns=["episode_id", "cameras", "num_steps"]).to_pylist()
     assert len(episodes) == 2

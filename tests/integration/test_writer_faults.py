@@ -22,11 +22,12 @@ from pathlib import Path
 import lance
 import pytest
 
-from robolake.lake import Lake, faults
-from robolake.lake.check import check_lake
-from robolake.lake.ingest import ingest
-from robolake.lake.lease import lease_records
-from robolake.lake.versions import list_versions
+from robolake.lake import Lake
+from robolake.lake.protocol import faults
+from robolake.lake.intake.ingest import ingest
+from robolake.lake.protocol.lease import lease_records
+from robolake.lake.protocol.versions import list_versions
+from robolake.lake.upkeep.check import check_lake
 from robolake.schemas.tables import TABLES
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
@@ -57,8 +58,12 @@ def sources(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("writer_src")
     out = {}
     for i, name in enumerate("ABC"):
-        generate_synthetic(root / name, SyntheticConfig.tiny(embodiments=("single_arm_7dof",), seed=100 + i,
-                                                             min_length=12, max_length=16, image_size=16))
+        generate_synthetic(
+            root / name,
+            SyntheticConfig.tiny(
+                embodiments=("single_arm_7dof",), seed=100 + i, min_length=12, max_length=16, image_size=16
+            ),
+        )
         out[name] = root / name
     return out
 
@@ -88,7 +93,11 @@ def assert_no_leftovers(uri: str) -> None:
     for table in TABLES:
         ds = lance.dataset(f"{uri}/{table}.lance")
         tracked = set(ds.tracked_files().read_all().column("path").to_pylist())
-        orphans = [p for p in ds.all_files().read_all().column("path").to_pylist() if p.startswith("data/") and p not in tracked]
+        orphans = [
+            p
+            for p in ds.all_files().read_all().column("path").to_pylist()
+            if p.startswith("data/") and p not in tracked
+        ]
         assert not orphans, f"{table}: {len(orphans)} data files no version references"
     assert not list(Path(uri, "_robolake", "writers").glob("*.json")), "a writer's presence record was left"
     recs = lease_records(uri)
@@ -103,7 +112,7 @@ def _hashes(uri: str) -> list[str]:
 
 KILL_SCRIPT = """
 import sys
-from robolake.lake.ingest import ingest, IngestConfig
+from robolake.lake.intake.ingest import ingest, IngestConfig
 ingest(sys.argv[1], sys.argv[2], IngestConfig(num_cpus=1, episodes_per_task=1))
 """
 
@@ -127,7 +136,9 @@ def test_kill_9_at_every_phase(sources, expected, tmp_path, ray_session):
     _kill_and_resume(PHASES, sources, expected, tmp_path)
 
 
-def _kill_and_resume(phases: list[str], sources: dict[str, Path], expected: dict[str, set[str]], tmp_path: Path) -> None:
+def _kill_and_resume(
+    phases: list[str], sources: dict[str, Path], expected: dict[str, set[str]], tmp_path: Path
+) -> None:
     """One killed ingest per phase (three at a time), each then checked and resumed."""
     uris = {}
     for phase in phases:
@@ -153,10 +164,14 @@ def _kill_and_resume(phases: list[str], sources: dict[str, Path], expected: dict
         assert_no_leftovers(uri)
 
 
-@pytest.mark.parametrize("phases", [
-    ["fragments_written", "after_commit:steps", "after_index:media", "manifest_written"],
-    pytest.param(PHASES, marks=pytest.mark.slow),
-], ids=["some", "every"])
+@pytest.mark.parametrize(
+    "phases",
+    [
+        ["fragments_written", "after_commit:steps", "after_index:media", "manifest_written"],
+        pytest.param(PHASES, marks=pytest.mark.slow),
+    ],
+    ids=["some", "every"],
+)
 def test_interrupt_at_phases_cleans_up_itself(phases, sources, expected, tmp_path, ray_session, monkeypatch):
     """Ctrl-C at each phase: the writer removes its own files and lease on the way out (at
     manifest_written the version is published, so its files must stay)."""
@@ -217,8 +232,11 @@ def _interleave(sources: dict[str, Path], uri: str, plan: dict[str, str], free: 
             threads.append(t)
             t.start()
             # Wait until this writer is paused, blocked by a lease, or done, before the next one.
-            while not (gates.reached.get(name, threading.Event()).is_set() or gates.waiting.get(name, threading.Event()).is_set()
-                       or not t.is_alive()):
+            while not (
+                gates.reached.get(name, threading.Event()).is_set()
+                or gates.waiting.get(name, threading.Event()).is_set()
+                or not t.is_alive()
+            ):
                 t.join(0.05)
         # Release in order: each runs until it is done or waits for a lease a later one holds.
         for name, t in zip([*plan, *free], threads, strict=True):
@@ -234,7 +252,9 @@ def _interleave(sources: dict[str, Path], uri: str, plan: dict[str, str], free: 
     return results
 
 
-def _assert_interleaving(uri: str, results: dict[str, object], expected: dict[str, set[str]], sources: dict[str, Path]) -> None:
+def _assert_interleaving(
+    uri: str, results: dict[str, object], expected: dict[str, set[str]], sources: dict[str, Path]
+) -> None:
     for name, res in results.items():
         assert not isinstance(res, BaseException), f"writer {name} failed: {res!r}"
     want = set().union(*(expected[n] for n in results))
@@ -255,8 +275,14 @@ def test_two_writers_first_paused_at_each_phase(first, sources, expected, tmp_pa
     _assert_interleaving(uri, results, expected, sources)
 
 
-@pytest.mark.parametrize("pair", [("lease_acquired", "fragments_written"), ("before_publish", "after_commit:steps"),
-                                  ("fragments_written", "before_publish")])
+@pytest.mark.parametrize(
+    "pair",
+    [
+        ("lease_acquired", "fragments_written"),
+        ("before_publish", "after_commit:steps"),
+        ("fragments_written", "before_publish"),
+    ],
+)
 def test_three_writers(pair, sources, expected, tmp_path, ray_session):
     uri = str(tmp_path / "lake")
     Lake.create(uri)
@@ -299,7 +325,7 @@ def test_two_writers_every_pair(pair, sources, expected, tmp_path, ray_session):
 
 SOAK_SCRIPT = """
 import random, sys
-from robolake.lake.ingest import ingest, IngestConfig
+from robolake.lake.intake.ingest import ingest, IngestConfig
 ingest(sys.argv[1], sys.argv[2], IngestConfig(num_cpus=1, episodes_per_task=1))
 """
 
@@ -311,8 +337,12 @@ def test_soak_three_writers_twenty_rounds_random_kills(tmp_path, ray_session):
     src = tmp_path / "src"
     names = []
     for i in range(6):
-        generate_synthetic(src / f"s{i}", SyntheticConfig.tiny(embodiments=("single_arm_7dof",), seed=200 + i,
-                                                               min_length=10, max_length=12, image_size=16))
+        generate_synthetic(
+            src / f"s{i}",
+            SyntheticConfig.tiny(
+                embodiments=("single_arm_7dof",), seed=200 + i, min_length=10, max_length=12, image_size=16
+            ),
+        )
         names.append(src / f"s{i}")
     uri = str(tmp_path / "lake")
     Lake.create(uri)
@@ -324,8 +354,14 @@ def test_soak_three_writers_twenty_rounds_random_kills(tmp_path, ray_session):
             if rng.random() < 1 / 3:
                 env[faults.ENV_VAR] = f"{rng.choice(PHASES)}:kill"
                 kills += 1
-            procs.append(subprocess.Popen([sys.executable, "-c", SOAK_SCRIPT, str(rng.choice(names)), uri], env=env,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", SOAK_SCRIPT, str(rng.choice(names)), uri],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                )
+            )
         for p in procs:
             _, err = p.communicate(timeout=600)
             assert p.returncode in (0, -signal.SIGKILL), err.decode()[-1500:]
@@ -339,7 +375,7 @@ def test_soak_three_writers_twenty_rounds_random_kills(tmp_path, ray_session):
     # lease, so gc (a lease holder) is that writer here.
     import datetime as dt
 
-    from robolake.lake.gc import gc
+    from robolake.lake.upkeep.gc import gc
 
     gc(uri, dt.timedelta(days=7))
     assert_sound(uri)
@@ -365,7 +401,7 @@ def test_cli_ctrl_c_says_where_the_lake_is(sources, tmp_path, ray_session, monke
 def test_cli_lost_race_is_one_line(sources, tmp_path, ray_session, monkeypatch, capsys):
     """A writer that cannot get the lease (held by a live writer) gives up with one line."""
     from robolake.cli import main
-    from robolake.lake.lease import Writer
+    from robolake.lake.protocol.lease import Writer
 
     uri = str(tmp_path / "lake")
     Lake.create(uri)

@@ -21,12 +21,25 @@ def _result(rates: dict[str, list[float]]) -> dict:
     tasks = ["reach", "push", "pick-place", "drawer-open", "button-press"]
 
     def per(values: list[float]) -> dict:
-        return {t: {"success_rate": v, "ci95": [max(0.0, v - 0.2), min(1.0, v + 0.2)], "episodes": 10} for t, v in zip(tasks, values, strict=True)}
+        return {
+            t: {"success_rate": v, "ci95": [max(0.0, v - 0.2), min(1.0, v + 0.2)], "episodes": 10}
+            for t, v in zip(tasks, values, strict=True)
+        }
 
-    return {"tasks": per(rates["policy"]), "baselines": {k: {"tasks": per(v)} for k, v in rates.items() if k != "policy"}}
+    return {
+        "tasks": per(rates["policy"]),
+        "baselines": {k: {"tasks": per(v)} for k, v in rates.items() if k != "policy"},
+    }
 
 
-RESULT = _result({"policy": [1.0, 0.9, 0.3, 1.0, 1.0], "expert": [1.0] * 5, "random": [0.0] * 5, "mean-action": [0.1, 0.0, 0.0, 0.0, 0.0]})
+RESULT = _result(
+    {
+        "policy": [1.0, 0.9, 0.3, 1.0, 1.0],
+        "expert": [1.0] * 5,
+        "random": [0.0] * 5,
+        "mean-action": [0.1, 0.0, 0.0, 0.0, 0.0],
+    }
+)
 
 
 def _overlaps(fig) -> list[str]:
@@ -53,7 +66,11 @@ def test_the_success_legend_covers_no_bar():
 
 def test_the_length_legend_covers_no_bar():
     rng = np.random.default_rng(0)
-    lengths = {"reach": rng.integers(28, 32, 500), "push": rng.integers(36, 40, 500), "pick-place": rng.integers(30, 45, 500)}
+    lengths = {
+        "reach": rng.integers(28, 32, 500),
+        "push": rng.integers(36, 40, 500),
+        "pick-place": rng.integers(30, 45, 500),
+    }
     fig = length_histograms_figure(lengths, title="t")
     assert _overlaps(fig) == []
 

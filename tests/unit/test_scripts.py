@@ -35,8 +35,14 @@ def _checkout(tmp_path: Path) -> Path:
 def _setup(root: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     log = root / ".venv" / "calls.log"
     log.unlink(missing_ok=True)
-    res = subprocess.run(["bash", "scripts/setup.sh", *args], cwd=root, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHON": "python3"})  # fmt: skip
+    res = subprocess.run(
+        ["bash", "scripts/setup.sh", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHON": "python3"},
+    )
     return res, log.read_text().splitlines() if log.exists() else []
 
 
@@ -67,11 +73,15 @@ def test_ci_runs_exactly_the_readme_test_command():
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
     assert "bash scripts/test.sh" in readme
-    assert [line for line in ci.splitlines() if line and not line.startswith(("#", "set ", "cd "))] == ["bash scripts/test.sh"]
+    assert [line for line in ci.splitlines() if line and not line.startswith(("#", "set ", "cd "))] == [
+        "bash scripts/test.sh"
+    ]
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs git and a checkout")
-@pytest.mark.parametrize("path", ["lake/", "packed/", "run/", "run2/", "export/", "demo_out/", "eval_out/", "bench_out/"])
+@pytest.mark.parametrize(
+    "path", ["lake/", "packed/", "run/", "run2/", "export/", "demo_out/", "eval_out/", "bench_out/"]
+)
 def test_the_readme_flow_outputs_are_ignored(path):
     res = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, f"{path} is not in .gitignore"

@@ -7,7 +7,6 @@ claims a path reads it). To add a format: write `robolake/lake/sources/<name>.py
 
 from __future__ import annotations
 
-from robolake.lake.sources import hdf5, lerobot, mcap_file, rlds, rosbag
 from robolake.lake.sources.base import (
     EncodedFrames,
     EpisodeRef,
@@ -16,7 +15,9 @@ from robolake.lake.sources.base import (
     TabularEpisode,
     content_hash,
 )
-from robolake.lake.sources.lerobot import LeRobotReader
+from robolake.lake.sources.hdf5 import reader as hdf5
+from robolake.lake.sources.lerobot import reader as lerobot
+from robolake.lake.sources.lerobot.reader import LeRobotReader
 from robolake.lake.sources.limits import ReadLimits
 from robolake.lake.sources.registry import (
     RESAMPLE_MODES,
@@ -34,6 +35,8 @@ from robolake.lake.sources.registry import (
     open_unit,
     register_format,
 )
+from robolake.lake.sources.rlds import reader as rlds
+from robolake.lake.sources.topics import mcap_file, rosbag
 
 __all__ = [
     "EncodedFrames",

@@ -13,6 +13,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 import numpy as np
@@ -198,7 +199,12 @@ def content_hash(
     resumed one) recognises episodes it already holds before decoding any video.
     """
     h = hashlib.sha256()
-    for arr in (state.astype(np.float32), action.astype(np.float32), timestamps.astype(np.float64), task_index.astype(np.int32)):
+    for arr in (
+        state.astype(np.float32),
+        action.astype(np.float32),
+        timestamps.astype(np.float64),
+        task_index.astype(np.int32),
+    ):
         h.update(str(arr.shape).encode())
         h.update(np.ascontiguousarray(arr).tobytes())
     for t in tasks:
@@ -206,3 +212,10 @@ def content_hash(
     for d in media_digests:
         h.update(d.encode() + b"\0")
     return h.hexdigest()
+
+
+def iso_time(ns: int | None) -> str | None:
+    """ISO 8601 UTC of a time in ns since the epoch, to the millisecond (None stays None)."""
+    if ns is None:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

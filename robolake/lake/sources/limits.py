@@ -59,12 +59,17 @@ class ReadLimits:
     def __post_init__(self) -> None:
         if isinstance(self.max_read_bytes, bool) or not isinstance(self.max_read_bytes, int) or self.max_read_bytes < 1:
             raise ValueError(f"max_read_bytes must be a positive number of bytes, got {self.max_read_bytes!r}")
-        if isinstance(self.max_frame_pixels, bool) or not isinstance(self.max_frame_pixels, int) or self.max_frame_pixels < 1:
+        if (
+            isinstance(self.max_frame_pixels, bool)
+            or not isinstance(self.max_frame_pixels, int)
+            or self.max_frame_pixels < 1
+        ):
             raise ValueError(f"max_frame_pixels must be a positive number of pixels, got {self.max_frame_pixels!r}")
 
     def _refuse(self, path: str, field: str, what: str) -> SourceError:
         return SourceError(
-            "too_large", path,
+            "too_large",
+            path,
             f"{field}: {what}; refused before reading it (read budget {human_bytes(self.max_read_bytes)} per read, "
             f"{self.max_frame_pixels / 1e6:.0f} Mpx per frame); the file is damaged or not a robot log, or raise the budget "
             "(ingest --max-read-gb, IngestConfig.max_read_bytes)",
@@ -89,7 +94,12 @@ class ReadLimits:
         pixels = int(height) * int(width)
         if pixels > self.max_frame_pixels:
             raise self._refuse(path, field, f"declares {int(height)}x{int(width)} frames ({pixels / 1e6:.0f} Mpx)")
-        self.check_bytes(pixels * int(channels) * int(itemsize), path, field, f"declares {int(height)}x{int(width)}x{channels} frames of")
+        self.check_bytes(
+            pixels * int(channels) * int(itemsize),
+            path,
+            field,
+            f"declares {int(height)}x{int(width)}x{channels} frames of",
+        )
 
 
 def bounded_decompress(kind: str, limit: int, path: str, field: str) -> Callable[[bytes], bytes]:
@@ -101,7 +111,8 @@ def bounded_decompress(kind: str, limit: int, path: str, field: str) -> Callable
 
     def refuse() -> SourceError:
         return SourceError(
-            "too_large", path,
+            "too_large",
+            path,
             f"{field}: a {kind} chunk expands past the read budget of {human_bytes(limit)}; refused while decompressing "
             "(a damaged or hostile file, or raise the budget: ingest --max-read-gb, IngestConfig.max_read_bytes)",
         )
@@ -126,7 +137,11 @@ def bounded_decompress(kind: str, limit: int, path: str, field: str) -> Callable
         if len(out) > limit:
             raise refuse()
         if not d.eof:
-            raise SourceError("corrupt_file", path, f"{field}: a {kind} chunk ends before its compressed stream does; the file is truncated")
+            raise SourceError(
+                "corrupt_file",
+                path,
+                f"{field}: a {kind} chunk ends before its compressed stream does; the file is truncated",
+            )
         return out
 
     return run

@@ -54,8 +54,21 @@ from robolake.lake.sources.base import SourceError
 
 __all__ = ["StreamMap", "CameraMap", "SplitMap", "Mapping", "load_mapping", "mapping_from_dict", "check_sources"]
 
-_TOP_KEYS = ("embodiment", "task", "task_from", "clock", "fps", "state", "action", "action_from_state",
-             "cameras", "split", "episodes", "msg_dirs", "resample")
+_TOP_KEYS = (
+    "embodiment",
+    "task",
+    "task_from",
+    "clock",
+    "fps",
+    "state",
+    "action",
+    "action_from_state",
+    "cameras",
+    "split",
+    "episodes",
+    "msg_dirs",
+    "resample",
+)
 _STREAM_KEYS = ("source", "field", "names", "stamps", "child_frame")
 _RESAMPLE = ("ticks", "none")
 _SPLIT_KEYS = ("by", "source", "seconds")
@@ -87,8 +100,11 @@ class StreamMap:
 
     @property
     def label(self) -> str:
-        return (self.source + (f"[{self.child_frame}]" if self.child_frame else "")
-                + (f".{self.field}" if self.field else ""))
+        return (
+            self.source
+            + (f"[{self.child_frame}]" if self.child_frame else "")
+            + (f".{self.field}" if self.field else "")
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,7 +194,9 @@ class Mapping:
         if not self.state:
             raise ValueError(f"{where}: 'state' must list at least one stream ({{source: ..., field: ...}})")
         if not self.action and not self.action_from_state:
-            raise ValueError(f"{where}: give 'action' streams, or 'action_from_state: true' when the recording has no command stream")
+            raise ValueError(
+                f"{where}: give 'action' streams, or 'action_from_state: true' when the recording has no command stream"
+            )
         if self.action and self.action_from_state:
             raise ValueError(f"{where}: 'action' and 'action_from_state: true' exclude each other; keep one")
         if self.task is not None and self.task_from is not None:
@@ -199,8 +217,10 @@ class Mapping:
             full = os.path.realpath(d if os.path.isabs(d) else os.path.join(base, d))
             dirs.append(full)
             if os.path.commonpath([full, os.path.realpath(base)]) != os.path.realpath(base):
-                notes.append(f"mapping {self.path} msg_dirs: {d!r} is {full}, outside the mapping's folder; "
-                             ".msg files are read from it because the mapping names it")
+                notes.append(
+                    f"mapping {self.path} msg_dirs: {d!r} is {full}, outside the mapping's folder; "
+                    ".msg files are read from it because the mapping names it"
+                )
         return dirs, notes
 
     def sources(self) -> list[tuple[str, str]]:
@@ -242,8 +262,13 @@ def _stream(item: Any, path: str, key: str) -> StreamMap:
     for opt in ("field", "stamps", "child_frame"):
         if item.get(opt) is not None and not isinstance(item[opt], str):
             raise _fail(path, f"{key}.{opt}", f"expected a string, got {item[opt]!r}")
-    return StreamMap(source=item["source"], field=item.get("field"), names=tuple(names) if names else None,
-                     stamps=item.get("stamps"), child_frame=item.get("child_frame"))
+    return StreamMap(
+        source=item["source"],
+        field=item.get("field"),
+        names=tuple(names) if names else None,
+        stamps=item.get("stamps"),
+        child_frame=item.get("child_frame"),
+    )
 
 
 def _streams(value: Any, path: str, key: str) -> tuple[StreamMap, ...]:
@@ -280,7 +305,9 @@ def mapping_from_dict(d: dict[str, Any], path: str = "<mapping>") -> Mapping:
         ValueError: naming the file and the key at fault.
     """
     if not isinstance(d, dict):
-        raise ValueError(f"{path}: a mapping is a YAML/JSON object with 'state', 'action', ... keys; got {type(d).__name__}")
+        raise ValueError(
+            f"{path}: a mapping is a YAML/JSON object with 'state', 'action', ... keys; got {type(d).__name__}"
+        )
     _check_keys(d, _TOP_KEYS, path, "")
     split_d = d.get("split") or {"by": "file"}
     if not isinstance(split_d, dict):
@@ -305,8 +332,11 @@ def mapping_from_dict(d: dict[str, Any], path: str = "<mapping>") -> Mapping:
     if not isinstance(d.get("action_from_state", False), bool):
         raise _fail(path, "action_from_state", f"expected true or false, got {d['action_from_state']!r}")
     try:
-        split = SplitMap(by=split_d.get("by", "file"), source=split_d.get("source"),
-                         seconds=float(split_d["seconds"]) if split_d.get("seconds") is not None else None)
+        split = SplitMap(
+            by=split_d.get("by", "file"),
+            source=split_d.get("source"),
+            seconds=float(split_d["seconds"]) if split_d.get("seconds") is not None else None,
+        )
         return Mapping(
             state=_streams(d.get("state"), path, "state"),
             action=_streams(d.get("action"), path, "action"),
@@ -363,7 +393,8 @@ def check_sources(mapping: Mapping, available: Iterable[str], file: str) -> None
         if source not in have and source.lstrip("/") not in {h.lstrip("/") for h in have}:
             listed = ", ".join(sorted(have)[:40]) + (" ..." if len(have) > 40 else "")
             raise SourceError(
-                "missing_key", file,
+                "missing_key",
+                file,
                 f"mapping {mapping.path} {key} names {source!r}, which this recording lacks; it has: {listed or 'nothing'}; "
                 "fix the mapping (see `robolake inspect`)",
             )

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from robolake.lake.media import VIDEO_FRAME_LAYOUTS
+from robolake.lake.media.frames import VIDEO_FRAME_LAYOUTS
 from robolake.lake.sources.base import SourceError, SourceReader
 from robolake.lake.sources.limits import ReadLimits
 
@@ -55,8 +55,25 @@ log = logging.getLogger(__name__)
 
 # Extensions of files that hold recorded data; one of these that no format claims is reported.
 DATA_SUFFIXES = (
-    ".bag", ".db3", ".mcap", ".hdf5", ".h5", ".he5", ".tfrecord", ".parquet", ".mp4", ".avi", ".mkv",
-    ".npz", ".npy", ".pkl", ".pickle", ".zarr", ".arrow", ".lance", ".csv",
+    ".bag",
+    ".db3",
+    ".mcap",
+    ".hdf5",
+    ".h5",
+    ".he5",
+    ".tfrecord",
+    ".parquet",
+    ".mp4",
+    ".avi",
+    ".mkv",
+    ".npz",
+    ".npy",
+    ".pkl",
+    ".pickle",
+    ".zarr",
+    ".arrow",
+    ".lance",
+    ".csv",
 )
 # Aliases accepted by --format: the synthetic generator writes LeRobot datasets.
 _ALIASES = {"synthetic": "lerobot"}
@@ -76,8 +93,8 @@ class SourceOptions:
             missing, a log without a camera topic) instead of quarantining them.
         video_frames: How frames are stored (`--frames`): `record` (a source video's own packets,
             images as recorded, raw pixels lossless; the default), or the lossy `jpeg` / `h264`
-            (key-referenced); see `robolake.lake.media`.
-        video_crf: CRF of the `h264` layout (None: `robolake.lake.codecs.VIDEO_CRF`).
+            (key-referenced); see `robolake.lake.media.frames`.
+        video_crf: CRF of the `h264` layout (None: `robolake.lake.media.codecs.VIDEO_CRF`).
         resample: How topic-log and time-stamped HDF5 streams become steps: `ticks` (fixed-rate
             ticks) or `none` (every message of the first state stream is a step at its own
             time); None: the mapping's `resample:` (default `ticks`).
@@ -99,7 +116,9 @@ class SourceOptions:
         if self.video_frames not in VIDEO_FRAME_LAYOUTS:
             raise ValueError(f"video_frames must be one of {VIDEO_FRAME_LAYOUTS}, got {self.video_frames!r}")
         if self.video_crf is not None and (self.video_frames != "h264" or not 0 <= self.video_crf <= 51):
-            raise ValueError(f"video_crf {self.video_crf} needs video_frames='h264' and a value in [0, 51] (--frames h264 --crf N)")
+            raise ValueError(
+                f"video_crf {self.video_crf} needs video_frames='h264' and a value in [0, 51] (--frames h264 --crf N)"
+            )
         if self.resample is not None and self.resample not in RESAMPLE_MODES:
             raise ValueError(f"resample must be one of {RESAMPLE_MODES}, got {self.resample!r}")
         if not isinstance(self.limits, ReadLimits):
@@ -322,12 +341,18 @@ def open_unit(path: str, fmt: SourceFormat, options: SourceOptions) -> SourceRea
     try:
         return fmt.open(path, options)
     except SourceError as e:
-        return FailedUnit(path=path, format=fmt.name, reason_code=e.reason_code, message=e.message, file=e.path, episodes=e.episodes)
+        return FailedUnit(
+            path=path, format=fmt.name, reason_code=e.reason_code, message=e.message, file=e.path, episodes=e.episodes
+        )
     except (ValueError, OSError) as e:
         return FailedUnit(path=path, format=fmt.name, reason_code="corrupt_file", message=str(e))
     except Exception as e:  # a reader bug on one unit is that unit's problem, not the whole ingest's
-        return FailedUnit(path=path, format=fmt.name, reason_code="reader_error",
-                          message=f"the {fmt.name} reader failed ({type(e).__name__}: {e})")
+        return FailedUnit(
+            path=path,
+            format=fmt.name,
+            reason_code="reader_error",
+            message=f"the {fmt.name} reader failed ({type(e).__name__}: {e})",
+        )
 
 
 def discover_readers(
@@ -402,7 +427,9 @@ def _nothing_readable(
     src: str, seen: Counter[str], unrecognised: list[str], failed: list[FailedUnit], selected: list[SourceFormat]
 ) -> str:
     if failed:
-        found = "; ".join(f"{f.path}: {f.message}" for f in failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+        found = "; ".join(f"{f.path}: {f.message}" for f in failed[:3]) + (
+            f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+        )
         what = f"{len(failed)} unit(s) could not be opened ({found})"
     elif seen:
         what = "found " + ", ".join(f"{n} {ext}" for ext, n in seen.most_common(6)) + " file(s)"

@@ -123,7 +123,8 @@ def stack_rows(rows: Sequence[Any], name: str, path: str) -> np.ndarray:
     for i, a in enumerate(arrs):
         if a.shape[0] != width:
             raise SourceError(
-                "shape", path,
+                "shape",
+                path,
                 f"{name} changes width mid-recording: {width} values until message {i}, then {a.shape[0]}; "
                 "split the recording where the layout changed or select fixed joints with `names:` in the mapping",
             )
@@ -142,12 +143,15 @@ def check_stream(stream: Stream) -> None:
     if len(stream.values) != t.shape[0]:
         raise SourceError("shape", path, f"{name} has {len(stream.values)} values but {t.shape[0]} timestamps")
     if not np.all(np.isfinite(t)):
-        raise SourceError("timestamps", path, f"{name} has NaN/inf timestamps (first at message {int(np.argmin(np.isfinite(t)))})")
+        raise SourceError(
+            "timestamps", path, f"{name} has NaN/inf timestamps (first at message {int(np.argmin(np.isfinite(t)))})"
+        )
     back = np.flatnonzero(np.diff(t) < 0)
     if back.size:
         i = int(back[0]) + 1
         raise SourceError(
-            "timestamps", path,
+            "timestamps",
+            path,
             f"{name}'s clock goes backwards at message {i} ({t[i - 1]:.6f} -> {t[i]:.6f} s); "
             "re-sort the log by time, or use the other clock (mapping `clock: log` or `clock: header`)",
         )
@@ -159,7 +163,8 @@ def check_stream(stream: Stream) -> None:
         if bad.any():
             row = int(np.argwhere(bad)[0][0])
             raise SourceError(
-                "non_finite", path,
+                "non_finite",
+                path,
                 f"{name} has {int(bad.sum())} NaN/inf values (first at message {row}, t={t[row]:.6f} s); "
                 "clean the recording or drop the episode",
             )
@@ -183,7 +188,8 @@ def overlap_window(streams: Sequence[Stream], path: str) -> tuple[float, float]:
     if start > end:
         spans = ", ".join(f"{s.name} [{float(s.t[0]):.3f}, {float(s.t[-1]):.3f}]" for s in streams)
         raise SourceError(
-            "no_overlap", path,
+            "no_overlap",
+            path,
             f"the mapped streams never overlap in time ({spans} s); they were recorded at different times "
             "or on different clocks (try the other `clock:` in the mapping)",
         )
@@ -208,7 +214,11 @@ def resample_linear(stream: Stream, at: np.ndarray) -> np.ndarray:
     t = np.asarray(stream.t, dtype=np.float64)
     if len(t) == 1:
         return np.repeat(v, len(at), axis=0)
-    return np.stack([np.interp(at, t, v[:, j]) for j in range(v.shape[1])], axis=1) if v.shape[1] else np.zeros((len(at), 0))
+    return (
+        np.stack([np.interp(at, t, v[:, j]) for j in range(v.shape[1])], axis=1)
+        if v.shape[1]
+        else np.zeros((len(at), 0))
+    )
 
 
 def resample_hold(stream: Stream, at: np.ndarray) -> np.ndarray:
@@ -269,7 +279,8 @@ def check_frame_sizes(sizes: Sequence[tuple[int, int]], camera: str, path: str) 
     for i, s in enumerate(sizes):
         if tuple(s) != first:
             raise SourceError(
-                "shape", path,
+                "shape",
+                path,
                 f"camera {camera!r} changes image size mid-episode: {first[0]}x{first[1]} until frame {i}, then {s[0]}x{s[1]}; "
                 "split the recording where the camera was reconfigured, or resize the frames",
             )
@@ -360,12 +371,18 @@ def align(
     if window is not None:
         start, end = max(start, window[0]), min(end, window[1])
         if start > end:
-            raise SourceError("no_overlap", path, f"the episode window [{window[0]:.3f}, {window[1]:.3f}] s holds no data of every stream")
+            raise SourceError(
+                "no_overlap",
+                path,
+                f"the episode window [{window[0]:.3f}, {window[1]:.3f}] s holds no data of every stream",
+            )
     clock = next((x for x in state if len(x) > 1), state[0])
     measured = stream_rate(clock)
     rate = fps or measured
     if not rate > 0:
-        raise SourceError("empty", path, f"{state[0].name} has a single message; give `fps:` in the mapping or record longer")
+        raise SourceError(
+            "empty", path, f"{state[0].name} has a single message; give `fps:` in the mapping or record longer"
+        )
     stats: dict[str, dict[str, Any]] = {}
     merged_state: list[Stream] = []
     for x in state:
@@ -373,14 +390,18 @@ def align(
         merged_state.append(m)
         if n_merged:
             stats.setdefault(x.name, {})["averaged_on_shared_stamps"] = n_merged
-            notes.append(f"{x.name}: {n_merged} of {len(x)} messages share a stamp with another (up to {most} on one stamp); "
-                         "averaged per stamp (`resample: none` keeps every message)")
+            notes.append(
+                f"{x.name}: {n_merged} of {len(x)} messages share a stamp with another (up to {most} on one stamp); "
+                "averaged per stamp (`resample: none` keeps every message)"
+            )
     for x in action:
         n_shared, most = _shared(x)
         if n_shared:
             stats.setdefault(x.name, {})["held_last_on_shared_stamps"] = n_shared
-            notes.append(f"{x.name}: {n_shared} of {len(x)} commands share a stamp with another (up to {most} on one stamp); "
-                         "each tick holds the last of them")
+            notes.append(
+                f"{x.name}: {n_shared} of {len(x)} commands share a stamp with another (up to {most} on one stamp); "
+                "each tick holds the last of them"
+            )
     if mode == "none":
         t0 = np.asarray(state[0].t, dtype=np.float64)
         keep = (t0 >= start) & (t0 <= end)
@@ -393,7 +414,11 @@ def align(
     ac = action_one_ahead(st) if action_from_state else np.concatenate([resample_hold(x, at) for x in action], axis=1)
     frames = {cam: resample_latest(x, at) for cam, x in cameras.items()}
     if mode == "ticks":
-        rules = [(x, "linear") for x in merged_state] + [(x, "hold") for x in action] + [(x, "latest") for x in cameras.values()]
+        rules = (
+            [(x, "linear") for x in merged_state]
+            + [(x, "hold") for x in action]
+            + [(x, "latest") for x in cameras.values()]
+        )
         for x, rule in rules:
             if len(x) < 2:
                 continue
@@ -401,19 +426,30 @@ def align(
             stats.setdefault(x.name, {}).update(in_window=n_in, used=n_used, most_per_tick=most)
             if n_in - n_used > max(1, 0.05 * n_in):
                 what = "frames" if rule == "latest" else "messages"
-                notes.append(f"{x.name}: {n_in - n_used} of {n_in} {what} fall between {rate:g} Hz ticks and are not used "
-                             f"(up to {most} per tick); raise `fps:` or use `resample: none` to keep them")
+                notes.append(
+                    f"{x.name}: {n_in - n_used} of {n_in} {what} fall between {rate:g} Hz ticks and are not used "
+                    f"(up to {most} per tick); raise `fps:` or use `resample: none` to keep them"
+                )
     tick = 1.0 / rate
     trimmed = (start - rec_span[0], rec_span[1] - end)
-    span = {"recording_s": [rec_span[0], rec_span[1]], "episode_s": [start, end],
-            "starts_with": max(timed, key=lambda x: float(x.t[0])).name, "ends_with": min(timed, key=lambda x: float(x.t[-1])).name}
+    span = {
+        "recording_s": [rec_span[0], rec_span[1]],
+        "episode_s": [start, end],
+        "starts_with": max(timed, key=lambda x: float(x.t[0])).name,
+        "ends_with": min(timed, key=lambda x: float(x.t[-1])).name,
+    }
     worth_saying = max(2 * tick, 0.1 * (rec_span[1] - rec_span[0]))  # not the jitter of where streams start
     if window is None and max(trimmed) > worth_saying:
-        notes.append(f"episode spans {start - rec_span[0]:.3f}-{end - rec_span[0]:.3f} s of the recording's "
-                     f"0-{rec_span[1] - rec_span[0]:.3f} s: it starts when {span['starts_with']} starts and ends when "
-                     f"{span['ends_with']} ends (every mapped stream has data only there)")
+        notes.append(
+            f"episode spans {start - rec_span[0]:.3f}-{end - rec_span[0]:.3f} s of the recording's "
+            f"0-{rec_span[1] - rec_span[0]:.3f} s: it starts when {span['starts_with']} starts and ends when "
+            f"{span['ends_with']} ends (every mapped stream has data only there)"
+        )
     meta: dict[str, Any] = {
-        "window": [start, end], "fps": rate, "resample": mode, "span": span,
+        "window": [start, end],
+        "fps": rate,
+        "resample": mode,
+        "span": span,
         "rate": {"clock": clock.name, "measured_hz": measured, "fps": rate, "given": fps is not None},
         "streams": {x.name: len(x) for x in streams},
     }

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.media import JPEG_QUALITY, encode_frame
-from robolake.lake.record import NOPTS, StreamIndex, decode_runs, record_encoding
+from robolake.lake.media.frames import JPEG_QUALITY, encode_frame
+from robolake.lake.media.record import NOPTS, StreamIndex, decode_runs, record_encoding
 from robolake.lake.sources.base import EncodedFrames, SourceError
 
 __all__ = ["RecordedVideo", "iter_video_frames", "file_digest", "read_record", "seek_frame"]
@@ -45,8 +45,9 @@ class RecordedVideo(EncodedFrames):
 
 
 @contextmanager
-def _segment(path: str, start_s: float | None, end_s: float | None,
-             fps: float) -> Iterator[tuple[Any, Any, Fraction, float | None, float | None]]:
+def _segment(
+    path: str, start_s: float | None, end_s: float | None, fps: float
+) -> Iterator[tuple[Any, Any, Fraction, float | None, float | None]]:
     """`path` open at its video stream, seeked to the keyframe at or before `start_s`, with the
     segment's bounds [lo, hi) in seconds: half a frame early, so a frame stamped a little before
     its step still belongs to it. PyAV errors propagate for the caller to name."""
@@ -67,8 +68,9 @@ def _segment(path: str, start_s: float | None, end_s: float | None,
         yield container, stream, time_base, lo, hi
 
 
-def read_record(path: str, *, start_s: float | None, end_s: float | None, fps: float, source_path: str,
-                digest: str) -> RecordedVideo:
+def read_record(
+    path: str, *, start_s: float | None, end_s: float | None, fps: float, source_path: str, digest: str
+) -> RecordedVideo:
     """The packets of `path` in [start_s, end_s) (all of it when None), checked to decode.
 
     Raises:
@@ -89,8 +91,12 @@ def read_record(path: str, *, start_s: float | None, end_s: float | None, fps: f
                 if not p.size:
                     continue
                 if p.pts is None:
-                    raise SourceError("corrupt_video", path, f"packet {len(data)} has no presentation time stamp; "
-                                                             "re-mux the video (ffmpeg -c copy) so that every packet has one")
+                    raise SourceError(
+                        "corrupt_video",
+                        path,
+                        f"packet {len(data)} has no presentation time stamp; "
+                        "re-mux the video (ffmpeg -c copy) so that every packet has one",
+                    )
                 if passed is not None and not p.is_keyframe and p.pts > passed:
                     break  # past the next keyframe's leading pictures: nothing later is the segment's
                 if hi is not None and passed is None and p.is_keyframe and float(p.pts * time_base) >= hi:
@@ -111,14 +117,24 @@ def read_record(path: str, *, start_s: float | None, end_s: float | None, fps: f
             step = np.full(len(pts), -1, dtype=np.int32)
             step[mine[np.argsort(np.asarray(pts)[mine], kind="stable")]] = np.arange(len(mine), dtype=np.int32)
             full = StreamIndex(
-                codec=cc.codec.canonical_name, decoder=cc.codec.name, extradata=bytes(cc.extradata or b""),
-                width=int(cc.width), height=int(cc.height), time_base=Fraction(time_base),
-                params={**{n: int(getattr(cc, n)) for n in ("color_range", "colorspace", "color_primaries", "color_trc")},
-                        "pix_fmt": str(cc.pix_fmt or "")},
-                packet_step=step, packet_pts=np.asarray(pts, dtype=np.int64), packet_dts=np.asarray(dts, dtype=np.int64),
+                codec=cc.codec.canonical_name,
+                decoder=cc.codec.name,
+                extradata=bytes(cc.extradata or b""),
+                width=int(cc.width),
+                height=int(cc.height),
+                time_base=Fraction(time_base),
+                params={
+                    **{n: int(getattr(cc, n)) for n in ("color_range", "colorspace", "color_primaries", "color_trc")},
+                    "pix_fmt": str(cc.pix_fmt or ""),
+                },
+                packet_step=step,
+                packet_pts=np.asarray(pts, dtype=np.int64),
+                packet_dts=np.asarray(dts, dtype=np.int64),
                 packet_key=np.asarray(key, dtype=bool),
-                extra=tuple(data[i] for i in np.flatnonzero(step < 0)), source_path=source_path, source_digest=digest,
-            )  # fmt: skip
+                extra=tuple(data[i] for i in np.flatnonzero(step < 0)),
+                source_path=source_path,
+                source_digest=digest,
+            )
     except SourceError:
         raise
     except (av.error.FFmpegError, OSError, ValueError) as e:
@@ -134,10 +150,18 @@ def read_record(path: str, *, start_s: float | None, end_s: float | None, fps: f
     except (av.error.FFmpegError, ValueError, RuntimeError) as e:
         raise SourceError("corrupt_video", path, f"video does not decode ({e}); re-encode or re-export it") from e
     if len(sizes) != 1:
-        raise SourceError("frame_size", path, f"video changes frame size mid-episode ({sorted(sizes)}); re-encode it at one size")
-    (height, width), = sizes
-    return RecordedVideo(camera="", images=tuple(packets), encoding=record_encoding(index.codec), height=height,
-                         width=width, stream=index)
+        raise SourceError(
+            "frame_size", path, f"video changes frame size mid-episode ({sorted(sizes)}); re-encode it at one size"
+        )
+    ((height, width),) = sizes
+    return RecordedVideo(
+        camera="",
+        images=tuple(packets),
+        encoding=record_encoding(index.codec),
+        height=height,
+        width=width,
+        stream=index,
+    )
 
 
 @lru_cache(maxsize=64)

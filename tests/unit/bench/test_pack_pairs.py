@@ -18,7 +18,7 @@ def test_pairs_are_kept_and_their_ratio_summarised(tmp_path, ray_session) -> Non
     assert rec["min"] <= rec["median"] <= rec["max"]
     ratios = [r / j for r, j in zip(rec["runs"], jpg["runs"], strict=True)]
     assert got["record_over_jpeg"]["min"] == pytest.approx(min(ratios))
-    (name, row), = pack_pair_rows({"tiny": got})
+    ((name, row),) = pack_pair_rows({"tiny": got})
     assert name == "tiny" and row.startswith("record ") and "record/jpeg" in row
 
 

@@ -54,7 +54,12 @@ def test_loader_speedup_is_robolake_over_the_faster_backend_per_round():
     assert fig["speedup_by_backend"]["pyav"]["wall"]["median"] == pytest.approx(100.0)
 
     res = assemble({"real": fig, "av1": fig}, None, versions={"lerobot": {"lerobot": "9.9", "torch": "x"}})
-    assert res["lerobot"] == {"version": "9.9", "samples_per_s": 50.0, "backend": "torchcodec", "versions": {"lerobot": "9.9", "torch": "x"}}
+    assert res["lerobot"] == {
+        "version": "9.9",
+        "samples_per_s": 50.0,
+        "backend": "torchcodec",
+        "versions": {"lerobot": "9.9", "torch": "x"},
+    }
     assert res["robolake"]["samples_per_s"] == pytest.approx(1000.0)
     assert res["speedup"] == {"real": pytest.approx(20.0), "av1": pytest.approx(20.0)}
     assert "trl" not in res and "bfd_speedup" not in res
@@ -103,7 +108,9 @@ def test_a_failed_install_names_the_step_and_its_log_and_leaves_no_marker(tmp_pa
         find_python(minor)
     except PeerError:
         pytest.skip(f"no Python {minor} to build a venv from")
-    bad = PeerEnv(name="bad", version="0", python=minor, requirements=(str(tmp_path / "missing.whl"),), script="_peer_trl.py")
+    bad = PeerEnv(
+        name="bad", version="0", python=minor, requirements=(str(tmp_path / "missing.whl"),), script="_peer_trl.py"
+    )
     with pytest.raises(PeerError) as err:
         ensure_env(bad, tmp_path, log=lambda _: None)
     message = str(err.value)
@@ -125,21 +132,35 @@ def test_trl_for_real(tmp_path):
     with start_peer("trl", default_cache(), tmp_path) as peer:
         fig = measure_bfd(peer, tmp_path, quick=True, samples=5_000)
     assert fig["trl"]["pack_dataset"]["fill"] > 0.9
-    assert fig["robolake"]["plan"]["fill"] >= fig["trl"]["pack_dataset"]["fill"]  # one BFD over all, not batches of 1,000
+    assert (
+        fig["robolake"]["plan"]["fill"] >= fig["trl"]["pack_dataset"]["fill"]
+    )  # one BFD over all, not batches of 1,000
     assert fig["bfd_speedup"]["cpu"]["median"] > 1.0
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _built("lerobot"), reason="LeRobot's environment is not built (robolake bench peers --build-only)")
+@pytest.mark.skipif(
+    not _built("lerobot"), reason="LeRobot's environment is not built (robolake bench peers --build-only)"
+)
 def test_lerobot_dataset_for_real(tmp_path):
     from robolake.bench.peers import start_peer
 
     with start_peer("lerobot", default_cache(), tmp_path) as peer:
         root = tmp_path / "av1"
-        made = peer.request("make_av1", root=str(root), repo_id="local/t", fps=20, height=48, width=64, lengths=[20, 12])
+        made = peer.request(
+            "make_av1", root=str(root), repo_id="local/t", fps=20, height=48, width=64, lengths=[20, 12]
+        )
         assert made["frames"] == 32
-        opened = peer.request("open", root=str(root), repo_id="local/t", backend="pyav", horizon=16, batch_size=8,
-                              num_workers=0, step_stride=2)  # fmt: skip
+        opened = peer.request(
+            "open",
+            root=str(root),
+            repo_id="local/t",
+            backend="pyav",
+            horizon=16,
+            batch_size=8,
+            num_workers=0,
+            step_stride=2,
+        )
         assert opened["samples"] == 16  # every 2nd step of each episode
         epoch = peer.request("epoch")
     assert epoch["samples"] == 16

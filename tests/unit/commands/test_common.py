@@ -54,8 +54,10 @@ def test_print_summary_of_an_empty_lake(capsys):
         (ValueError("raise --max-tokens"), "raise --max-tokens"),
         (FileNotFoundError("no lake at x"), "no lake at x"),
         (KeyError("state"), "missing key 'state'"),
-        (KeyError("the policy was not trained on embodiment 'sawyer'; it knows gr1"),
-         "the policy was not trained on embodiment 'sawyer'; it knows gr1"),
+        (
+            KeyError("the policy was not trained on embodiment 'sawyer'; it knows gr1"),
+            "the policy was not trained on embodiment 'sawyer'; it knows gr1",
+        ),
         (TypeError("bad type"), "TypeError: bad type"),
         (RuntimeError(), "RuntimeError"),
     ],

@@ -33,8 +33,15 @@ def _help_lines(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
 def test_every_option_has_help_and_shows_its_default():
     undocumented, no_default = [], []
     for command, parser in _parsers().items():
-        for a, (name, text) in zip([a for a in parser._actions if not isinstance(
-                a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction))], _help_lines(parser), strict=True):  # fmt: skip
+        for a, (name, text) in zip(
+            [
+                a
+                for a in parser._actions
+                if not isinstance(a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction))
+            ],
+            _help_lines(parser),
+            strict=True,
+        ):
             if not text.strip():
                 undocumented.append(f"{command} {name}")
             elif (a.option_strings or a.nargs in ("?", "*")) and not re.search(r"\bdefault\b|\brequired\b", text):

@@ -35,8 +35,13 @@ def _loaded(pid: int, fragment: str) -> bool:
 def test_ctrl_c_while_ray_is_importing_is_one_line(tmp_path):
     # Interrupt the command while `import ray` runs (its _raylet extension is being mapped in):
     # that import used to sit outside the handler and print a full traceback.
-    proc = subprocess.Popen([sys.executable, "-c", _MAIN, "pack", str(tmp_path / "no-lake"), str(tmp_path / "out")],
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _MAIN, "pack", str(tmp_path / "no-lake"), str(tmp_path / "out")],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not _loaded(proc.pid, "_raylet") and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -54,8 +59,14 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(packed_data):
     read, write = os.pipe()
     os.close(read)
     try:
-        res = subprocess.run([sys.executable, "-c", _MAIN, "info", "--json", str(packed_data.lake)],
-                             stdout=write, stderr=subprocess.PIPE, text=True, env=_env(), timeout=300)  # fmt: skip
+        res = subprocess.run(
+            [sys.executable, "-c", _MAIN, "info", "--json", str(packed_data.lake)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            timeout=300,
+        )
     finally:
         os.close(write)
     assert res.stderr == "", res.stderr[-2000:]

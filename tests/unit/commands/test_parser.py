@@ -14,29 +14,153 @@ from robolake.commands import COMMANDS, module_name
 
 # Every command's positional arguments and long options, as `robolake CMD --help` lists them.
 EXPECTED = {
-    "ingest": (["src", "lake"], ["--format", "--map", "--state-only", "--frames", "--crf", "--access-copy", "--resample", "--max-read-gb", "--embodiment", "--ray-address", "--no-progress"]),
+    "ingest": (
+        ["src", "lake"],
+        [
+            "--format",
+            "--map",
+            "--state-only",
+            "--frames",
+            "--crf",
+            "--access-copy",
+            "--resample",
+            "--max-read-gb",
+            "--embodiment",
+            "--ray-address",
+            "--no-progress",
+        ],
+    ),
     "info": (["lake"], ["--version", "--tag", "--split", "--json"]),
-    "pack": (["lake", "out"], ["--max-tokens", "--algorithm", "--window", "--horizon", "--tokens-per-view", "--max-text-tokens",
-                              "--step-stride", "--seed", "--lake-version", "--tag", "--split", "--reject-oversize", "--mix", "--mix-share", "--image-size", "--overwrite",
-                              "--webdataset", "--no-progress"]),
-    "train": ([], ["--shards", "--lake", "--out", "--tag", "--split", "--allow-stale", "--preset", "--steps", "--layout", "--lr", "--sequences-per-batch", "--max-tokens",
-                   "--fp8", "--workers", "--torch-threads", "--seed", "--checkpoint-every", "--device", "--fresh", "--record-samples", "--no-progress"]),
+    "pack": (
+        ["lake", "out"],
+        [
+            "--max-tokens",
+            "--algorithm",
+            "--window",
+            "--horizon",
+            "--tokens-per-view",
+            "--max-text-tokens",
+            "--step-stride",
+            "--seed",
+            "--lake-version",
+            "--tag",
+            "--split",
+            "--reject-oversize",
+            "--mix",
+            "--mix-share",
+            "--image-size",
+            "--overwrite",
+            "--webdataset",
+            "--no-progress",
+        ],
+    ),
+    "train": (
+        [],
+        [
+            "--shards",
+            "--lake",
+            "--out",
+            "--tag",
+            "--split",
+            "--allow-stale",
+            "--preset",
+            "--steps",
+            "--layout",
+            "--lr",
+            "--sequences-per-batch",
+            "--max-tokens",
+            "--fp8",
+            "--workers",
+            "--torch-threads",
+            "--seed",
+            "--checkpoint-every",
+            "--device",
+            "--fresh",
+            "--record-samples",
+            "--no-progress",
+        ],
+    ),
     "demo": ([], ["--out", "--quick"]),
     "bench": (["which"], ["--json", "--quick"]),
     "check": (["lake"], ["--version", "--quick"]),
     "convert-checkpoint": (["run"], ["--trust"]),
-    "eval": ([], ["--sim", "--tasks", "--checkpoint", "--episodes", "--replan", "--noise-scale", "--workers", "--envs-per-worker",
-                  "--seed", "--videos", "--no-baselines", "--json", "--out", "--device", "--record-to", "--torch-threads"]),
-    "export": (["lake", "out"], ["--format", "--embodiment", "--task", "--task-contains", "--success", "--version", "--tag", "--split", "--crf", "--copy-video", "--no-progress"]),
+    "eval": (
+        [],
+        [
+            "--sim",
+            "--tasks",
+            "--checkpoint",
+            "--episodes",
+            "--replan",
+            "--noise-scale",
+            "--workers",
+            "--envs-per-worker",
+            "--seed",
+            "--videos",
+            "--no-baselines",
+            "--json",
+            "--out",
+            "--device",
+            "--record-to",
+            "--torch-threads",
+        ],
+    ),
+    "export": (
+        ["lake", "out"],
+        [
+            "--format",
+            "--embodiment",
+            "--task",
+            "--task-contains",
+            "--success",
+            "--version",
+            "--tag",
+            "--split",
+            "--crf",
+            "--copy-video",
+            "--no-progress",
+        ],
+    ),
     "lineage": (["run"], ["--storage-option", "--json"]),
     "gc": (["lake"], ["--older-than", "--dry-run"]),
     "inspect": (["src"], ["--format", "--map", "--state-only", "--suggest-map", "--json"]),
     "restore": (["lake", "version"], ["--episodes", "--reason"]),
-    "rl": ([], ["--sim", "--tasks", "--init", "--mode", "--steps", "--out", "--workers", "--envs-per-worker", "--execute-steps",
-                "--sigma", "--start-noise", "--lr", "--micro-batch", "--max-staleness", "--staleness-mode", "--max-batch",
-                "--deadline-ms", "--latency", "--latency-scale-ms", "--latency-shape", "--image-size", "--worker-cpus",
-                "--generation-cpus", "--generation-gpus", "--learner-cpus", "--learner-gpus", "--address", "--seed",
-                "--log-every", "--no-learn", "--record-to"]),
+    "rl": (
+        [],
+        [
+            "--sim",
+            "--tasks",
+            "--init",
+            "--mode",
+            "--steps",
+            "--out",
+            "--workers",
+            "--envs-per-worker",
+            "--execute-steps",
+            "--sigma",
+            "--start-noise",
+            "--lr",
+            "--micro-batch",
+            "--max-staleness",
+            "--staleness-mode",
+            "--max-batch",
+            "--deadline-ms",
+            "--latency",
+            "--latency-scale-ms",
+            "--latency-shape",
+            "--image-size",
+            "--worker-cpus",
+            "--generation-cpus",
+            "--generation-gpus",
+            "--learner-cpus",
+            "--learner-gpus",
+            "--address",
+            "--seed",
+            "--log-every",
+            "--no-learn",
+            "--record-to",
+        ],
+    ),
     "select": (["lake"], ["--where", "--into", "--tag", "--replace", "--reason", "--json"]),
     "delete": (["lake"], ["--episodes", "--where", "--reason", "--json"]),
     "split": (["lake"], ["--val", "--test", "--by", "--stratify", "--seed", "--version", "--replace"]),
@@ -44,8 +168,11 @@ EXPECTED = {
     "tag": (["lake", "name"], ["--version", "--reason", "--replace", "--delete", "--list"]),
     "diff": (["lake", "a", "b"], ["--json"]),
     "optimize": (["lake"], ["--upgrade", "--access-copy"]),
-    "view": (["lake"], ["--version", "--tag", "--split", "--host", "--port", "--storage-option", "--rerun", "--episodes"]),
-}  # fmt: skip
+    "view": (
+        ["lake"],
+        ["--version", "--tag", "--split", "--host", "--port", "--storage-option", "--rerun", "--episodes"],
+    ),
+}
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -56,9 +183,31 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 def test_the_commands_and_their_order():
     # the flow first, then the tools (the order `robolake --help` has always listed), then curation
-    assert COMMANDS == ("ingest", "info", "pack", "train", "demo", "bench",
-                        "check", "convert-checkpoint", "eval", "export", "gc", "inspect", "lineage", "restore", "rl",
-                        "select", "delete", "split", "merge", "tag", "diff", "optimize", "view")  # fmt: skip
+    assert COMMANDS == (
+        "ingest",
+        "info",
+        "pack",
+        "train",
+        "demo",
+        "bench",
+        "check",
+        "convert-checkpoint",
+        "eval",
+        "export",
+        "gc",
+        "inspect",
+        "lineage",
+        "restore",
+        "rl",
+        "select",
+        "delete",
+        "split",
+        "merge",
+        "tag",
+        "diff",
+        "optimize",
+        "view",
+    )
     assert list(_subparsers()) == list(COMMANDS)
 
 
@@ -78,8 +227,11 @@ def test_top_level_help_lists_the_commands_in_order(capsys):
     assert e.value.code == 0
     assert "{" + ",".join(COMMANDS) + "}" in out
     # a command's own line is indented by 4; wrapped help text continues further in
-    lines = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and not line.startswith("     ")
-             and line.split()[0] in COMMANDS]
+    lines = [
+        line.split()[0]
+        for line in out.splitlines()
+        if line.startswith("    ") and not line.startswith("     ") and line.split()[0] in COMMANDS
+    ]
     assert lines == list(COMMANDS)
 
 

@@ -23,7 +23,9 @@ def test_a_curation_session_on_the_command_line(lake_dir: Path, tmp_path: Path, 
     assert Lake.open(lake).version == v
     code, out, _ = _run(capsys, "select", lake, "--where", "embodiment = 'humanoid_44dof'", "--tag", "humanoids")
     assert code == 0 and "tag 'humanoids' names 2 episodes" in out
-    code, out, _ = _run(capsys, "delete", lake, "--where", "embodiment = 'humanoid_44dof'", "--reason", "bad rig", "--json")
+    code, out, _ = _run(
+        capsys, "delete", lake, "--where", "embodiment = 'humanoid_44dof'", "--reason", "bad rig", "--json"
+    )
     assert code == 0 and json.loads(out)["episodes"] == 2 and json.loads(out)["version"] == v + 1
     code, out, _ = _run(capsys, "diff", lake, str(v), str(v + 1))
     assert code == 0 and "2 removed" in out and "delete" in out and "bad rig" in out
@@ -53,10 +55,23 @@ def test_pack_reads_a_split(lake_dir: Path, tmp_path: Path, capsys, ray_session)
     from robolake.packers import read_manifest
 
     parts = split(str(lake_dir), SplitConfig(val=0.5, stratify=("embodiment",), seed=2)).parts
-    code, out, err = _run(capsys, "pack", str(lake_dir), str(tmp_path / "p"), "--split", "val", "--tokens-per-view", "16",
-                          "--max-tokens", "1024", "--no-progress")
+    code, out, err = _run(
+        capsys,
+        "pack",
+        str(lake_dir),
+        str(tmp_path / "p"),
+        "--split",
+        "val",
+        "--tokens-per-view",
+        "16",
+        "--max-tokens",
+        "1024",
+        "--no-progress",
+    )
     assert code == 0, err
     m = read_manifest(str(tmp_path / "p"))
     assert m.lake_tag == "split:val"
-    steps = sum(r["num_steps"] for r in Lake.open(str(lake_dir)).episodes().to_pylist() if r["episode_id"] in set(parts["val"]))
+    steps = sum(
+        r["num_steps"] for r in Lake.open(str(lake_dir)).episodes().to_pylist() if r["episode_id"] in set(parts["val"])
+    )
     assert m.num_samples == steps

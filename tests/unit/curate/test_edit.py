@@ -80,8 +80,15 @@ def test_tag_selection_scopes_every_read(lake_dir: Path):
     assert lake.tag is not None and set(lake.episode_ids()) == set(r.episodes)
     for t in ("steps", "media"):
         assert set(lake.to_arrow(t, columns=["episode_id"]).column("episode_id").to_pylist()) == set(r.episodes)
-    assert lake.count("steps") == Lake.open(str(lake_dir)).count("steps", ) - Lake.open(str(lake_dir)).to_arrow(
-        "steps", columns=["episode_id"], where="embodiment <> 'humanoid_44dof'").num_rows
+    assert (
+        lake.count("steps")
+        == Lake.open(str(lake_dir)).count(
+            "steps",
+        )
+        - Lake.open(str(lake_dir))
+        .to_arrow("steps", columns=["episode_id"], where="embodiment <> 'humanoid_44dof'")
+        .num_rows
+    )
     with pytest.raises(FileExistsError, match="already names"):
         curate.tag_selection(str(lake_dir), "num_steps > 0", "humanoids")
     with pytest.raises(ValueError, match="opened at tag"):
@@ -94,7 +101,12 @@ def test_frames_and_packing_after_deleting_episodes_in_the_middle(lake_dir: Path
 
     lake = Lake.open(str(lake_dir))
     media = lake.to_arrow("media", columns=["episode_id", "camera", "step_index", "data"])
-    by_key = {(e, c, s): d for e, c, s, d in zip(*(media[k].to_pylist() for k in ("episode_id", "camera", "step_index", "data")), strict=True)}
+    by_key = {
+        (e, c, s): d
+        for e, c, s, d in zip(
+            *(media[k].to_pylist() for k in ("episode_id", "camera", "step_index", "data")), strict=True
+        )
+    }
     ids = lake.episode_ids()  # table order: delete every other one, so survivors sit after deleted rows
     curate.delete(str(lake_dir), episodes=ids[::2], reason="test offsets")
     after = Lake.open(str(lake_dir))

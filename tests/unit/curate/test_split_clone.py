@@ -10,8 +10,8 @@ import pytest
 
 from robolake import curate
 from robolake.lake import Lake
-from robolake.lake.gc import gc
-from robolake.lake.tags import TagExistsError, list_tags
+from robolake.lake.protocol.tags import TagExistsError, list_tags
+from robolake.lake.upkeep.gc import gc
 
 
 def test_split_is_deterministic_disjoint_and_stratified(lake_dir: Path):
@@ -55,7 +55,9 @@ def test_select_into_references_the_source_files_and_gc_keeps_them(lake_dir: Pat
     assert Lake.open(str(out)).to_arrow("steps").num_rows == sum(new.episodes()["num_steps"].to_pylist())
 
 
-def test_merge_lands_duplicates_once_and_refuses_conflicting_embodiments(lake_dir: Path, tmp_path: Path, base_lake: Path):
+def test_merge_lands_duplicates_once_and_refuses_conflicting_embodiments(
+    lake_dir: Path, tmp_path: Path, base_lake: Path
+):
     part = tmp_path / "part"
     curate.select_into(str(lake_dir), "embodiment = 'single_arm_7dof'", str(part))
     merged = tmp_path / "merged"
@@ -89,7 +91,7 @@ def test_diff_and_optimize(lake_dir: Path):
 
 
 def test_gc_keeps_a_tagged_version(lake_dir: Path):
-    from robolake.lake.tags import create_tag
+    from robolake.lake.protocol.tags import create_tag
 
     lake = Lake.open(str(lake_dir))
     create_tag(str(lake_dir), "release-1", lake.version)

@@ -18,7 +18,7 @@ import pytest
 
 from robolake.cli import main as cli_main
 from robolake.lake import Lake
-from robolake.lake.ingest import IngestConfig, ingest
+from robolake.lake.intake.ingest import IngestConfig, ingest
 from robolake.lake.sources import LeRobotReader, SourceError, discover_readers
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
@@ -35,8 +35,12 @@ def make(tmp_path_factory) -> Callable[..., Path]:
         key = (seed, robot, version)
         if key not in _CACHE:
             out = base / f"{seed}-{robot}-{version}"
-            generate_synthetic(out, SyntheticConfig.tiny(embodiments=(robot,), episodes_per_embodiment=EPISODES,
-                                                         seed=seed, version=version))  # type: ignore[arg-type]
+            generate_synthetic(
+                out,
+                SyntheticConfig.tiny(
+                    embodiments=(robot,), episodes_per_embodiment=EPISODES, seed=seed, version=version
+                ),
+            )  # type: ignore[arg-type]
             _CACHE[key] = out / robot
         shutil.copytree(_CACHE[key], dst)
         return dst
@@ -72,41 +76,138 @@ def _set(key: str, value: object) -> Callable[[dict], None]:
 # (name, how to break the dataset, file named in the message, words the message must hold, episodes known)
 INFO_CASES = [
     ("fps_zero", lambda ds: _edit_info(ds, _set("fps", 0)), "meta/info.json", ["fps is 0", "recording rate"], True),
-    ("fps_null", lambda ds: _edit_info(ds, _set("fps", None)), "meta/info.json", ["fps is null", "recording rate"], True),
+    (
+        "fps_null",
+        lambda ds: _edit_info(ds, _set("fps", None)),
+        "meta/info.json",
+        ["fps is null", "recording rate"],
+        True,
+    ),
     ("fps_missing", lambda ds: _edit_info(ds, _pop("fps")), "meta/info.json", ["fps is missing"], True),
-    ("fps_string", lambda ds: _edit_info(ds, _set("fps", "fast")), "meta/info.json", ["fps is 'fast'", "not a number"], True),
-    ("info_invalid_json", lambda ds: (ds / "meta/info.json").write_text('{"fps": 20,'), "meta/info.json",
-     ["not valid JSON", "line 1"], True),
-    ("info_list", lambda ds: (ds / "meta/info.json").write_text("[]"), "meta/info.json", ["holds a list", "object"], True),
+    (
+        "fps_string",
+        lambda ds: _edit_info(ds, _set("fps", "fast")),
+        "meta/info.json",
+        ["fps is 'fast'", "not a number"],
+        True,
+    ),
+    (
+        "info_invalid_json",
+        lambda ds: (ds / "meta/info.json").write_text('{"fps": 20,'),
+        "meta/info.json",
+        ["not valid JSON", "line 1"],
+        True,
+    ),
+    (
+        "info_list",
+        lambda ds: (ds / "meta/info.json").write_text("[]"),
+        "meta/info.json",
+        ["holds a list", "object"],
+        True,
+    ),
     ("info_missing", lambda ds: (ds / "meta/info.json").unlink(), "meta/info.json", ["is missing", "re-export"], True),
-    ("unknown_version", lambda ds: _edit_info(ds, _set("codebase_version", "v9.9")), "meta/info.json",
-     ["codebase_version is 'v9.9'", "v2.0, v2.1, v3.0"], True),
-    ("data_path_missing", lambda ds: _edit_info(ds, _pop("data_path")), "meta/info.json", ["data_path is missing"], True),
-    ("data_path_placeholder", lambda ds: _edit_info(ds, _set("data_path", "data/{chunk}/ep_{episode_index}.parquet")),
-     "meta/info.json", ["data_path", "{chunk}", "{episode_chunk}"], True),
-    ("data_path_constant", lambda ds: _edit_info(ds, _set("data_path", "data/all.parquet")), "meta/info.json",
-     ["same file", "{episode_index}"], True),
-    ("video_path_missing", lambda ds: _edit_info(ds, _pop("video_path")), "meta/info.json", ["video_path is missing"], True),
-    ("no_state_feature", lambda ds: _edit_info(ds, lambda d: d["features"].pop("observation.state") and None),
-     "meta/info.json", ["'observation.state'"], True),
+    (
+        "unknown_version",
+        lambda ds: _edit_info(ds, _set("codebase_version", "v9.9")),
+        "meta/info.json",
+        ["codebase_version is 'v9.9'", "v2.0, v2.1, v3.0"],
+        True,
+    ),
+    (
+        "data_path_missing",
+        lambda ds: _edit_info(ds, _pop("data_path")),
+        "meta/info.json",
+        ["data_path is missing"],
+        True,
+    ),
+    (
+        "data_path_placeholder",
+        lambda ds: _edit_info(ds, _set("data_path", "data/{chunk}/ep_{episode_index}.parquet")),
+        "meta/info.json",
+        ["data_path", "{chunk}", "{episode_chunk}"],
+        True,
+    ),
+    (
+        "data_path_constant",
+        lambda ds: _edit_info(ds, _set("data_path", "data/all.parquet")),
+        "meta/info.json",
+        ["same file", "{episode_index}"],
+        True,
+    ),
+    (
+        "video_path_missing",
+        lambda ds: _edit_info(ds, _pop("video_path")),
+        "meta/info.json",
+        ["video_path is missing"],
+        True,
+    ),
+    (
+        "no_state_feature",
+        lambda ds: _edit_info(ds, lambda d: d["features"].pop("observation.state") and None),
+        "meta/info.json",
+        ["'observation.state'"],
+        True,
+    ),
     ("chunks_size_bad", lambda ds: _edit_info(ds, _set("chunks_size", "x")), "meta/info.json", ["chunks_size"], True),
-    ("episodes_missing", lambda ds: (ds / "meta/episodes.jsonl").unlink(), "meta/episodes.jsonl", ["is missing"], False),
-    ("episodes_bad_line", lambda ds: (ds / "meta/episodes.jsonl").write_text('{"episode_index": 0, "length": 3}\n{oops\n'),
-     "meta/episodes.jsonl", ["line 2", "not valid JSON"], False),
+    (
+        "episodes_missing",
+        lambda ds: (ds / "meta/episodes.jsonl").unlink(),
+        "meta/episodes.jsonl",
+        ["is missing"],
+        False,
+    ),
+    (
+        "episodes_bad_line",
+        lambda ds: (ds / "meta/episodes.jsonl").write_text('{"episode_index": 0, "length": 3}\n{oops\n'),
+        "meta/episodes.jsonl",
+        ["line 2", "not valid JSON"],
+        False,
+    ),
     ("tasks_missing", lambda ds: (ds / "meta/tasks.jsonl").unlink(), "meta/tasks.jsonl", ["is missing"], True),
-    ("tasks_bad_index", lambda ds: (ds / "meta/tasks.jsonl").write_text('{"task_index": "a", "task": "x"}\n'),
-     "meta/tasks.jsonl", ["line 1", "task_index is 'a'"], True),
-    ("modality_invalid_json", lambda ds: (ds / "meta/modality.json").write_text("{'state': {}}"), "meta/modality.json",
-     ["not valid JSON", "line 1 column 2"], True),
-    ("modality_state_list", lambda ds: (ds / "meta/modality.json").write_text('{"state": [0, 7]}'), "meta/modality.json",
-     ['"state" is a list'], True),
-    ("modality_bad_bound", lambda ds: (ds / "meta/modality.json").write_text(
-        '{"state": {"arm": {"start": "0", "end": 6}}, "action": {}}'), "meta/modality.json", ["state.arm.start is '0'"], True),
-    ("modality_past_width", lambda ds: (ds / "meta/modality.json").write_text(
-        '{"state": {"arm": {"start": 0, "end": 9}}, "action": {}}'), "meta/modality.json", ["ends at 9", "7 values"], True),
-    ("modality_unknown_camera", lambda ds: (ds / "meta/modality.json").write_text(
-        '{"state": {}, "action": {}, "video": {"top": {"original_key": "observation.images.top"}}}'),
-     "meta/modality.json", ["camera 'top'", "--state-only"], True),
+    (
+        "tasks_bad_index",
+        lambda ds: (ds / "meta/tasks.jsonl").write_text('{"task_index": "a", "task": "x"}\n'),
+        "meta/tasks.jsonl",
+        ["line 1", "task_index is 'a'"],
+        True,
+    ),
+    (
+        "modality_invalid_json",
+        lambda ds: (ds / "meta/modality.json").write_text("{'state': {}}"),
+        "meta/modality.json",
+        ["not valid JSON", "line 1 column 2"],
+        True,
+    ),
+    (
+        "modality_state_list",
+        lambda ds: (ds / "meta/modality.json").write_text('{"state": [0, 7]}'),
+        "meta/modality.json",
+        ['"state" is a list'],
+        True,
+    ),
+    (
+        "modality_bad_bound",
+        lambda ds: (ds / "meta/modality.json").write_text('{"state": {"arm": {"start": "0", "end": 6}}, "action": {}}'),
+        "meta/modality.json",
+        ["state.arm.start is '0'"],
+        True,
+    ),
+    (
+        "modality_past_width",
+        lambda ds: (ds / "meta/modality.json").write_text('{"state": {"arm": {"start": 0, "end": 9}}, "action": {}}'),
+        "meta/modality.json",
+        ["ends at 9", "7 values"],
+        True,
+    ),
+    (
+        "modality_unknown_camera",
+        lambda ds: (ds / "meta/modality.json").write_text(
+            '{"state": {}, "action": {}, "video": {"top": {"original_key": "observation.images.top"}}}'
+        ),
+        "meta/modality.json",
+        ["camera 'top'", "--state-only"],
+        True,
+    ),
 ]
 
 
@@ -179,7 +280,8 @@ def test_bad_datasets_are_quarantined_and_the_good_one_lands(make, tmp_path, ray
         by_unit.setdefault(q["source_uri"], []).append(q["source_episode_index"])
     # One row per declared episode where the episode list is readable, one row for the dataset otherwise.
     assert {Path(k).name: sorted(v) for k, v in by_unit.items()} == {
-        **{name: [0, 1] for name in BROKEN if name != "g_no_episodes"}, "g_no_episodes": [-1],
+        **{name: [0, 1] for name in BROKEN if name != "g_no_episodes"},
+        "g_no_episodes": [-1],
     }
     lines = [line for line in captured.out.splitlines() if line.startswith("  quarantined")]
     assert len(lines) == len(BROKEN)  # one line per problem, not per episode
@@ -347,7 +449,13 @@ def test_image_columns_are_read_and_size_checked(make, tmp_path):
     reader = LeRobotReader(str(good))
     ep = reader.read_tabular(reader.discover()[0])
     (frames,) = reader.read_frames(ep)
-    assert (frames.camera, frames.encoding, frames.height, frames.width, len(frames.images)) == ("front", "png", 32, 32, ep.num_steps)
+    assert (frames.camera, frames.encoding, frames.height, frames.width, len(frames.images)) == (
+        "front",
+        "png",
+        32,
+        32,
+        ep.num_steps,
+    )
     mixed = make(tmp_path / "mixed")
     _as_image_column(mixed, [32, 32, 48])
     reader = LeRobotReader(str(mixed))
@@ -364,7 +472,9 @@ def test_a_video_modality_json_does_not_name_is_noted(make, tmp_path):
     modality["video"]["front_renamed"] = {"original_key": "observation.images.front"}
     (ds / "meta/modality.json").write_text(json.dumps(modality))
     assert LeRobotReader(str(ds)).notes == []
-    _edit_info(ds, lambda d: d["features"].__setitem__("observation.images.side", d["features"]["observation.images.front"]))
+    _edit_info(
+        ds, lambda d: d["features"].__setitem__("observation.images.side", d["features"]["observation.images.front"])
+    )
     shutil.copytree(ds / "videos/chunk-000/observation.images.front", ds / "videos/chunk-000/observation.images.side")
     reader = LeRobotReader(str(ds))
     assert reader.cameras == ("front_renamed",)

@@ -22,7 +22,7 @@ import pytest
 
 from robolake.lake import EpisodeFilter, Lake
 from robolake.lake.export import ExportConfig, _task_order, export_lerobot
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 MIN_PSNR_DB = 26.0
@@ -54,11 +54,7 @@ def episode_content(lake: Lake, episode: dict[str, Any]) -> dict[str, Any]:
 def exported_pairs(lake: Lake, lake2: Lake, root: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(lake episode, re-ingested episode) of one exported dataset, in export order."""
     ids = json.loads((root / "meta" / "robolake_export.json").read_text())["episode_ids"]
-    back = {
-        e["source_episode_index"]: e
-        for e in lake2.episodes().to_pylist()
-        if e["source_uri"] == str(root)
-    }
+    back = {e["source_episode_index"]: e for e in lake2.episodes().to_pylist() if e["source_uri"] == str(root)}
     assert sorted(back) == list(range(len(ids))), f"re-ingest of {root} is missing episodes"
     first = {e["episode_id"]: e for e in lake.episodes(EpisodeFilter(episode_ids=ids)).to_pylist()}
     return [(first[eid], back[i]) for i, eid in enumerate(ids)]
@@ -72,8 +68,12 @@ def assert_round_trip(
     worst = float("inf")
     for a, b in exported_pairs(lake, lake2, root):
         assert (b["embodiment"], b["num_steps"], b["task"], b["success"], b["fps"]) == (
-            a["embodiment"], a["num_steps"], a["task"], a["success"], a["fps"]
-        )  # fmt: skip
+            a["embodiment"],
+            a["num_steps"],
+            a["task"],
+            a["success"],
+            a["fps"],
+        )
         assert b["cameras"] == a["cameras"]
         ca, cb = episode_content(lake, a), episode_content(lake2, b)
         np.testing.assert_array_equal(cb["state"], ca["state"])
@@ -139,7 +139,9 @@ def check_layout(root: Path, lake: Lake, *, min_psnr: float = MIN_PSNR_DB) -> di
         assert path.is_file(), f"info.json data_path does not resolve for episode {r['episode_index']}: {path}"
         table = data_cache.setdefault(path, pq.read_table(path))
         mine = table.filter(pc.equal(table["episode_index"], r["episode_index"]))
-        np.testing.assert_array_equal(mine["index"].to_numpy(), np.arange(r["dataset_from_index"], r["dataset_to_index"]))
+        np.testing.assert_array_equal(
+            mine["index"].to_numpy(), np.arange(r["dataset_from_index"], r["dataset_to_index"])
+        )
         np.testing.assert_array_equal(mine["frame_index"].to_numpy(), np.arange(r["length"]))
         assert sorted({task_of[t] for t in mine["task_index"].to_pylist()}) == sorted(r["tasks"])
         ts = mine["timestamp"].to_numpy()
@@ -238,7 +240,13 @@ def test_modality_and_stats(exported):
         cam = spec.cameras[0]
         eids = lake.episode_ids(EpisodeFilter(embodiment=r.embodiment))
         frames = lake.frames()
-        pixels = np.stack([frames.read(e, cam, t) for e in eids for t in range(lake.episodes(EpisodeFilter(episode_ids=[e]))["num_steps"][0].as_py())])
+        pixels = np.stack(
+            [
+                frames.read(e, cam, t)
+                for e in eids
+                for t in range(lake.episodes(EpisodeFilter(episode_ids=[e]))["num_steps"][0].as_py())
+            ]
+        )
         img = stats[f"observation.images.{cam}"]
         np.testing.assert_allclose(np.asarray(img["mean"]).reshape(3), pixels.reshape(-1, 3).mean(0) / 255.0, atol=1e-9)
         np.testing.assert_allclose(np.asarray(img["max"]).reshape(3), pixels.reshape(-1, 3).max(0) / 255.0)
@@ -268,7 +276,10 @@ def test_small_files_roll_over_like_lerobot(exported, tmp_path, ray_session):
     (r,) = export_lerobot(lake, tmp_path / "small", filter=EpisodeFilter(embodiment="humanoid_44dof"), config=config)
     meta = pq.read_table(next((tmp_path / "small" / "meta" / "episodes").glob("*/*.parquet"))).to_pylist()
     data_files = [(m["data/chunk_index"], m["data/file_index"]) for m in meta]
-    video_files = [(m["videos/observation.images.ego_view/chunk_index"], m["videos/observation.images.ego_view/file_index"]) for m in meta]
+    video_files = [
+        (m["videos/observation.images.ego_view/chunk_index"], m["videos/observation.images.ego_view/file_index"])
+        for m in meta
+    ]
     for files in (data_files, video_files):
         assert len(set(files)) > 1, f"files did not roll over: {files}"
         assert files == sorted(files) and all(f < 2 for _, f in files)  # file index wraps at chunks_size
@@ -312,7 +323,10 @@ def test_a_lake_built_from_ros_bags_exports_and_comes_back(tmp_path, ray_session
     back = ingest(str(tmp_path / "out"), str(tmp_path / "lake2"))
     assert (back.ingested, back.quarantined) == (2, 0)
     assert assert_round_trip(lake, Lake.open(str(tmp_path / "lake2")), r.path) >= MIN_PSNR_DB
-    assert lake.episodes()["embodiment"][0].as_py() == Lake.open(str(tmp_path / "lake2")).episodes()["embodiment"][0].as_py()
+    assert (
+        lake.episodes()["embodiment"][0].as_py()
+        == Lake.open(str(tmp_path / "lake2")).episodes()["embodiment"][0].as_py()
+    )
 
 
 def test_cli_export(exported, tmp_path, capsys):
@@ -320,7 +334,12 @@ def test_cli_export(exported, tmp_path, capsys):
 
     root, _, _, _, _ = exported
     lake = str(root / "lake")
-    assert main(["export", lake, str(tmp_path / "cli"), "--embodiment", "humanoid_44dof", "--version", "3", "--no-progress"]) == 0
+    assert (
+        main(
+            ["export", lake, str(tmp_path / "cli"), "--embodiment", "humanoid_44dof", "--version", "3", "--no-progress"]
+        )
+        == 0
+    )
     assert "exported 3 episodes" in capsys.readouterr().out
     assert json.loads((tmp_path / "cli" / "meta" / "info.json").read_text())["total_episodes"] == 3
     assert main(["export", lake, str(tmp_path / "cli"), "--no-progress"]) == 2  # not empty: one-line error
@@ -346,7 +365,9 @@ def test_copy_video_writes_the_source_packets_and_a_re_ingest_is_bit_exact(expor
     b = next(e for e in back.episodes().to_pylist() if e["num_steps"] == a["num_steps"] and e["task"] == a["task"])
     cam = a["cameras"][0]
     keys = [(a["episode_id"], cam, t) for t in range(a["num_steps"])]
-    assert lake.frames().read_encoded(keys) == back.frames().read_encoded([(b["episode_id"], cam, t) for t in range(b["num_steps"])])
+    assert lake.frames().read_encoded(keys) == back.frames().read_encoded(
+        [(b["episode_id"], cam, t) for t in range(b["num_steps"])]
+    )
 
 
 def test_without_copy_video_the_record_is_decoded_and_re_encoded(exported, tmp_path):
@@ -372,8 +393,11 @@ def _renamed(lake_root: Path, tmp_path: Path, *, tag: str | None = None, camera:
         if tag is not None:  # the first embodiment re-tagged; the others stay, so the export has several
             rows = emb.to_pylist()
             old_tag = rows[0]["embodiment"]
-            eps = eps.set_column(eps.schema.get_field_index("embodiment"), "embodiment",
-                                 pa.array([tag if e == old_tag else e for e in eps["embodiment"].to_pylist()]))
+            eps = eps.set_column(
+                eps.schema.get_field_index("embodiment"),
+                "embodiment",
+                pa.array([tag if e == old_tag else e for e in eps["embodiment"].to_pylist()]),
+            )
             rows[0]["embodiment"] = tag
             spec = json.loads(rows[0]["spec_json"])
             spec["tag"] = tag
@@ -381,8 +405,11 @@ def _renamed(lake_root: Path, tmp_path: Path, *, tag: str | None = None, camera:
             emb = pa.Table.from_pylist(rows, schema=emb.schema)
         if camera is not None:
             old = eps["cameras"][0].as_py()[0]
-            eps = eps.set_column(eps.schema.get_field_index("cameras"), "cameras",
-                                 pa.array([[camera if c == old else c for c in cs] for cs in eps["cameras"].to_pylist()]))
+            eps = eps.set_column(
+                eps.schema.get_field_index("cameras"),
+                "cameras",
+                pa.array([[camera if c == old else c for c in cs] for cs in eps["cameras"].to_pylist()]),
+            )
             rows = emb.to_pylist()
             for r in rows:
                 spec = json.loads(r["spec_json"])

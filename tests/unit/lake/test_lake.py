@@ -9,7 +9,7 @@ import pytest
 
 from robolake.cli import main as cli_main
 from robolake.lake import EpisodeFilter, Lake
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
@@ -43,13 +43,23 @@ def test_filters(lake):
 def test_ray_dataset_is_pinned_to_the_version(lake):
     ds = lake.to_ray("steps", columns=["episode_id", "state"], where=EpisodeFilter(embodiment="humanoid_44dof"))
     rows = ds.take_all()
-    assert len(rows) == lake.count("steps", ) - lake.to_arrow("steps", where=EpisodeFilter(embodiment=["single_arm_7dof", "bimanual_14dof"])).num_rows
+    assert (
+        len(rows)
+        == lake.count(
+            "steps",
+        )
+        - lake.to_arrow("steps", where=EpisodeFilter(embodiment=["single_arm_7dof", "bimanual_14dof"])).num_rows
+    )
     assert len(rows[0]["state"]) == 44
 
 
 def test_episode_id_indexes_exist(lake):
     for table in ("episodes", "steps", "media"):
-        indices = lake.dataset(table).describe_indices() if hasattr(lake.dataset(table), "describe_indices") else lake.dataset(table).list_indices()
+        indices = (
+            lake.dataset(table).describe_indices()
+            if hasattr(lake.dataset(table), "describe_indices")
+            else lake.dataset(table).list_indices()
+        )
         names = json.dumps([str(i) for i in indices])
         assert "episode_id" in names, f"{table} has no episode_id index"
 
@@ -63,7 +73,9 @@ def test_embodiments_and_stats(lake):
     state = np.stack(steps["state"].to_numpy(zero_copy_only=False))
     np.testing.assert_allclose(stats.state.mean, state.mean(0), rtol=1e-5, atol=1e-6)
     # q99 comes from a mergeable sketch: within 0.5% of the value (lake/sketch.py's bound).
-    np.testing.assert_allclose(stats.state.q99, np.quantile(state.astype(np.float64), 0.99, axis=0), rtol=5e-3, atol=1e-5)
+    np.testing.assert_allclose(
+        stats.state.q99, np.quantile(state.astype(np.float64), 0.99, axis=0), rtol=5e-3, atol=1e-5
+    )
     x = stats.action.normalize(np.asarray(steps["action"][0].as_py()))
     np.testing.assert_allclose(stats.action.unnormalize(x), steps["action"][0].as_py(), rtol=1e-5, atol=1e-5)
     with pytest.raises(KeyError, match="no embodiment 'nope'"):
@@ -83,7 +95,7 @@ def test_info_cli(lake, capsys):
 def test_timestamps_start_at_zero_and_the_source_offset_is_kept(pick_n_place, tmp_path, ray_session):
     import json
 
-    from robolake.lake.ingest import ingest
+    from robolake.lake.intake.ingest import ingest
 
     ingest(str(pick_n_place), str(tmp_path / "lake"))
     lake = Lake.open(str(tmp_path / "lake"))
@@ -155,8 +167,10 @@ def test_creating_over_a_lake_being_written_never_wipes_a_table(tmp_path):
 
     uri = str(tmp_path / "lake")
     lake = Lake.create(uri)
-    rows = pa.Table.from_pylist([{"embodiment": "x", "spec_json": "{}", "stats_json": "", "num_episodes": 0, "num_steps": 0}],
-                                schema=schema_for_table("embodiments"))
+    rows = pa.Table.from_pylist(
+        [{"embodiment": "x", "spec_json": "{}", "stats_json": "", "num_episodes": 0, "num_steps": 0}],
+        schema=schema_for_table("embodiments"),
+    )
     ds = lance.write_dataset(rows, lake.table_uri("embodiments"), mode="append")
     assert _create_table(uri, "embodiments", None) == 1
     assert lance.dataset(lake.table_uri("embodiments")).version == ds.version

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from robolake.lake import EpisodeFilter, Lake
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.lake.sources import LeRobotReader, discover_readers
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic, synthetic_episodes
 
@@ -77,7 +77,9 @@ def test_v3_bad_episode_in_a_shared_file_is_the_only_one_quarantined(layout, tmp
     ts = t["timestamp"].to_numpy().copy()
     rows = np.flatnonzero(t["episode_index"].to_numpy() == 1)
     ts[rows[2]], ts[rows[3]] = ts[rows[3]], ts[rows[2]]
-    pq.write_table(t.set_column(t.column_names.index("timestamp"), "timestamp", pa.array(ts, t["timestamp"].type)), data)
+    pq.write_table(
+        t.set_column(t.column_names.index("timestamp"), "timestamp", pa.array(ts, t["timestamp"].type)), data
+    )
     result = ingest(str(src), str(tmp_path / "lake"))
     assert (result.ingested, result.quarantined) == (2, 1)
     q = Lake.open(str(tmp_path / "lake")).to_arrow("quarantine").to_pylist()
@@ -104,12 +106,15 @@ def _edit_info(ds, edit):
     p.write_text(json.dumps(info))
 
 
-@pytest.mark.parametrize("field,template", [
-    ("data_path", "../../outside/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"),
-    ("data_path", "/{episode_chunk}/outside/episode_{episode_index:06d}.parquet"),
-    ("video_path", "videos/../../../outside/{video_key}/episode_{episode_index:06d}.mp4"),
-    ("video_path", "/tmp/outside/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"),
-])
+@pytest.mark.parametrize(
+    "field,template",
+    [
+        ("data_path", "../../outside/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"),
+        ("data_path", "/{episode_chunk}/outside/episode_{episode_index:06d}.parquet"),
+        ("video_path", "videos/../../../outside/{video_key}/episode_{episode_index:06d}.mp4"),
+        ("video_path", "/tmp/outside/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"),
+    ],
+)
 def test_a_template_pointing_outside_the_dataset_is_refused_and_the_rest_lands(tmp_path, field, template):
     src = tmp_path / "src"
     generate_synthetic(src, SyntheticConfig.tiny(version="v2.1", episodes_per_embodiment=2))

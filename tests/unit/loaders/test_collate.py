@@ -12,7 +12,12 @@ def shards(packed_data):
 
 
 def _config(shards, **kw):
-    base = dict(tokens_per_view=shards.tokens_per_view, image_size=24, max_state_dim=shards.max_state_dim, max_action_dim=shards.max_action_dim)
+    base = dict(
+        tokens_per_view=shards.tokens_per_view,
+        image_size=24,
+        max_state_dim=shards.max_state_dim,
+        max_action_dim=shards.max_action_dim,
+    )
     return CollateConfig(**{**base, **kw})
 
 
@@ -29,7 +34,9 @@ def test_one_row_matches_stored_values(shards):
     np.testing.assert_allclose(batch.state[0, :d0].numpy(), np.asarray(r["state"][:d0], np.float32))
     assert batch.state_mask[0].sum() == d0
     a0 = r["action_dims"][0]
-    np.testing.assert_allclose(batch.action[0, :, :a0].numpy().reshape(-1), np.asarray(r["action"][: 16 * a0], np.float32))
+    np.testing.assert_allclose(
+        batch.action[0, :, :a0].numpy().reshape(-1), np.asarray(r["action"][: 16 * a0], np.float32)
+    )
     assert batch.text_ids[: r["text_lengths"][0]].tolist() == r["text_ids"][: r["text_lengths"][0]]
 
 

@@ -10,7 +10,9 @@ from robolake.loaders import LakeStream, LoaderConfig, PackedBatch, stream
 from robolake.packers.lengths import TokenLengthConfig
 from robolake.packers.spec import PackSpec
 
-SPEC = PackSpec(max_tokens=1024, algorithm="window", window=64, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
+SPEC = PackSpec(
+    max_tokens=1024, algorithm="window", window=64, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0)
+)
 
 
 def test_lake_stream_packs_every_sample_once(packed_data):
@@ -29,7 +31,9 @@ def test_stream_dispatches_on_source(packed_data):
     cfg = LoaderConfig(sequences_per_batch=4, image_size=8, num_workers=0)
     from_shards = list(stream(str(packed_data.packed), config=cfg))
     assert sum(b.num_samples for b in from_shards) == packed_data.num_samples
-    first_ray = next(stream(str(packed_data.packed), backend="ray", config=LoaderConfig(sequences_per_batch=4, image_size=8)))
+    first_ray = next(
+        stream(str(packed_data.packed), backend="ray", config=LoaderConfig(sequences_per_batch=4, image_size=8))
+    )
     assert isinstance(first_ray, PackedBatch)
     first_lake = next(stream(Lake.open(str(packed_data.lake)), config=cfg, spec=SPEC))
     assert isinstance(first_lake, PackedBatch) and first_lake.tokens_per_view == 16
@@ -97,7 +101,9 @@ def test_ray_stream_resumes_only_at_epoch_boundaries(packed_data):
     s = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8))
     state = s.state_dict() | {"batches_done": 1}
     with pytest.raises(ValueError, match="cannot resume mid-epoch"):
-        RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8)).load_state_dict(state)
+        RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8)).load_state_dict(
+            state
+        )
     done = s.state_dict() | {"batches_done": s.num_batches}
     again = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8))
     again.load_state_dict(json.loads(json.dumps(done)))
@@ -105,7 +111,9 @@ def test_ray_stream_resumes_only_at_epoch_boundaries(packed_data):
     keys = [k for b in again for k in b.sample_keys]
     assert again.epoch == 1 and len(keys) == len(set(keys)) == packed_data.num_samples
     with pytest.raises(ValueError, match="seed=0 but this loader has 3"):
-        RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8, seed=3)).load_state_dict(done)
+        RayPackedStream(
+            str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8, seed=3)
+        ).load_state_dict(done)
     torch_state = PackedLoader(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8)).state_dict()
     with pytest.raises(ValueError, match="loader='torch' but this loader has 'ray'"):
         again.load_state_dict(torch_state)

@@ -152,7 +152,9 @@ def test_wrong_schema_is_a_clear_error(packed_copy):
     table = table.set_column(table.schema.get_field_index("horizon"), "horizon", table["horizon"].cast(pa.int64()))
     version = lance.write_dataset(table, uri, mode="overwrite").version
     write_manifest(str(packed_copy), dataclasses.replace(read_manifest(str(packed_copy)), shards_version=version))
-    with pytest.raises(ValueError, match=r"packed-shard schema: column 'horizon' is int64, expected int32; missing column 'frames'"):
+    with pytest.raises(
+        ValueError, match=r"packed-shard schema: column 'horizon' is int64, expected int32; missing column 'frames'"
+    ):
         open_shards(str(packed_copy))
 
 
@@ -211,6 +213,6 @@ def test_the_workers_stream_runs_on_across_epochs_and_restarts_only_where_moved(
     assert head + _keys(loader) == epochs[2]
     assert len(starts) == 1  # three epochs and a broken-off iteration: one stream
     loader.load_state_dict(state)  # back to batch 1 of epoch 2: a restart from there
-    assert _keys(loader) == epochs[2][len(head):] and len(starts) == 2
+    assert _keys(loader) == epochs[2][len(head) :] and len(starts) == 2
     loader.set_epoch(1)
     assert _keys(loader) == epochs[1] and len(starts) == 3

@@ -12,9 +12,19 @@ from robolake.schemas.batch import LoaderState
 
 def _state(**kw) -> LoaderState:
     base = dict(
-        loader="torch", source="/data/packed", version=3, spec=LoaderState.digest({"max_tokens": 512}),
-        seed=1, shuffle=True, drop_last=False, sequences_per_batch=2, rank=0, world_size=2,
-        epoch=4, batches_done=5, num_batches=9,
+        loader="torch",
+        source="/data/packed",
+        version=3,
+        spec=LoaderState.digest({"max_tokens": 512}),
+        seed=1,
+        shuffle=True,
+        drop_last=False,
+        sequences_per_batch=2,
+        rank=0,
+        world_size=2,
+        epoch=4,
+        batches_done=5,
+        num_batches=9,
     )
     return LoaderState(**{**base, **kw})
 
@@ -56,8 +66,16 @@ def test_same_plan_resumes_at_the_saved_batch_and_after_a_finished_epoch():
 
 @pytest.mark.parametrize(
     "key,value",
-    [("loader", "lake"), ("source", "/data/other"), ("version", 4), ("spec", LoaderState.digest({"max_tokens": 1024})),
-     ("seed", 2), ("shuffle", False), ("drop_last", True), ("sequences_per_batch", 4)],
+    [
+        ("loader", "lake"),
+        ("source", "/data/other"),
+        ("version", 4),
+        ("spec", LoaderState.digest({"max_tokens": 1024})),
+        ("seed", 2),
+        ("shuffle", False),
+        ("drop_last", True),
+        ("sequences_per_batch", 4),
+    ],
 )
 def test_other_data_or_plan_is_refused_naming_the_key(key, value):
     saved = dataclasses.replace(_state(), **{key: value})
@@ -68,7 +86,9 @@ def test_other_data_or_plan_is_refused_naming_the_key(key, value):
 
 def test_another_world_size_resumes_only_at_an_epoch_boundary():
     four = _state(rank=3, world_size=4, epoch=0, batches_done=0, num_batches=5)
-    with pytest.raises(ValueError, match=r"world_size=2 but this loader has 4, and it was saved mid-epoch \(epoch 4, batch 5 of 9\)"):
+    with pytest.raises(
+        ValueError, match=r"world_size=2 but this loader has 4, and it was saved mid-epoch \(epoch 4, batch 5 of 9\)"
+    ):
         four.resume_from(_state().to_json())
     assert four.resume_from(_state(batches_done=9).to_json()) == (5, 0)  # epoch finished: next one, split 4 ways
     assert four.resume_from(_state(batches_done=0).to_json()) == (4, 0)

@@ -100,9 +100,7 @@ def test_bfd_equivalence_on_repeated_lengths(case: tuple[list[int], int], repeat
     fast, ref = best_fit_decreasing(lengths, cap), reference_best_fit_decreasing(lengths, cap)
     np.testing.assert_array_equal(np.sort(fast.bin_tokens), np.sort(ref.bin_tokens))
     ffd = first_fit_decreasing(lengths, cap)
-    assert [sorted(b.tolist()) for b in ffd.bins()] == [
-        sorted(b) for b in reference_first_fit_decreasing(lengths, cap)
-    ]
+    assert [sorted(b.tolist()) for b in ffd.bins()] == [sorted(b) for b in reference_first_fit_decreasing(lengths, cap)]
 
 
 @pytest.mark.parametrize("pack", PACKERS)
@@ -223,9 +221,7 @@ def test_window_packer_fill_and_delay_bound() -> None:
 
 def test_window_packer_oversize() -> None:
     packer = WindowPacker(max_tokens=100, window=8)
-    with pytest.raises(
-        ValueError, match=r"sample 'ep1:3' has 101 tokens, more than max_tokens=100"
-    ):
+    with pytest.raises(ValueError, match=r"sample 'ep1:3' has 101 tokens, more than max_tokens=100"):
         list(packer.pack([("ep1:2", 50), ("ep1:3", 101)]))
     rejecting = WindowPacker(max_tokens=100, window=8, on_oversize="reject")
     rejected: list[str] = []

@@ -49,15 +49,10 @@ def test_byte_tokenizer_encodes_utf8_bytes_after_special_ids() -> None:
 def test_byte_level_lengths_match_per_sample_encoding(
     texts: list[str | None], tpv: int, state: int, history: int, cap: int | None
 ) -> None:
-    config = TokenLengthConfig(
-        tokens_per_view=tpv, state_tokens=state, history_steps=history, max_text_tokens=cap
-    )
+    config = TokenLengthConfig(tokens_per_view=tpv, state_tokens=state, history_steps=history, max_text_tokens=cap)
     views = np.arange(len(texts)) % 4
     got = sample_lengths(views, pa.array(texts, type=pa.string()), config)
-    want = [
-        v * tpv + len(config.encode_text(t)) + state + history
-        for v, t in zip(views.tolist(), texts, strict=True)
-    ]
+    want = [v * tpv + len(config.encode_text(t)) + state + history for v, t in zip(views.tolist(), texts, strict=True)]
     assert got.dtype == np.int64 and got.tolist() == want
 
 
@@ -72,9 +67,7 @@ def test_custom_tokenizer_runs_once_per_distinct_instruction() -> None:
 
 def test_accepts_chunked_large_string_and_plain_sequences() -> None:
     config = TokenLengthConfig(tokens_per_view=10, state_tokens=0)
-    chunked = pa.chunked_array(
-        [pa.array(["ab"], pa.large_string()), pa.array(["abc"], pa.large_string())]
-    )
+    chunked = pa.chunked_array([pa.array(["ab"], pa.large_string()), pa.array(["abc"], pa.large_string())])
     views = pa.chunked_array([pa.array([1]), pa.array([2])])
     assert sample_lengths(views, chunked, config).tolist() == [10 + 3, 20 + 4]
     assert sample_lengths([1, 2], ["ab", "abc"], config).tolist() == [13, 24]

@@ -11,7 +11,7 @@ import pytest
 
 from robolake.bench.mix import build_mixed_lake
 from robolake.lake import Lake
-from robolake.lake.tags import create_tag
+from robolake.lake.protocol.tags import create_tag
 from robolake.loaders import LakeStream, LoaderConfig, open_batches
 from robolake.packers import (
     PackSpec,
@@ -38,8 +38,14 @@ def _spec(mix: str | None = MIX, share: str = "samples", **kw) -> PackSpec:
 
 
 def _component_share(lake: Lake, index, ids: np.ndarray, key: str, unit: str = "samples") -> dict[str, float]:
-    eps = index.episodes[key].to_pylist() if key != "source" else [
-        json.loads(m).get("source", "recorded") for m in lake.episodes(columns=["episode_id", "metadata"]).sort_by("episode_id")["metadata"].to_pylist()]
+    eps = (
+        index.episodes[key].to_pylist()
+        if key != "source"
+        else [
+            json.loads(m).get("source", "recorded")
+            for m in lake.episodes(columns=["episode_id", "metadata"]).sort_by("episode_id")["metadata"].to_pylist()
+        ]
+    )
     ep = index.episode_of(ids)
     w = index.length_of(ids) if unit == "tokens" else np.ones(len(ids))
     out: Counter[str] = Counter()
@@ -67,15 +73,18 @@ def test_parse_and_round_trip(tmp_path):
     assert "mix" not in _spec(None).to_json()  # specs without a mixture keep their old digest
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ("gr1:0.5", "no KEY="),
-    ("robot=gr1:1", "mixture key must be one of"),
-    ("embodiment=gr1", "not VALUE:WEIGHT"),
-    ("embodiment=gr1:x", "not a number"),
-    ("embodiment=gr1:1,gr1:2", "more than once"),
-    ("embodiment=gr1:-1,so101:1", "finite number >= 0"),
-    ("embodiment=gr1:0", "sum to 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("gr1:0.5", "no KEY="),
+        ("robot=gr1:1", "mixture key must be one of"),
+        ("embodiment=gr1", "not VALUE:WEIGHT"),
+        ("embodiment=gr1:x", "not a number"),
+        ("embodiment=gr1:1,gr1:2", "more than once"),
+        ("embodiment=gr1:-1,so101:1", "finite number >= 0"),
+        ("embodiment=gr1:0", "sum to 0"),
+    ],
+)
 def test_malformed_mixtures_say_what_to_write(text, match):
     with pytest.raises(ValueError, match=match):
         MixSpec.parse(text)
@@ -109,10 +118,14 @@ def test_draw_meets_sample_shares_exactly_repeating_and_subsampling(lake):
     pool = int(mixture.cycle[0])
     assert len(gr1) > 2 * pool  # gr1 is ~10% of the lake: repeated
     counts = Counter(gr1.tolist())
-    assert set(counts) == set(np.flatnonzero(mixture.labels[index.episode_of(np.arange(index.num_samples))] == 0).tolist())
+    assert set(counts) == set(
+        np.flatnonzero(mixture.labels[index.episode_of(np.arange(index.num_samples))] == 0).tolist()
+    )
     assert max(counts.values()) - min(counts.values()) <= 1  # whole cycles, then part of one more
     first, second = gr1[:pool], gr1[pool : 2 * pool]
-    assert sorted(first.tolist()) == sorted(second.tolist()) and not np.array_equal(first, second)  # each repeat its own order
+    assert sorted(first.tolist()) == sorted(second.tolist()) and not np.array_equal(
+        first, second
+    )  # each repeat its own order
     assert len(set(rest.tolist())) == len(rest) < int(mixture.cycle[2])  # subsampled, without replacement
     again, _ = epoch_samples(index, spec, mixture=mixture)
     assert np.array_equal(ids, again)  # deterministic for the seed
@@ -167,7 +180,9 @@ def test_source_and_tag_membership(lake):
 
 def test_a_value_naming_nothing_fails_naming_what_there_is(lake):
     index = build_sample_index(lake, _spec())
-    with pytest.raises(ValueError, match=r"embodiment=ur5 names no episode .* values are \['aloha', 'arm7', 'gr1', 'so101'\]"):
+    with pytest.raises(
+        ValueError, match=r"embodiment=ur5 names no episode .* values are \['aloha', 'arm7', 'gr1', 'so101'\]"
+    ):
         mixture_for(lake, index, _spec("embodiment=ur5:1,*:1"))
     with pytest.raises(ValueError, match="does not have: lake .* has no tag .nope."):
         mixture_for(lake, index, _spec("tag=nope:1"))
@@ -189,7 +204,9 @@ def test_oversize_samples_stay_out_of_the_pools(lake):
     with pytest.raises(ValueError, match="no sample that fits max_tokens"):
         plan_sequences(index, spec, mixture=mixture_for(lake, index, spec))
     with pytest.raises(ValueError, match="more than max_tokens"):
-        window_sequences(index, dataclasses.replace(ok, on_oversize="error"), shuffle_seed=0, packer_seed=0, mixture=mixture)
+        window_sequences(
+            index, dataclasses.replace(ok, on_oversize="error"), shuffle_seed=0, packer_seed=0, mixture=mixture
+        )
 
 
 # --- pack and the lake stream ------------------------------------------------------------------
@@ -206,7 +223,11 @@ def test_pack_records_the_mixture_and_meets_it(lake, tmp_path, ray_session, rang
     assert m.num_samples == sum(c["drawn_samples"] for c in m.mixture["components"])
     import lance
 
-    rows = lance.dataset(str(tmp_path / "p" / "shards.lance"), version=m.shards_version).to_table(columns=["episode_id"]).to_pylist()
+    rows = (
+        lance.dataset(str(tmp_path / "p" / "shards.lance"), version=m.shards_version)
+        .to_table(columns=["episode_id"])
+        .to_pylist()
+    )
     tags = Counter(e.split("/")[0] for r in rows for e in r["episode_id"])
     assert sum(tags.values()) == m.num_samples
     assert tags["gr1"] / m.num_samples == pytest.approx(0.5, abs=0.002)
@@ -247,17 +268,29 @@ def test_the_shard_loader_deals_a_mixed_pack_so_every_rank_gets_the_mixture(lake
     m = pack(lake, _spec(), str(tmp_path / "p"))
     strata = row_strata(m.mixture)
     assert strata is not None and len(strata) == m.num_sequences
-    rows = lance.dataset(str(tmp_path / "p" / "shards.lance"), version=m.shards_version).to_table(columns=["episode_id"]).to_pylist()
+    rows = (
+        lance.dataset(str(tmp_path / "p" / "shards.lance"), version=m.shards_version)
+        .to_table(columns=["episode_id"])
+        .to_pylist()
+    )
     cfg = LoaderConfig(sequences_per_batch=1, image_size=8, num_workers=0)
     dealt, shuffled = [], []
     for rank in range(4):
         mine = np.concatenate(PackedLoader(str(tmp_path / "p"), cfg, rank=rank, world_size=4).dataset.batches())
-        plain = np.concatenate(epoch_batches(len(rows), epoch=0, rank=rank, world_size=4, config=cfg))  # no strata: at random
+        plain = np.concatenate(
+            epoch_batches(len(rows), epoch=0, rank=rank, world_size=4, config=cfg)
+        )  # no strata: at random
         for out, idx in ((dealt, mine), (shuffled, plain)):
             tags = [e.split("/")[0] for i in idx for e in rows[int(i)]["episode_id"]]
             out.append(tags.count("gr1") / len(tags))
-    assert sorted(np.concatenate([np.concatenate(PackedLoader(str(tmp_path / "p"), cfg, rank=r, world_size=4).dataset.batches())
-                                  for r in range(4)]).tolist()) == list(range(len(rows)))  # every row once
+    assert sorted(
+        np.concatenate(
+            [
+                np.concatenate(PackedLoader(str(tmp_path / "p"), cfg, rank=r, world_size=4).dataset.batches())
+                for r in range(4)
+            ]
+        ).tolist()
+    ) == list(range(len(rows)))  # every row once
     assert max(abs(s - 0.5) for s in dealt) < 0.01
     assert max(abs(s - 0.5) for s in dealt) < max(abs(s - 0.5) for s in shuffled)
     order = deal_order(strata, 4, seed=[0, 0])
@@ -275,4 +308,6 @@ def test_the_readme_mixture_file_loads(tmp_path):
     (block,) = re.findall(r"```yaml\n(.*?)```", section.split("\n## ", 1)[0], flags=re.S)
     (tmp_path / "mix.yaml").write_text(block)
     m = load_mix(str(tmp_path / "mix.yaml"))
-    assert m == MixSpec(key="embodiment", weights=(("gr1", 0.5), ("so101", 0.3), ("*", 0.2)), share="tokens", epoch_size=2_000_000)
+    assert m == MixSpec(
+        key="embodiment", weights=(("gr1", 0.5), ("so101", 0.3), ("*", 0.2)), share="tokens", epoch_size=2_000_000
+    )

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from robolake.lake import Lake
-from robolake.lake.codecs import decode_frame, fidelity, render_rgb
-from robolake.lake.ingest import ingest
-from robolake.lake.record import is_record
+from robolake.lake.intake.ingest import ingest
+from robolake.lake.media.codecs import decode_frame, fidelity, render_rgb
+from robolake.lake.media.record import is_record
 from robolake.packers import (
     PackSpec,
     TokenLengthConfig,
@@ -79,8 +79,10 @@ def test_payload_equals_the_lake(lake, tmp_path):
     eps = {e["episode_id"]: e for e in lake.episodes().to_pylist()}
     steps = lake.to_arrow("steps").to_pylist()
     by_key = {(s["episode_id"], s["step_index"]): s for s in steps}
-    rows = {(f["episode_id"], f["camera"], f["step_index"]): (f["encoding"], f["data"])
-            for f in lake.to_arrow("media", columns=["episode_id", "camera", "step_index", "encoding", "data"]).to_pylist()}
+    rows = {
+        (f["episode_id"], f["camera"], f["step_index"]): (f["encoding"], f["data"])
+        for f in lake.to_arrow("media", columns=["episode_id", "camera", "step_index", "encoding", "data"]).to_pylist()
+    }
     reader = lake.frames()
     renditions = 0
 
@@ -198,7 +200,11 @@ def test_webdataset_export_roundtrip(lake, tmp_path):
                     seqs += 1
                     views += sum(meta["num_views"])
                     assert meta["lake_version"] == lake.version
-            assert all(n.split(".", 1)[1] in ("json", "text_ids.npy", "state.npy", "action.npy", "action_valid.npy") or n.endswith(".jpg") for n in names)
+            assert all(
+                n.split(".", 1)[1] in ("json", "text_ids.npy", "state.npy", "action.npy", "action_valid.npy")
+                or n.endswith(".jpg")
+                for n in names
+            )
     rows = _rows(tmp_path / "p")
     assert seqs == m.num_sequences and views == sum(len(r["frames"]) for r in rows)
 
@@ -225,7 +231,9 @@ def test_pack_decodes_each_recorded_stream_once(lake, tmp_path, caplog, plan_ran
     caplog.set_level(logging.INFO, logger="robolake.packers.pipeline")
     streams = _recorded_streams(lake)
     assert len(streams) > 2  # enough streams, and sequences over several of them, for repeats to show
-    assert (len(plan_ranges(build_sample_index(lake, _spec()), _spec(), plan_range_samples)) > 1) == (plan_range_samples == 40)
+    assert (len(plan_ranges(build_sample_index(lake, _spec()), _spec(), plan_range_samples)) > 1) == (
+        plan_range_samples == 40
+    )
     m = pack(lake, _spec(), str(tmp_path / "p"), sequences_per_task=2, plan_range_samples=plan_range_samples)
     assert m.num_sequences > 4
     passes = _decode_passes(caplog)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from robolake.lake import Lake
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.packers import PackSpec, TokenLengthConfig, pack, read_manifest
 from robolake.packers.pipeline import plan_ranges
 from robolake.packers.samples import SampleIndex
@@ -87,4 +87,6 @@ def test_ranged_pack_holds_every_sample_once(lake, tmp_path) -> None:
     assert again.num_sequences == m.num_sequences and _rows(tmp_path / "r2") == rows
     # a range-planned run packs about as tightly as one global plan
     whole = pack(lake, spec, str(tmp_path / "g"))
-    assert m.num_sequences <= whole.num_sequences + len(plan_ranges(__import__("robolake.packers.samples", fromlist=["x"]).build_sample_index(lake, spec), spec, 60))
+    assert m.num_sequences <= whole.num_sequences + len(
+        plan_ranges(__import__("robolake.packers.samples", fromlist=["x"]).build_sample_index(lake, spec), spec, 60)
+    )

@@ -34,8 +34,16 @@ def test_round_trip(kw: dict[str, object]) -> None:
 def test_manifest_pack_spec_is_typed() -> None:
     spec = _spec(image_size=64)
     m = PackManifest(
-        lake_uri="x", lake_version=1, spec=spec.to_json(), seed=0, embodiments=[], num_samples=0,
-        num_sequences=0, total_tokens=0, fill=0.0, padded_fill=0.0,
+        lake_uri="x",
+        lake_version=1,
+        spec=spec.to_json(),
+        seed=0,
+        embodiments=[],
+        num_samples=0,
+        num_sequences=0,
+        total_tokens=0,
+        fill=0.0,
+        padded_fill=0.0,
     )
     assert m.pack_spec.horizon == 8 and m.pack_spec.image_size == 64
     assert PackManifest.from_json(m.to_json()).pack_spec == spec

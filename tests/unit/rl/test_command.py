@@ -17,15 +17,40 @@ def test_rl_command_writes_metrics_plot_and_checkpoint(ray_session, tmp_path):
     from robolake.cli import main
 
     out = tmp_path / "rl"
-    rc = main([
-        "rl", "--sim", "point", "--tasks", "reach-left,reach-right", "--mode", "sync", "--steps", "160",
-        "--out", str(out), "--workers", "1", "--envs-per-worker", "2", "--execute-steps", "4", "--log-every", "0.2",
-    ])  # fmt: skip
+    rc = main(
+        [
+            "rl",
+            "--sim",
+            "point",
+            "--tasks",
+            "reach-left,reach-right",
+            "--mode",
+            "sync",
+            "--steps",
+            "160",
+            "--out",
+            str(out),
+            "--workers",
+            "1",
+            "--envs-per-worker",
+            "2",
+            "--execute-steps",
+            "4",
+            "--log-every",
+            "0.2",
+        ]
+    )
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mode"] == "sync" and summary["env_steps"] >= 160
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert rows and {"env_steps_per_s", "gen_batch_size_mean", "learner_updates_per_s", "staleness_mean", "idle_fraction"} <= set(rows[0])
+    assert rows and {
+        "env_steps_per_s",
+        "gen_batch_size_mean",
+        "learner_updates_per_s",
+        "staleness_mean",
+        "idle_fraction",
+    } <= set(rows[0])
     assert (out / "rl.png").stat().st_size > 0
     assert list((out / "checkpoints").glob("step_*/model.safetensors"))
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
@@ -36,10 +61,25 @@ def test_bench_rl_writes_the_issue_json(ray_session, tmp_path):
     from robolake.bench.rl import main
 
     path = tmp_path / "rl.json"
-    rc = main([
-        "--json", str(path), "--sim", "point", "--quick", "--steps", "200", "--pairs", "1",
-        "--workers", "1", "--envs-per-worker", "2", "--execute-steps", "4",
-    ])  # fmt: skip
+    rc = main(
+        [
+            "--json",
+            str(path),
+            "--sim",
+            "point",
+            "--quick",
+            "--steps",
+            "200",
+            "--pairs",
+            "1",
+            "--workers",
+            "1",
+            "--envs-per-worker",
+            "2",
+            "--execute-steps",
+            "4",
+        ]
+    )
     assert rc == 0
     r = json.loads(path.read_text())
     for mode in ("async", "sync"):
@@ -76,7 +116,9 @@ def test_metaworld_env_runs_in_the_plain_loop(tmp_path):
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = GrootModel(small_config().__class__.preset("tiny", **{**small_config().__dict__, "max_state_dim": STATE_DIM}))
+        model = GrootModel(
+            small_config().__class__.preset("tiny", **{**small_config().__dict__, "max_state_dim": STATE_DIM})
+        )
     factory = ModelPolicyFactory.from_model(model, action_dim=ACTION_DIM)
     env = MetaWorldFactory(image_size=16)("reach")
     obs = env.reset(5)

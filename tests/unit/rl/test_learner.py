@@ -16,7 +16,9 @@ def _episode(policy, key: EpisodeKey, task: str, success: bool, version: int, ch
     env = PointReachEnv(task, image_size=16)
     obs = env.reset(key.episode)
     m = policy.model
-    x0, eps = draw_noise([key.episode * 100 + c for c in range(chunks)], 4, m.config.action_horizon, m.config.max_action_dim)
+    x0, eps = draw_noise(
+        [key.episode * 100 + c for c in range(chunks)], 4, m.config.action_horizon, m.config.max_action_dim
+    )
     ch = sample_chains(m, policy.batch([obs] * chunks), x0, eps, policy.action_mask([obs] * chunks), 0.1)
     ts = tuple(Transition(obs, ch.chain[c].numpy(), ch.logp[c].numpy(), version, c, 4) for c in range(chunks))
     return [
@@ -90,7 +92,9 @@ def test_staleness_bound(bc_policy_factory, mode):
 
 
 def test_finished_episodes_feed_the_stream_without_recording(bc_policy_factory):
-    learner = Learner(bc_policy_factory(), LearnerConfig(micro_batch=4, group_window=8, min_group=2), SamplerConfig(sigma=0.1))
+    learner = Learner(
+        bc_policy_factory(), LearnerConfig(micro_batch=4, group_window=8, min_group=2), SamplerConfig(sigma=0.1)
+    )
     learner.add_many(_episode(learner.policy, EpisodeKey(0, 0, 0), "reach-left", False, 0))
     learner.add_many(_episode(learner.policy, EpisodeKey(0, 0, 1), "reach-left", True, 0))
     assert learner.zero_advantage == 4 and len(learner.ready) == 4  # the second episode's chunks, A > 0

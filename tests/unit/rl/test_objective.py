@@ -36,7 +36,9 @@ def test_clip_stops_the_gradient_outside_the_trust_region():
 def test_corrected_samples_use_the_truncated_importance_weight():
     old = torch.zeros(1, 2)
     new = torch.tensor([[3.0, 3.0]], requires_grad=True)
-    loss, _ = policy_loss(new, old, torch.tensor([1.0]), clip_eps=0.2, corrected=torch.tensor([True]), is_truncation=2.0)
+    loss, _ = policy_loss(
+        new, old, torch.tensor([1.0]), clip_eps=0.2, corrected=torch.tensor([True]), is_truncation=2.0
+    )
     loss.backward()
     assert new.grad is not None
     torch.testing.assert_close(new.grad, torch.full((1, 2), -2.0 / 2))  # -w * A / (n * K), w = 2 (capped)

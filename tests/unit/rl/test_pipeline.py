@@ -27,7 +27,9 @@ def _config(**kw) -> RLConfig:
         # Starting noise too: the tiny point-reach policy then both succeeds and fails within
         # a group, so advantages are non-zero and these short runs exercise the learner.
         sampler=SamplerConfig(sigma=0.3, start_noise=1.0),
-        learner=LearnerConfig(micro_batch=8, group_window=8, min_group=2, lr=3e-4, max_staleness=1, staleness_mode="drop"),
+        learner=LearnerConfig(
+            micro_batch=8, group_window=8, min_group=2, lr=3e-4, max_staleness=1, staleness_mode="drop"
+        ),
         log_every_s=0.5,
         record_trajectories=True,
     )

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 from robolake.lake import Lake
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.testing.hdf5 import write_aloha
 
 
@@ -27,7 +27,9 @@ def test_grayscale_lands_and_a_5d_camera_is_a_note(tmp_path: Path, ray_session) 
         images.create_dataset("stereo", data=np.zeros((12, 2, 16, 16, 3), np.uint8))
     result = ingest(str(src), str(tmp_path / "lake"))
     assert (result.ingested, result.quarantined) == (1, 0)
-    assert any("observations/images/stereo" in n and "5-D" in n and "not ingested as a camera" in n for n in result.notes), result.notes
+    assert any(
+        "observations/images/stereo" in n and "5-D" in n and "not ingested as a camera" in n for n in result.notes
+    ), result.notes
     lake = Lake.open(str(tmp_path / "lake"))
     media = lake.to_arrow("media", columns=["camera"]).to_pylist()
     assert {m["camera"] for m in media} == {"cam_high", "gray"} and len(media) == 2 * 12

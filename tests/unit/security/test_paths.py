@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from robolake.lake import Lake
-from robolake.lake.ingest import ingest
-from robolake.lake.sources.lerobot_meta import resolves_inside
+from robolake.lake.intake.ingest import ingest
+from robolake.lake.sources.lerobot.meta import resolves_inside
 from robolake.training.metrics import SampleRecords, StepMetrics
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
@@ -142,10 +142,16 @@ def test_pack_view_and_record_samples_write_only_inside_out(tmp_path: Path, ray_
     out = tmp_path / "deep" / "out"
     before = _tree(tmp_path, (tmp_path / "lake", tmp_path / "deep"))
     opened = Lake.open(str(tmp_path / "lake"))
-    pack(opened, PackSpec(max_tokens=512, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0)), str(out / "packed"))
+    pack(
+        opened,
+        PackSpec(max_tokens=512, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0)),
+        str(out / "packed"),
+    )
     export_rerun(opened, str(out / "view.rrd"))
-    train_on(str(out / "packed"), RunConfig(out=str(out / "run"), steps=2, warmup_steps=0, num_workers=0, device="cpu",
-                                            record_samples=True))  # fmt: skip
+    train_on(
+        str(out / "packed"),
+        RunConfig(out=str(out / "run"), steps=2, warmup_steps=0, num_workers=0, device="cpu", record_samples=True),
+    )
     assert _tree(tmp_path, (tmp_path / "lake", tmp_path / "deep")) == before
     assert {p.name for p in (tmp_path / "deep").iterdir()} == {"out"}
     assert not [p for p in tmp_path.rglob("escaped*")] and not Path("/tmp/escaped_abs").exists()

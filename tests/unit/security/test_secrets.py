@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from robolake.lake import Lake
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.packers import PackSpec, TokenLengthConfig, pack
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from tests.fixtures import moto_s3
@@ -49,7 +49,9 @@ def test_a_secret_in_storage_options_never_leaves_them(s3, tmp_path: Path, caplo
     caplog.set_level(logging.DEBUG)
     errors: list[str] = []
     src = tmp_path / "src"
-    generate_synthetic(src, SyntheticConfig.tiny(embodiments=("single_arm_7dof",), episodes_per_embodiment=2, image_size=16))
+    generate_synthetic(
+        src, SyntheticConfig.tiny(embodiments=("single_arm_7dof",), episodes_per_embodiment=2, image_size=16)
+    )
     (src / "broken").mkdir()  # a quarantined dataset: its reason is recorded in the lake
     (src / "broken" / "meta").mkdir()
     (src / "broken" / "meta" / "info.json").write_text("{not json")
@@ -59,7 +61,11 @@ def test_a_secret_in_storage_options_never_leaves_them(s3, tmp_path: Path, caplo
     result = ingest(str(src), lake)
     assert result.ingested == 2 and result.quarantined >= 1
     lake = Lake.open("s3://robolake/lake", storage_options=options)
-    pack(lake, PackSpec(max_tokens=512, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0)), "s3://robolake/packed")
+    pack(
+        lake,
+        PackSpec(max_tokens=512, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0)),
+        "s3://robolake/packed",
+    )
     out = tmp_path / "run"
     train_on(lake, RunConfig(out=str(out), steps=2, warmup_steps=0, num_workers=0, device="cpu", record_samples=True))
     assert list((out / "checkpoints").glob("step_*")), "the run wrote no checkpoint to search"
@@ -68,7 +74,9 @@ def test_a_secret_in_storage_options_never_leaves_them(s3, tmp_path: Path, caplo
     for fail in (
         lambda: Lake.open("s3://robolake/no-such-lake", storage_options=options),
         lambda: Lake.open("s3://no-such-bucket/lake", storage_options=options),
-        lambda: train_on("s3://robolake/no-such-pack", RunConfig(out=str(tmp_path / "r2"), steps=1, num_workers=0, device="cpu")),
+        lambda: train_on(
+            "s3://robolake/no-such-pack", RunConfig(out=str(tmp_path / "r2"), steps=1, num_workers=0, device="cpu")
+        ),
         lambda: Lake.open("s3://robolake/lake", storage_options={**options, "aws_endpoint": "http://127.0.0.1:9"}),
     ):
         with pytest.raises(Exception) as info:

@@ -18,12 +18,29 @@ from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 @pytest.mark.slow
 def test_sigterm_mid_ingest_on_ray_is_one_line(tmp_path: Path) -> None:
     src = tmp_path / "src"
-    generate_synthetic(src, SyntheticConfig.tiny(embodiments=("single_arm_7dof",), episodes_per_embodiment=2, image_size=16))
+    generate_synthetic(
+        src, SyntheticConfig.tiny(embodiments=("single_arm_7dof",), episodes_per_embodiment=2, image_size=16)
+    )
     gate = tmp_path / "gate"
     gate.mkdir()
     env = {**os.environ, "ROBOLAKE_FAULT": f"fragments_written:pause={gate}"}
-    proc = subprocess.Popen([sys.executable, "-m", "robolake.cli", "ingest", str(src), str(tmp_path / "lake"), "--ray-address", "local",
-                             "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "robolake.cli",
+            "ingest",
+            str(src),
+            str(tmp_path / "lake"),
+            "--ray-address",
+            "local",
+            "--no-progress",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 600
         while not (gate / "fragments_written.reached").exists():  # a wait for a state, not a timing assertion

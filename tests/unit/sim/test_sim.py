@@ -13,7 +13,7 @@ import robolake.sim  # noqa: F401  (sets MUJOCO_GL before metaworld imports mujo
 
 pytest.importorskip("metaworld")
 
-from robolake.lake.stats import NormStats, VectorStats  # noqa: E402
+from robolake.lake.stats.norm import NormStats, VectorStats  # noqa: E402
 from robolake.sim import (  # noqa: E402
     ACTION_DIM,
     EMBODIMENT,
@@ -55,7 +55,9 @@ def test_reset_is_determined_by_the_seed() -> None:
 
 
 def test_recorder_writes_what_the_simulator_saw(tmp_path) -> None:
-    config = RecordConfig(tasks=("reach", "button-press"), episodes_per_task=1, num_workers=0, env=SMALL, seed=3, format="lerobot")
+    config = RecordConfig(
+        tasks=("reach", "button-press"), episodes_per_task=1, num_workers=0, env=SMALL, seed=3, format="lerobot"
+    )
     result = record_demos(tmp_path / "demos", config)
     assert result.episodes + result.failed == 2
     info = json.loads((tmp_path / "demos" / "meta" / "info.json").read_text())
@@ -83,8 +85,15 @@ def test_recorder_labels_steps_with_the_expert_command_or_the_executed_action(tm
     seed = episode_seed(TRAIN_SEEDS, 5, 0, 0)
     tables = {}
     for label in ("expert", "executed"):
-        config = RecordConfig(tasks=("reach",), episodes_per_task=1, num_workers=0, env=SMALL, seed=5, action_label=label,
-                              format="lerobot")
+        config = RecordConfig(
+            tasks=("reach",),
+            episodes_per_task=1,
+            num_workers=0,
+            env=SMALL,
+            seed=5,
+            action_label=label,
+            format="lerobot",
+        )
         record_demos(tmp_path / label, config)
         (path,) = sorted((tmp_path / label / "data").rglob("*.parquet"))
         tables[label] = pq.read_table(path)
@@ -93,7 +102,9 @@ def test_recorder_labels_steps_with_the_expert_command_or_the_executed_action(tm
     np.testing.assert_allclose(replay_states(task, seed, col["executed"]), states, rtol=0, atol=1e-6)
     n = min(len(col["expert"]), len(col["executed"]))
     noise = col["executed"][:n] - col["expert"][:n]
-    assert 0.03 < float(np.std(noise[np.abs(col["executed"][:n]) < 1])) < 0.2  # the 0.1 actuation noise, unclipped steps
+    assert (
+        0.03 < float(np.std(noise[np.abs(col["executed"][:n]) < 1])) < 0.2
+    )  # the 0.1 actuation noise, unclipped steps
     env = SimEnv(task, SimEnvConfig(image_size=32, render_images=False))
     obs = env.reset(seed)
     np.testing.assert_allclose(col["expert"][0], ExpertPolicy().act([obs])[0, 0], atol=1e-6)
@@ -109,7 +120,9 @@ def test_demonstrations_go_on_past_the_first_success(tmp_path) -> None:
 
     lengths = {}
     for extra in (0, 6):
-        config = RecordConfig(tasks=("reach",), episodes_per_task=1, num_workers=0, env=SMALL, seed=2, steps_after_success=extra)
+        config = RecordConfig(
+            tasks=("reach",), episodes_per_task=1, num_workers=0, env=SMALL, seed=2, steps_after_success=extra
+        )
         record_demos(tmp_path / str(extra), config)
         with h5py.File(tmp_path / str(extra) / "episode_0.hdf5") as f:
             lengths[extra] = len(f["action"])
@@ -129,7 +142,7 @@ def test_hdf5_demos_ingest_as_a_raw_log_with_what_the_simulator_saw(tmp_path, ra
     import h5py
 
     from robolake.lake import Lake
-    from robolake.lake.ingest import ingest
+    from robolake.lake.intake.ingest import ingest
 
     config = RecordConfig(tasks=("reach", "button-press"), episodes_per_task=1, num_workers=0, env=SMALL, seed=3)
     result = record_demos(tmp_path / "demos", config)
@@ -148,7 +161,9 @@ def test_hdf5_demos_ingest_as_a_raw_log_with_what_the_simulator_saw(tmp_path, ra
     states = np.stack(steps["state"].to_numpy(zero_copy_only=False)).astype(np.float32)
     actions = np.stack(steps["action"].to_numpy(zero_copy_only=False)).astype(np.float32)
     seed = episode_seed(TRAIN_SEEDS, config.seed, 0, 0)
-    np.testing.assert_allclose(replay_states(resolve_tasks("reach")[0], seed, actions, config.action_noise), states, atol=1e-6)
+    np.testing.assert_allclose(
+        replay_states(resolve_tasks("reach")[0], seed, actions, config.action_noise), states, atol=1e-6
+    )
 
 
 def test_eval_success_matches_the_environment_flags() -> None:
@@ -193,11 +208,23 @@ def _untrained_policy():
     from robolake.training.normalize import PolicyCard
 
     rng = np.random.default_rng(0)
-    stats = NormStats(state=VectorStats.of(rng.normal(0, 0.1, (100, STATE_DIM))), action=VectorStats.of(rng.uniform(-1, 1, (100, ACTION_DIM))))
+    stats = NormStats(
+        state=VectorStats.of(rng.normal(0, 0.1, (100, STATE_DIM))),
+        action=VectorStats.of(rng.uniform(-1, 1, (100, ACTION_DIM))),
+    )
     model_config = ModelConfig.preset("tiny", max_state_dim=24, max_action_dim=8, num_embodiments=1)
-    spec = PackSpec(horizon=model_config.action_horizon, tokens=TokenLengthConfig(tokens_per_view=model_config.tokens_per_view, state_tokens=0))
-    card = PolicyCard(embodiments=[EMBODIMENT], normalization="mean_std", stats={EMBODIMENT: stats.to_json()},
-                      pack_spec=spec.to_json(), state_dims={EMBODIMENT: STATE_DIM}, action_dims={EMBODIMENT: ACTION_DIM})  # fmt: skip
+    spec = PackSpec(
+        horizon=model_config.action_horizon,
+        tokens=TokenLengthConfig(tokens_per_view=model_config.tokens_per_view, state_tokens=0),
+    )
+    card = PolicyCard(
+        embodiments=[EMBODIMENT],
+        normalization="mean_std",
+        stats={EMBODIMENT: stats.to_json()},
+        pack_spec=spec.to_json(),
+        state_dims={EMBODIMENT: STATE_DIM},
+        action_dims={EMBODIMENT: ACTION_DIM},
+    )
     return LearnedPolicy(GrootModel(model_config), card)
 
 
@@ -236,14 +263,20 @@ def test_a_pool_serves_several_rollouts_like_fresh_workers() -> None:
         with pytest.raises(ValueError, match="not in this EnvPool"):
             rollout(ExpertPolicy(), [EpisodeSpec("push", 1_000_004)], cfg, pool=pool)
     for a, b in zip(fresh, pooled, strict=True):
-        assert [(e.task, e.seed, e.success, e.steps) for e in a.episodes] == [(e.task, e.seed, e.success, e.steps) for e in b.episodes]
+        assert [(e.task, e.seed, e.success, e.steps) for e in a.episodes] == [
+            (e.task, e.seed, e.success, e.steps) for e in b.episodes
+        ]
         for ea, eb in zip(a.episodes, b.episodes, strict=True):
             np.testing.assert_array_equal(ea.actions, eb.actions)
 
 
 def test_short_eval_smoke(ray_session) -> None:
-    config = EvalConfig(tasks=("reach",), episodes=2, videos=1,
-                        rollout=RolloutConfig(num_workers=1, envs_per_worker=2, replan=8, env=SMALL, max_steps=80))  # fmt: skip
+    config = EvalConfig(
+        tasks=("reach",),
+        episodes=2,
+        videos=1,
+        rollout=RolloutConfig(num_workers=1, envs_per_worker=2, replan=8, env=SMALL, max_steps=80),
+    )
     result, main = evaluate_policy(_untrained_policy(), config)
     assert set(result["tasks"]) == {"reach"}
     for t in result["tasks"].values():

@@ -40,7 +40,11 @@ def _run_without_tests(tmp_path: Path, body: str) -> dict:
 
 def test_package_source_never_imports_tests():
     root = Path(robolake.__file__).parent
-    offenders = [str(p.relative_to(root)) for p in sorted(root.rglob("*.py")) if TESTS_IMPORT.search(p.read_text(encoding="utf-8"))]
+    offenders = [
+        str(p.relative_to(root))
+        for p in sorted(root.rglob("*.py"))
+        if TESTS_IMPORT.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
 
 
@@ -74,7 +78,16 @@ for row, (fmt, _what, build) in _fixtures(quick=True).items():
 """
     got = _run_without_tests(tmp_path, body)
     assert got["tests"] == []
-    assert set(got["result"]) >= {"lerobot", "hdf5", "rlds", "ros2 (sqlite3)", "ros2 (mcap)", "ros2-file", "ros1", "mcap"}
+    assert set(got["result"]) >= {
+        "lerobot",
+        "hdf5",
+        "rlds",
+        "ros2 (sqlite3)",
+        "ros2 (mcap)",
+        "ros2-file",
+        "ros1",
+        "mcap",
+    }
     for row, (fmt, names, episodes) in got["result"].items():
         assert names and {n.split("-")[0] for n in names} == {fmt.split("-")[0]}, (row, names)
         assert episodes >= 3, (row, episodes)

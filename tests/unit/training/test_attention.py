@@ -136,9 +136,7 @@ def test_validation_errors() -> None:
     with pytest.raises(ValueError, match="segment count"):
         varlen_attention(q, k, v, cu([3, 2]), cu([5]), 3, 5)
     with pytest.raises(ValueError, match="non-decreasing"):
-        plan_varlen(
-            torch.tensor([0, 3, 2], dtype=torch.int32), torch.tensor([0, 3, 2], dtype=torch.int32)
-        )
+        plan_varlen(torch.tensor([0, 3, 2], dtype=torch.int32), torch.tensor([0, 3, 2], dtype=torch.int32))
 
 
 def test_auto_backend_on_cpu_is_exact_path() -> None:

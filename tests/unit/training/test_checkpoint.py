@@ -49,7 +49,9 @@ def _state(rank: int, world_size: int, batches_done: int) -> dict:
 def test_every_rank_gets_back_the_loader_state_it_saved(tmp_path: Path) -> None:
     model, optimizer, scheduler = _objects()
     states = {0: _state(0, 2, 3), 1: _state(1, 2, 4)}
-    path = save_checkpoint(tmp_path, step=7, model=model, optimizer=optimizer, scheduler=scheduler, loader_states=states)
+    path = save_checkpoint(
+        tmp_path, step=7, model=model, optimizer=optimizer, scheduler=scheduler, loader_states=states
+    )
     assert latest_checkpoint(tmp_path) == path
     restored = load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler)
     assert restored.step == 7 and restored.world_size == 2
@@ -62,7 +64,9 @@ def test_another_world_size_gets_the_saved_states_for_the_source_to_judge(tmp_pa
     then accepts it only at an epoch boundary, see LoaderState.resume_from)."""
     model, optimizer, scheduler = _objects()
     states = {0: _state(0, 2, 3), 1: _state(1, 2, 3)}
-    path = save_checkpoint(tmp_path, step=1, model=model, optimizer=optimizer, scheduler=scheduler, loader_states=states)
+    path = save_checkpoint(
+        tmp_path, step=1, model=model, optimizer=optimizer, scheduler=scheduler, loader_states=states
+    )
     restored = load_checkpoint(path, model=model)
     assert [restored.loader_source_rank(r) for r in range(4)] == [0, 1, 0, 0]
     assert restored.loader_state(3) == states[0]
@@ -80,8 +84,17 @@ def test_no_loader_states_and_bad_keys(tmp_path: Path) -> None:
 def test_a_checkpoint_is_safetensors_and_json_and_loads_without_unpickling(tmp_path: Path, monkeypatch) -> None:
     model, optimizer, scheduler = _stepped()
     gen = torch.Generator().manual_seed(5)
-    path = save_checkpoint(tmp_path, step=3, model=model, optimizer=optimizer, scheduler=scheduler, generator=gen,
-                           extra={"note": "x"}, lineage={"lake_uri": "/lake", "lake_version": 2})
+    path = save_checkpoint(
+        tmp_path,
+        step=3,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        generator=gen,
+        extra={"note": "x"},
+        lineage={"lake_uri": "/lake", "lake_version": 2},
+    )
+
     def draws(g: torch.Generator) -> tuple:
         return torch.rand(3), float(np.random.rand()), random.random(), torch.rand(2, generator=g)
 
@@ -200,7 +213,12 @@ def _legacy_trainer_payload(model, optimizer, scheduler) -> dict:
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
-        "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(), "generator": None},
+        "rng": {
+            "torch": torch.get_rng_state(),
+            "numpy": np.random.get_state(),
+            "python": random.getstate(),
+            "generator": None,
+        },
         "loaders": {"0": _state(0, 1, 5)},
         "extra": {"layout": "packed"},
     }

@@ -95,7 +95,9 @@ def test_rl_init_refuses_it_before_ray_starts(tmp_path: Path, capsys) -> None:
 def test_eval_refuses_it(tmp_path: Path, capsys) -> None:
     pytest.importorskip("metaworld")
     run, marker = _crafted_run(tmp_path)
-    rc = main(["eval", "--sim", "metaworld", "--checkpoint", str(run), "--episodes", "1", "--no-baselines", "--workers", "0"])
+    rc = main(
+        ["eval", "--sim", "metaworld", "--checkpoint", str(run), "--episodes", "1", "--no-baselines", "--workers", "0"]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "robolake convert-checkpoint" in err and len(err.strip().splitlines()) == 1, err
     assert not marker.exists()
@@ -103,8 +105,22 @@ def test_eval_refuses_it(tmp_path: Path, capsys) -> None:
 
 def test_train_command_resume_refuses_it(packed_data, tmp_path: Path, capsys) -> None:
     run, marker = _crafted_run(tmp_path)
-    rc = main(["train", "--shards", str(packed_data.packed), "--out", str(run), "--steps", "3", "--workers", "0",
-               "--device", "cpu", "--no-progress"])  # fmt: skip
+    rc = main(
+        [
+            "train",
+            "--shards",
+            str(packed_data.packed),
+            "--out",
+            str(run),
+            "--steps",
+            "3",
+            "--workers",
+            "0",
+            "--device",
+            "cpu",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "robolake convert-checkpoint" in err and len(err.strip().splitlines()) == 1, err
     assert not marker.exists()

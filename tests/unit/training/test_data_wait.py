@@ -30,8 +30,16 @@ class SlowSource:
 
 def _run(tmp_path, name, source, steps, tiny_config):
     seen: list[TrainProgress] = []
-    config = TrainConfig(model=tiny_config, total_steps=steps, warmup_steps=1, device="cpu", bf16=False, log_every=1,
-                         log_path=str(tmp_path / f"{name}.jsonl"), torch_threads=1)  # fmt: skip
+    config = TrainConfig(
+        model=tiny_config,
+        total_steps=steps,
+        warmup_steps=1,
+        device="cpu",
+        bf16=False,
+        log_every=1,
+        log_path=str(tmp_path / f"{name}.jsonl"),
+        torch_threads=1,
+    )
     result = train(config, source, progress=seen.append)
     rows = [json.loads(line) for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
     return result, seen, rows

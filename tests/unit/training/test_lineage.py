@@ -27,7 +27,10 @@ def test_a_run_on_shards_traces_to_every_source_file(packed_data, tmp_path: Path
     _train(capsys, "--shards", str(packed), out=run, record=True)
     lineage = read_checkpoint(run).lineage
     assert lineage is not None and lineage["source"] == "pack" and lineage["pack_uri"] == str(packed)
-    assert lineage["lake_uri"] == str(packed_data.lake) and lineage["lake_version"] == Lake.open(str(packed_data.lake)).version
+    assert (
+        lineage["lake_uri"] == str(packed_data.lake)
+        and lineage["lake_version"] == Lake.open(str(packed_data.lake)).version
+    )
     assert len(lineage["pack_manifest_sha256"]) == 64 and lineage["pack_spec"]["max_tokens"] == 1024
     ledger = lineage["samples"]["0"]
     assert ledger["file"] == "rank0.jsonl" and ledger["lines"] == 2
@@ -41,7 +44,11 @@ def test_a_run_on_shards_traces_to_every_source_file(packed_data, tmp_path: Path
         assert Path(e["source_path"]).exists() and str(packed_data.syn) in e["source_path"], e
     assert main(["lineage", str(run)]) == 0
     text = capsys.readouterr().out
-    assert f"trained on packed shards {packed}" in text and "matches" in text and f"{lake.count('episodes')} episodes:" in text
+    assert (
+        f"trained on packed shards {packed}" in text
+        and "matches" in text
+        and f"{lake.count('episodes')} episodes:" in text
+    )
 
     # The pack re-made since: the chain says so and falls back to the lake version it named.
     manifest = packed / "manifest.json"

@@ -7,12 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from robolake.lake.stats import NormStats, VectorStats
+from robolake.lake.stats.norm import NormStats, VectorStats
 from robolake.training.normalize import Normalizer, PolicyCard
 
 
 def _stats(rng: np.random.Generator) -> NormStats:
-    return NormStats(state=VectorStats.of(rng.normal(2.0, 3.0, (200, 5))), action=VectorStats.of(rng.uniform(-1, 1, (200, 4))))
+    return NormStats(
+        state=VectorStats.of(rng.normal(2.0, 3.0, (200, 5))), action=VectorStats.of(rng.uniform(-1, 1, (200, 4)))
+    )
 
 
 @pytest.mark.parametrize("mode", ["mean_std", "min_max", "q01_q99"])

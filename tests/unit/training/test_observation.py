@@ -6,19 +6,36 @@ import numpy as np
 import pytest
 import torch
 
-from robolake.lake.stats import NormStats, VectorStats
+from robolake.lake.stats.norm import NormStats, VectorStats
 from robolake.packers.lengths import ByteTokenizer, TokenLengthConfig
 from robolake.training.config import ModelConfig
 from robolake.training.normalize import Normalizer
 from robolake.training.observation import ObservationBatcher
 
-CONFIG = ModelConfig.preset("tiny", image_size=16, patch_size=8, tokens_per_view=4, action_horizon=8, max_state_dim=6, max_action_dim=5, num_embodiments=3)
+CONFIG = ModelConfig.preset(
+    "tiny",
+    image_size=16,
+    patch_size=8,
+    tokens_per_view=4,
+    action_horizon=8,
+    max_state_dim=6,
+    max_action_dim=5,
+    num_embodiments=3,
+)
 
 
 def _batcher(mode: str = "mean_std", **kwargs) -> ObservationBatcher:
     rng = np.random.default_rng(0)
-    stats = NormStats(state=VectorStats.of(rng.normal(2.0, 3.0, (100, 4))), action=VectorStats.of(rng.uniform(-2, 2, (100, 3))))
-    defaults = dict(config=CONFIG, normalizer=Normalizer(stats={"arm": stats}, mode=mode), embodiment="arm", embodiment_id=2, action_dim=3)
+    stats = NormStats(
+        state=VectorStats.of(rng.normal(2.0, 3.0, (100, 4))), action=VectorStats.of(rng.uniform(-2, 2, (100, 3)))
+    )
+    defaults = dict(
+        config=CONFIG,
+        normalizer=Normalizer(stats={"arm": stats}, mode=mode),
+        embodiment="arm",
+        embodiment_id=2,
+        action_dim=3,
+    )
     return ObservationBatcher(**(defaults | kwargs))
 
 
@@ -32,8 +49,10 @@ def test_batch_holds_each_observation_as_one_sample() -> None:
     assert batch.num_samples == 2
     assert batch.pixels.shape[0] == 3 and batch.view_sample_index.tolist() == [0, 1, 1]
     assert batch.cu_seqlens.tolist() == [0, 4 + 5, 4 + 5 + 2 * 4 + 5]  # views * tokens_per_view + capped text
-    assert batch.text_ids[: 5].tolist() == ByteTokenizer().encode("pick").tolist()
-    np.testing.assert_array_equal(batch.state[:, :4].numpy(), np.stack([b.normalizer.normalize_state(s, "arm") for s in states]))
+    assert batch.text_ids[:5].tolist() == ByteTokenizer().encode("pick").tolist()
+    np.testing.assert_array_equal(
+        batch.state[:, :4].numpy(), np.stack([b.normalizer.normalize_state(s, "arm") for s in states])
+    )
     assert not batch.state_mask[:, 4:].any() and batch.state_mask[:, :4].all()
     assert batch.embodiment_id.tolist() == [2, 2]
     assert batch.action.shape == (2, CONFIG.action_horizon, CONFIG.max_action_dim) and not batch.action.any()

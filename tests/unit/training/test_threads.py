@@ -59,9 +59,21 @@ def test_set_torch_threads_applies_and_reports_what_is_in_effect():
 
 def _train(tmp_path, batch_factory, tiny_config, **fields):
     during: list[int] = []
-    config = TrainConfig(model=tiny_config, total_steps=2, warmup_steps=1, device="cpu", bf16=False, log_every=1,
-                         log_path=str(tmp_path / "m.jsonl"), **fields)  # fmt: skip
-    result = train(config, [batch_factory(seed=0), batch_factory(seed=1)], progress=lambda p: during.append((torch.get_num_threads(), p.torch_threads)))
+    config = TrainConfig(
+        model=tiny_config,
+        total_steps=2,
+        warmup_steps=1,
+        device="cpu",
+        bf16=False,
+        log_every=1,
+        log_path=str(tmp_path / "m.jsonl"),
+        **fields,
+    )
+    result = train(
+        config,
+        [batch_factory(seed=0), batch_factory(seed=1)],
+        progress=lambda p: during.append((torch.get_num_threads(), p.torch_threads)),
+    )
     rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
     return result, during, rows
 
@@ -92,7 +104,9 @@ def test_train_on_reserves_the_loader_workers(packed_data, tmp_path, monkeypatch
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    result = train_on(str(packed_data.packed), RunConfig(out=str(tmp_path / "run"), steps=1, num_workers=0, device="cpu"))
+    result = train_on(
+        str(packed_data.packed), RunConfig(out=str(tmp_path / "run"), steps=1, num_workers=0, device="cpu")
+    )
     assert result.threads is not None and (result.threads.reserved, result.threads.source) == (0, "cores")
     assert result.threads.intra_op == available_cores()
     with pytest.raises(ValueError, match="torch_threads must be >= 1"):

@@ -69,9 +69,7 @@ def small_config(**kw: Any) -> TrainConfig:
 def test_tiny_overfits_a_handful_of_samples(tiny_config: ModelConfig, batch_factory) -> None:
     torch.manual_seed(0)
     model = GrootModel(tiny_config)
-    config = TrainConfig(
-        lr=1e-3, warmup_steps=5, total_steps=100, weight_decay=0.0, min_lr_ratio=1.0
-    )
+    config = TrainConfig(lr=1e-3, warmup_steps=5, total_steps=100, weight_decay=0.0, min_lr_ratio=1.0)
     optimizer = build_optimizer(model, config)
     state = TrainState(
         model=model,
@@ -90,9 +88,7 @@ def test_tiny_overfits_a_handful_of_samples(tiny_config: ModelConfig, batch_fact
     assert losses[-1] < 0.1 * losses[0], losses[::10]
 
 
-def test_tiny_learns_action_from_state_with_fresh_noise_every_step(
-    tiny_config: ModelConfig, batch_factory
-) -> None:
+def test_tiny_learns_action_from_state_with_fresh_noise_every_step(tiny_config: ModelConfig, batch_factory) -> None:
     """The flow-matching head must learn a generalising rule, not memorise one (noise, t) draw.
 
     Every sample's action chunk is its state repeated over the horizon, over 50 different batches,
@@ -133,9 +129,7 @@ def test_resumed_run_matches_uninterrupted(tmp_path: Path, batch_factory) -> Non
     resumed = train(ckpt_cfg, StatefulBatches(batches))
     assert resumed.step == 6
     assert first.losses + resumed.losses == full.losses
-    for (name, a), b in zip(
-        full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
-    ):
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
 
 
@@ -217,18 +211,14 @@ def _ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     from tests.fixtures import random_batch
 
     cfg = ModelConfig.preset("tiny")
-    batches = [
-        random_batch(cfg, 2, seed=10 * rank + s) for s in range(2)
-    ]  # each rank its own shard
+    batches = [random_batch(cfg, 2, seed=10 * rank + s) for s in range(2)]  # each rank its own shard
     result = train(TrainConfig(total_steps=3, warmup_steps=1, device="cpu"), batches)
     torch.save(result.model.state_dict(), Path(out_dir) / f"rank{rank}.pt")
 
 
 @pytest.mark.slow
 def test_ddp_two_ranks_stay_in_sync(tmp_path: Path) -> None:
-    torch.multiprocessing.spawn(
-        _ddp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True
-    )
+    torch.multiprocessing.spawn(_ddp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
     a, b = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
     for name in a:
         torch.testing.assert_close(a[name], b[name], msg=name)

@@ -26,8 +26,8 @@ class ViewLakes:
 def view_lakes(ray_session, tmp_path_factory: pytest.TempPathFactory) -> ViewLakes:
     from robolake.curate import delete
     from robolake.lake import Lake
-    from robolake.lake.ingest import IngestConfig, ingest
-    from robolake.lake.tags import create_tag
+    from robolake.lake.intake.ingest import IngestConfig, ingest
+    from robolake.lake.protocol.tags import create_tag
     from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
     root = tmp_path_factory.mktemp("view")

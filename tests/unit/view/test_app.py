@@ -67,8 +67,21 @@ def test_every_page_renders_with_its_data(server, lake, view_lakes) -> None:
     eid = lake.episode_ids()[0]
     status, _, body = _get(server.url, "/episode?" + _q(id=eid))
     data = _embedded(body)["data"]
-    assert status == 200 and data["episode_id"] == eid and data["task"] == lake.episodes(where=f"episode_id = '{eid}'")["task"][0].as_py()
-    for asset in ("common.js", "episode.js", "lake.js", "episodes.js", "quarantine.js", "view.css", "uPlot.iife.min.js", "uPlot.min.css"):
+    assert (
+        status == 200
+        and data["episode_id"] == eid
+        and data["task"] == lake.episodes(where=f"episode_id = '{eid}'")["task"][0].as_py()
+    )
+    for asset in (
+        "common.js",
+        "episode.js",
+        "lake.js",
+        "episodes.js",
+        "quarantine.js",
+        "view.css",
+        "uPlot.iife.min.js",
+        "uPlot.min.css",
+    ):
         status, _, body = _get(server.url, f"/static/{asset}")
         assert status == 200 and body, asset
 
@@ -100,7 +113,7 @@ def test_frames_and_steps_are_the_lake_bytes(server, lake) -> None:
                 assert body == reader.read_encoded([(r["episode_id"], cam, step)])[0]
         status, _, blob = _get(server.url, "/api/steps?" + _q(id=r["episode_id"]))
         n, s, a, _ = np.frombuffer(blob[:16], "<u4")
-        state = np.frombuffer(blob[16 + 8 * n:16 + 8 * n + 4 * n * s], "<f4").reshape(n, s)
+        state = np.frombuffer(blob[16 + 8 * n : 16 + 8 * n + 4 * n * s], "<f4").reshape(n, s)
         steps = lake.to_arrow("steps", where=f"episode_id = '{r['episode_id']}'").sort_by("step_index")
         np.testing.assert_array_equal(state, np.array(steps["state"].to_pylist(), dtype=np.float32))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robolake.curate.where import WhereError
 from robolake.lake import Lake
+from robolake.lake.where import WhereError
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 from robolake.view.catalog import LakeCatalog, joint_groups, joint_names
 from robolake.view.episodes import EpisodeCatalog, EpisodeQuery
@@ -14,12 +14,21 @@ from robolake.view.episodes import EpisodeCatalog, EpisodeQuery
 
 def test_joint_names_and_groups_follow_the_modality_slices() -> None:
     spec = EmbodimentSpec(
-        tag="arm", state_dim=10, action_dim=3,
+        tag="arm",
+        state_dim=10,
+        action_dim=3,
         state=(SliceSpec(name="arm", start=0, end=6), SliceSpec(name="gripper", start=6, end=7)),
     )
-    assert joint_names(spec, "state") == [f"arm[{i}]" for i in range(6)] + ["gripper[0]", "state[7]", "state[8]", "state[9]"]
+    assert joint_names(spec, "state") == [f"arm[{i}]" for i in range(6)] + [
+        "gripper[0]",
+        "state[7]",
+        "state[8]",
+        "state[9]",
+    ]
     assert joint_groups(spec, "state") == [
-        {"name": "arm", "dims": [0, 1, 2, 3, 4, 5]}, {"name": "gripper", "dims": [6]}, {"name": "state[7:10]", "dims": [7, 8, 9]},
+        {"name": "arm", "dims": [0, 1, 2, 3, 4, 5]},
+        {"name": "gripper", "dims": [6]},
+        {"name": "state[7:10]", "dims": [7, 8, 9]},
     ]
     assert joint_groups(spec, "action") == [{"name": "action[0:3]", "dims": [0, 1, 2]}]
     # Every dimension is plotted exactly once, however the slices fall.
@@ -41,7 +50,11 @@ def test_changes_say_what_each_version_added_and_removed(catalog, view_lakes) ->
 
 
 def test_lineage_lists_the_versions_that_hold_an_episode(catalog, view_lakes) -> None:
-    assert [(r["version"], r["holds"]) for r in catalog.lineage(view_lakes.deleted)] == [(1, False), (2, True), (3, False)]
+    assert [(r["version"], r["holds"]) for r in catalog.lineage(view_lakes.deleted)] == [
+        (1, False),
+        (2, True),
+        (3, False),
+    ]
     kept = view_lakes.tagged[0]
     assert [r["holds"] for r in catalog.lineage(kept)] == [False, True, True]
     assert [r["holds"] for r in catalog.lineage("no/such-episode")] == [False, False, False]
@@ -82,8 +95,12 @@ def test_pages_filter_sort_and_slice_on_the_server(view_lakes) -> None:
     assert one["total"] == 3 and [r["episode_id"] for r in one["rows"]] == [everything["rows"][1]["episode_id"]]
     assert eps.page(EpisodeQuery(embodiment="single_arm_7dof"))["total"] == 1
     assert eps.page(EpisodeQuery(text="BIMANUAL"))["total"] == 2  # case-insensitive, ids too
-    assert eps.page(EpisodeQuery(success="none"))["total"] + eps.page(EpisodeQuery(success="true"))["total"] + eps.page(
-        EpisodeQuery(success="false"))["total"] == 3
+    assert (
+        eps.page(EpisodeQuery(success="none"))["total"]
+        + eps.page(EpisodeQuery(success="true"))["total"]
+        + eps.page(EpisodeQuery(success="false"))["total"]
+        == 3
+    )
     longest = max(steps)
     assert [r["num_steps"] for r in eps.page(EpisodeQuery(where=f"num_steps >= {longest}"))["rows"]] == [longest]
     with pytest.raises(WhereError, match="unknown"):
@@ -113,8 +130,9 @@ def test_series_are_the_lake_steps_in_step_order(view_lakes) -> None:
         blob = eps.series_bytes(eid)
         n, s, a, _ = np.frombuffer(blob[:16], "<u4")
         assert (n, s, a) == (len(ts), state.shape[1], action.shape[1])
-        np.testing.assert_array_equal(np.frombuffer(blob[16 + 8 * n + 4 * n * s:], "<f4").reshape(n, a), action)
+        np.testing.assert_array_equal(np.frombuffer(blob[16 + 8 * n + 4 * n * s :], "<f4").reshape(n, a), action)
         d = eps.detail(eid)
         assert d["num_steps"] == n and len(d["state_names"]) == s and d["source_time_offset_s"] is not None
-        assert {c["name"] for c in d["cameras"]} == set(lake.episodes(columns=["episode_id", "cameras"]).to_pydict()["cameras"][
-            lake.episode_ids().index(eid)])
+        assert {c["name"] for c in d["cameras"]} == set(
+            lake.episodes(columns=["episode_id", "cameras"]).to_pydict()["cameras"][lake.episode_ids().index(eid)]
+        )

@@ -77,8 +77,12 @@ def test_rerun_export_holds_frames_and_joint_scalars_on_the_episode_timeline(vie
     frames = sorted(
         (s, bytes(blob[0]), mime[0])
         for b in by_path[f"{base}/camera/{cam}"]
-        for s, blob, mime in zip(b.column("step").to_pylist(), b.column("EncodedImage:blob").to_pylist(),
-                                 b.column("EncodedImage:media_type").to_pylist(), strict=True)
+        for s, blob, mime in zip(
+            b.column("step").to_pylist(),
+            b.column("EncodedImage:blob").to_pylist(),
+            b.column("EncodedImage:media_type").to_pylist(),
+            strict=True,
+        )
     )
     assert [s for s, _, _ in frames] == list(range(row["num_steps"]))
     stored = lake.frames().read_encoded([(eid, cam, s) for s in range(row["num_steps"])])
@@ -96,12 +100,30 @@ def test_rerun_export_refuses_an_unknown_episode_by_name(view_lakes, tmp_path) -
 def test_the_command_serves_until_stopped_and_warns_off_loopback(view_lakes) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", _MAIN, "view", str(view_lakes.jpeg), "--tag", "picked", "--port", "0", "--host", "0.0.0.0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-c",
+            _MAIN,
+            "view",
+            str(view_lakes.jpeg),
+            "--tag",
+            "picked",
+            "--port",
+            "0",
+            "--host",
+            "0.0.0.0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        assert " at http://0.0.0.0:" in line, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        assert " at http://0.0.0.0:" in line, (
+            line,
+            proc.stderr.read() if proc.poll() is not None and proc.stderr else "",
+        )
         port = int(line.split("http://0.0.0.0:")[1].split()[0])
         deadline = time.monotonic() + 60
         while True:
@@ -126,7 +148,9 @@ def test_the_wheel_ships_the_pages_and_the_vendored_plot_library() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     patterns = config["tool"]["setuptools"]["package-data"]["robolake.view"]
     root = REPO / "robolake" / "view"
-    files = [p.relative_to(root).as_posix() for d in ("static", "templates") for p in (root / d).rglob("*") if p.is_file()]
+    files = [
+        p.relative_to(root).as_posix() for d in ("static", "templates") for p in (root / d).rglob("*") if p.is_file()
+    ]
     assert {"static/uPlot.iife.min.js", "static/uPlot.LICENSE", "templates/episode.html"} <= set(files)
     unshipped = [f for f in files if not any(fnmatch.fnmatch(f, pat) for pat in patterns)]
     assert not unshipped, f"pyproject.toml package-data misses {unshipped}"

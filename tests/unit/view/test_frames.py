@@ -30,7 +30,9 @@ def test_jpeg_rows_are_sent_byte_for_byte(view_lakes) -> None:
 
 def test_h264_rows_are_decoded_by_the_frame_reader_and_sent_as_lossless_png(view_lakes) -> None:
     lake = Lake.open(str(view_lakes.h264))
-    assert {e.split(";")[0] for e in lake.dataset("media").to_table(columns=["encoding"])["encoding"].to_pylist()} == {"h264"}
+    assert {e.split(";")[0] for e in lake.dataset("media").to_table(columns=["encoding"])["encoding"].to_pylist()} == {
+        "h264"
+    }
     source = FrameSource(lake)
     reader = lake.frames()
     for key in _keys(lake):

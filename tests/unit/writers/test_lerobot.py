@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robolake.lake.record import decode_runs
+from robolake.lake.media.record import decode_runs
 from robolake.lake.sources import LeRobotReader
 from robolake.writers.lerobot import (
     PARTIAL_SUFFIX,
@@ -52,20 +52,32 @@ def _episodes(seed: int = 0) -> list[dict]:
     eps = []
     for n, tasks in ((7, ["pick the cup"]), (12, ["open the drawer", "pick the cup"]), (5, ["wave"])):
         task_index = (np.arange(n) >= n // 2).astype(np.int64) if len(tasks) == 2 else np.zeros(n, np.int64)
-        eps.append({
-            "state": rng.normal(size=(n, 3)).astype(np.float32), "action": rng.normal(size=(n, 2)).astype(np.float32),
-            "timestamps": np.arange(n) / FPS + rng.uniform(0, 1e-6, n), "tasks": tasks, "task_index": task_index,
-            "frames": {k: _frames(rng, n) for k in KEYS}, "success": n != 5,
-        })  # fmt: skip
+        eps.append(
+            {
+                "state": rng.normal(size=(n, 3)).astype(np.float32),
+                "action": rng.normal(size=(n, 2)).astype(np.float32),
+                "timestamps": np.arange(n) / FPS + rng.uniform(0, 1e-6, n),
+                "tasks": tasks,
+                "task_index": task_index,
+                "frames": {k: _frames(rng, n) for k in KEYS},
+                "success": n != 5,
+            }
+        )
     return eps
 
 
 def _features(**overrides: object) -> LeRobotFeatures:
     base: dict[str, object] = {
-        "fps": FPS, "robot_type": "test_arm", "state_names": ("x", "y", "z"), "action_names": ("a", "b"),
-        "video_keys": KEYS, "timestamp_dtype": "float64", "task_columns": ("annotation.human.action.task_description",),
-        "done": True, "success": True,
-    }  # fmt: skip
+        "fps": FPS,
+        "robot_type": "test_arm",
+        "state_names": ("x", "y", "z"),
+        "action_names": ("a", "b"),
+        "video_keys": KEYS,
+        "timestamp_dtype": "float64",
+        "task_columns": ("annotation.human.action.task_description",),
+        "done": True,
+        "success": True,
+    }
     return LeRobotFeatures(**{**base, **overrides})  # type: ignore[arg-type]
 
 
@@ -95,15 +107,32 @@ def test_info_json(written: tuple[Path, list[dict]]) -> None:
     assert (info["chunks_size"], info["data_files_size_in_mb"], info["video_files_size_in_mb"]) == (1000, 100, 200)
     assert info["splits"] == {"train": "0:3"}
     feats = info["features"]
-    assert list(feats) == [*KEYS, "observation.state", "action", "timestamp", "frame_index", "episode_index", "index",
-                           "task_index", "annotation.human.action.task_description", "next.done", "next.success"]  # fmt: skip
+    assert list(feats) == [
+        *KEYS,
+        "observation.state",
+        "action",
+        "timestamp",
+        "frame_index",
+        "episode_index",
+        "index",
+        "task_index",
+        "annotation.human.action.task_description",
+        "next.done",
+        "next.success",
+    ]
     assert feats["observation.state"] == {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"], "fps": FPS}
     assert feats["timestamp"]["dtype"] == "float64" and feats["next.success"]["dtype"] == "bool"
     assert feats[KEYS[0]]["shape"] == [48, 64, 3]
     assert feats[KEYS[0]]["info"] == {
-        "video.height": 48, "video.width": 64, "video.codec": "h264", "video.pix_fmt": "yuv420p",
-        "video.is_depth_map": False, "video.fps": FPS, "video.channels": 3, "has_audio": False,
-    }  # fmt: skip
+        "video.height": 48,
+        "video.width": 64,
+        "video.codec": "h264",
+        "video.pix_fmt": "yuv420p",
+        "video.is_depth_map": False,
+        "video.fps": FPS,
+        "video.channels": 3,
+        "has_audio": False,
+    }
     assert json.loads((root / "meta" / "modality.json").read_text()) == {"state": {}}
     assert not root.with_name(root.name + PARTIAL_SUFFIX).exists()
 
@@ -115,8 +144,10 @@ def test_episodes_tasks_and_data_rows(written: tuple[Path, list[dict]]) -> None:
     assert [(r["dataset_from_index"], r["dataset_to_index"]) for r in rows] == [(0, 7), (7, 19), (19, 24)]
     for key in KEYS:
         assert [(r[f"videos/{key}/from_timestamp"], r[f"videos/{key}/to_timestamp"]) for r in rows] == [
-            (0.0, 0.7), (0.7, 1.9), (1.9, 2.4)
-        ]  # fmt: skip
+            (0.0, 0.7),
+            (0.7, 1.9),
+            (1.9, 2.4),
+        ]
     tasks = pq.read_table(root / "meta" / "tasks.parquet").to_pandas()
     assert tasks.index.name == "task"
     assert list(tasks.index) == ["pick the cup", "open the drawer", "wave"]  # first appearance
@@ -144,7 +175,9 @@ def test_stats_are_exact(written: tuple[Path, list[dict]]) -> None:
     np.testing.assert_allclose(np.asarray(img["mean"]).reshape(3), pixels.mean(0) / 255, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(img["std"]).reshape(3), pixels.std(0) / 255, rtol=1e-9)
     np.testing.assert_array_equal(np.asarray(img["min"]).reshape(3), pixels.min(0) / 255)
-    np.testing.assert_array_equal(np.asarray(img["q50"]).reshape(3), np.quantile(pixels, 0.5, axis=0, method="inverted_cdf") / 255)
+    np.testing.assert_array_equal(
+        np.asarray(img["q50"]).reshape(3), np.quantile(pixels, 0.5, axis=0, method="inverted_cdf") / 255
+    )
     rows = pq.read_table(root / V3_EPISODES_PATH.format(chunk_index=0, file_index=0)).to_pylist()
     np.testing.assert_allclose(rows[1]["stats/action/mean"], eps[1]["action"].astype(np.float64).mean(0), rtol=1e-12)
     assert rows[2]["stats/observation.state/count"] == [5]
@@ -173,7 +206,10 @@ def test_round_trip_through_the_lerobot_reader(tmp_path: Path, version: str) -> 
             assert len(got.images) == len(ep["state"])
             want = ep["frames"][key]
             stream = got.stream  # the record: the mp4's own packets, decoded through their stream
-            decoded = [f.to_ndarray(format="rgb24") for _, f in decode_runs(stream, stream.runs(range(len(got.images))), got.images.__getitem__)]
+            decoded = [
+                f.to_ndarray(format="rgb24")
+                for _, f in decode_runs(stream, stream.runs(range(len(got.images))), got.images.__getitem__)
+            ]
             for t, frame in enumerate(decoded):
                 p = _psnr(frame, want[t])
                 assert p >= MIN_PSNR_DB["h264"], f"{version} {key} step {t}: {p:.1f} dB"
@@ -247,8 +283,12 @@ def test_bad_input_is_refused_and_abort_leaves_nothing(tmp_path: Path) -> None:
 def test_in_memory_pixels_round_trip(tmp_path: Path, codec: str) -> None:
     rng = np.random.default_rng(0)
     frames = _frames(rng, 17)
-    ep = EpisodeArrays(state=rng.normal(size=(17, 3)), action=rng.normal(size=(17, 3)), task="push the cup",
-                       frames={"observation.images.cam": frames})  # fmt: skip
+    ep = EpisodeArrays(
+        state=rng.normal(size=(17, 3)),
+        action=rng.normal(size=(17, 3)),
+        task="push the cup",
+        frames={"observation.images.cam": frames},
+    )
     root = write_lerobot_dataset(tmp_path / "ds", episodes=[ep], fps=30, robot_type="test", video=codec)
     with av.open(str(root / "videos/chunk-000/observation.images.cam/episode_000000.mp4")) as c:
         decoded = [(f.to_ndarray(format="rgb24"), float(f.time), f.key_frame) for f in c.decode(video=0)]
@@ -266,9 +306,15 @@ def test_in_memory_v20_and_chunking(tmp_path: Path) -> None:
     assert not (v20 / "meta" / "episodes_stats.jsonl").exists()
     assert (v20 / "data/chunk-002/episode_000004.parquet").is_file()
     v3 = write_lerobot_dataset(
-        tmp_path / "v3", episodes=eps, fps=20, robot_type="r", version="v3.0", episodes_per_file=1, chunks_size=2,
+        tmp_path / "v3",
+        episodes=eps,
+        fps=20,
+        robot_type="r",
+        version="v3.0",
+        episodes_per_file=1,
+        chunks_size=2,
         video=VideoOptions(codec="h264", gop=5),
-    )  # fmt: skip
+    )
     assert (v3 / "data/chunk-002/file-000.parquet").is_file()
     assert (v3 / "videos/observation.images.front/chunk-001/file-001.mp4").is_file()
     with pytest.raises(FileExistsError, match="already holds"):
@@ -278,7 +324,9 @@ def test_in_memory_v20_and_chunking(tmp_path: Path) -> None:
 def test_in_memory_rejects_bad_input(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="same T"):
         EpisodeArrays(state=np.zeros((4, 2)), action=np.zeros((5, 2)), task="x")
-    odd = EpisodeArrays(state=np.zeros((2, 2)), action=np.zeros((2, 2)), task="x", frames={"c": np.zeros((2, 5, 4, 3), np.uint8)})
+    odd = EpisodeArrays(
+        state=np.zeros((2, 2)), action=np.zeros((2, 2)), task="x", frames={"c": np.zeros((2, 5, 4, 3), np.uint8)}
+    )
     with pytest.raises(ValueError, match="needs even frame sizes"):
         write_lerobot_dataset(tmp_path / "odd", episodes=[odd], fps=20, robot_type="r")
     assert not (tmp_path / "odd").exists() and not (tmp_path / f"odd{PARTIAL_SUFFIX}").exists()

@@ -38,10 +38,7 @@ WIDTHS = {"single_arm_7dof": (7, 1), "bimanual_14dof": (14, 3), "humanoid_44dof"
 def _decode(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(frames uint8 [N, H, W, 3], timestamps [N], is-keyframe [N]) of an mp4."""
     with av.open(str(path)) as container:
-        decoded = [
-            (f.to_ndarray(format="rgb24"), float(f.time), f.key_frame)
-            for f in container.decode(video=0)
-        ]
+        decoded = [(f.to_ndarray(format="rgb24"), float(f.time), f.key_frame) for f in container.decode(video=0)]
     frames, times, keys = zip(*decoded, strict=True)
     return np.stack(frames), np.array(times), np.array(keys)
 
@@ -61,9 +58,7 @@ def v21(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def v30(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    cfg = SyntheticConfig.tiny(
-        version="v3.0", codec="av1", episodes_per_embodiment=3, episodes_per_file=2
-    )
+    cfg = SyntheticConfig.tiny(version="v3.0", codec="av1", episodes_per_embodiment=3, episodes_per_file=2)
     return generate_synthetic(tmp_path_factory.mktemp("v30"), cfg)
 
 
@@ -75,31 +70,20 @@ def test_v21_layout_files_exist_and_parse(v21: list[Path]) -> None:
     for root in v21:
         info = _info(root)
         assert info["codebase_version"] == "v2.1"
-        assert (
-            info["data_path"]
-            == "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
-        )
-        assert (
-            info["video_path"]
-            == "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
-        )
+        assert info["data_path"] == "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+        assert info["video_path"] == "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
         dim, cams = WIDTHS[root.name]
         video_keys = [k for k, f in info["features"].items() if f["dtype"] == "video"]
         assert len(video_keys) == cams and info["total_videos"] == cams * info["total_episodes"]
         assert info["features"]["observation.state"]["shape"] == [dim]
         assert info["features"][video_keys[0]]["info"]["video.codec"] == "h264"
         for ep in range(info["total_episodes"]):
-            table = pq.read_table(
-                root / info["data_path"].format(episode_chunk=0, episode_index=ep)
-            )
+            table = pq.read_table(root / info["data_path"].format(episode_chunk=0, episode_index=ep))
             assert table.column_names == DATA_COLUMNS
             assert table.schema.field("observation.state").type == pa.list_(pa.float32())
             assert table.schema.field("timestamp").type == pa.float32()
             for key in video_keys:
-                assert (
-                    root
-                    / info["video_path"].format(episode_chunk=0, video_key=key, episode_index=ep)
-                ).is_file()
+                assert (root / info["video_path"].format(episode_chunk=0, video_key=key, episode_index=ep)).is_file()
         spec = EmbodimentSpec.from_modality_json(
             json.loads((root / "meta" / "modality.json").read_text()),
             tag=root.name,
@@ -127,11 +111,7 @@ def test_v21_row_counts_match_info(v21: list[Path]) -> None:
         tasks = _jsonl(root / "meta" / "tasks.jsonl")
         tables = [pq.read_table(p) for p in sorted((root / "data").rglob("*.parquet"))]
         assert len(tables) == len(episodes) == info["total_episodes"]
-        assert (
-            sum(t.num_rows for t in tables)
-            == info["total_frames"]
-            == sum(e["length"] for e in episodes)
-        )
+        assert sum(t.num_rows for t in tables) == info["total_frames"] == sum(e["length"] for e in episodes)
         assert len(tasks) == info["total_tasks"]
         index = np.concatenate([t.column("index").to_numpy() for t in tables])
         np.testing.assert_array_equal(index, np.arange(info["total_frames"]))
@@ -167,10 +147,7 @@ def test_v30_layout(v30: list[Path]) -> None:
         info = _info(root)
         assert info["codebase_version"] == "v3.0"
         assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-        assert (
-            info["video_path"]
-            == "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-        )
+        assert info["video_path"] == "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
         assert "total_chunks" not in info and "total_videos" not in info
         assert info["data_files_size_in_mb"] > 0 and info["video_files_size_in_mb"] > 0
         tasks = pd.read_parquet(root / "meta" / "tasks.parquet")
@@ -189,16 +166,11 @@ def test_v30_layout(v30: list[Path]) -> None:
             assert e["tasks"][0] in tasks.index
             assert e["stats/observation.state/count"] == [e["length"]]
             table = pq.read_table(
-                root
-                / info["data_path"].format(
-                    chunk_index=e["data/chunk_index"], file_index=e["data/file_index"]
-                )
+                root / info["data_path"].format(chunk_index=e["data/chunk_index"], file_index=e["data/file_index"])
             )
             rows = table.filter(pc.equal(table.column("episode_index"), e["episode_index"]))
             assert rows.num_rows == e["length"]
-            assert rows.column("index").to_pylist() == list(
-                range(e["dataset_from_index"], e["dataset_to_index"])
-            )
+            assert rows.column("index").to_pylist() == list(range(e["dataset_from_index"], e["dataset_to_index"]))
         assert frames_so_far == info["total_frames"]
 
 
@@ -215,10 +187,7 @@ def test_v30_av1_timestamps_select_each_episode(v30: list[Path]) -> None:
                 loc = (e[f"videos/{key}/chunk_index"], e[f"videos/{key}/file_index"])
                 if loc not in decoded:
                     decoded[loc] = _decode(
-                        root
-                        / info["video_path"].format(
-                            video_key=key, chunk_index=loc[0], file_index=loc[1]
-                        )
+                        root / info["video_path"].format(video_key=key, chunk_index=loc[0], file_index=loc[1])
                     )
                 _, times, keyframes = decoded[loc]
                 lo, hi = e[f"videos/{key}/from_timestamp"], e[f"videos/{key}/to_timestamp"]
@@ -239,9 +208,7 @@ def _assert_same_dataset(a: Path, b: Path) -> None:
         if rel.suffix == ".parquet":
             assert pq.read_table(a / rel).equals(pq.read_table(b / rel)), rel
         elif rel.suffix == ".mp4":
-            np.testing.assert_array_equal(
-                _decode(a / rel)[0], _decode(b / rel)[0], err_msg=str(rel)
-            )
+            np.testing.assert_array_equal(_decode(a / rel)[0], _decode(b / rel)[0], err_msg=str(rel))
         else:
             assert (a / rel).read_text() == (b / rel).read_text(), rel
 
@@ -249,14 +216,15 @@ def _assert_same_dataset(a: Path, b: Path) -> None:
 def test_same_seed_same_dataset(tmp_path: Path, v21: list[Path], v30: list[Path]) -> None:
     # Regenerating after other encoders ran (the v30 fixture) catches encoders whose output
     # depends on heap contents; x264's mbtree did (see writers/video.py).
-    for a, b in zip(
-        v21, generate_synthetic(tmp_path / "h264", SyntheticConfig.tiny(seed=3)), strict=True
-    ):
+    for a, b in zip(v21, generate_synthetic(tmp_path / "h264", SyntheticConfig.tiny(seed=3)), strict=True):
         _assert_same_dataset(a, b)
     cfg = SyntheticConfig.tiny(
-        version="v3.0", codec="av1", episodes_per_embodiment=3, episodes_per_file=2,
+        version="v3.0",
+        codec="av1",
+        episodes_per_embodiment=3,
+        episodes_per_file=2,
         embodiments=("bimanual_14dof",),
-    )  # fmt: skip
+    )
     (again,) = generate_synthetic(tmp_path / "av1", cfg)
     _assert_same_dataset(v30[EMBODIMENT_NAMES.index("bimanual_14dof")], again)
     other = synthetic_episodes(SyntheticConfig.tiny(seed=4), "single_arm_7dof")
@@ -278,9 +246,7 @@ def test_trajectories_finite_smooth_and_learnable() -> None:
             assert np.abs(offset).max() <= 0.011
             frames = next(iter(ep.frames.values()))
             assert frames.shape == (ep.length, 32, 32, 3)
-            assert (
-                np.abs(frames[-1].astype(int) - frames[0].astype(int)).sum() > 0
-            )  # frames follow the state
+            assert np.abs(frames[-1].astype(int) - frames[0].astype(int)).sum() > 0  # frames follow the state
 
 
 def test_instructions_vary_in_length() -> None:

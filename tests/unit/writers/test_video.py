@@ -13,7 +13,6 @@ from robolake.writers.video import CODECS, PIX_FMT, Mp4Writer, VideoOptions, enc
 av = pytest.importorskip("av")
 
 
-
 def _segments(lengths: tuple[int, ...] = (9, 14), h: int = 32, w: int = 48) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     base = rng.integers(0, 255, (h, w, 3))
@@ -23,8 +22,12 @@ def _segments(lengths: tuple[int, ...] = (9, 14), h: int = 32, w: int = 48) -> l
 def _probe(path: Path) -> dict:
     with av.open(str(path)) as c:
         stream = c.streams.video[0]
-        out = {"codec": stream.codec_context.codec.canonical_name, "pix_fmt": stream.codec_context.pix_fmt,
-               "rate": stream.average_rate, "size": (stream.codec_context.height, stream.codec_context.width)}  # fmt: skip
+        out = {
+            "codec": stream.codec_context.codec.canonical_name,
+            "pix_fmt": stream.codec_context.pix_fmt,
+            "rate": stream.average_rate,
+            "size": (stream.codec_context.height, stream.codec_context.width),
+        }
         packets = [p for p in c.demux(stream) if p.pts is not None]
         out["pts"] = sorted(int(p.pts * stream.time_base * out["rate"]) for p in packets)
         out["keyframes"] = sorted(int(p.pts * stream.time_base * out["rate"]) for p in packets if p.is_keyframe)

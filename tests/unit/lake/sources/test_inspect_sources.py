@@ -12,7 +12,7 @@ import yaml
 
 from robolake.cli import main as cli_main
 from robolake.lake import Lake
-from robolake.lake.ingest import IngestConfig, ingest
+from robolake.lake.intake.ingest import IngestConfig, ingest
 from robolake.lake.sources.mapping import load_mapping, mapping_from_dict
 from robolake.testing.hdf5 import write_aloha, write_robomimic
 from robolake.testing.ros import Layout, write_mcap_json, write_ros1
@@ -64,7 +64,9 @@ def test_a_bag_without_joint_state_is_described_with_a_suggested_pose_state(tmp_
     topics = unit["recordings"][0]["topics"]
     assert topics["/turtle1/pose"]["rate_hz"] == pytest.approx(62.5, abs=0.05)  # measured, not rounded to 62
     assert topics["/turtle1/pose"]["shape"] == [7] and topics["/turtle1/pose"]["default_field"] == "pose"
-    assert topics["/turtle1/pose"]["start"] == "2023-11-14T22:13:20.003Z" and topics["/turtle1/pose"]["end"].startswith("2023-11-14T22:13:2")
+    assert topics["/turtle1/pose"]["start"] == "2023-11-14T22:13:20.003Z" and topics["/turtle1/pose"]["end"].startswith(
+        "2023-11-14T22:13:2"
+    )
     m = mapping_from_dict(yaml.safe_load(unit["suggested_mapping"]), "suggested.yaml")
     assert [s.source for s in m.state] == ["/turtle1/pose"] and [s.source for s in m.action] == ["/turtle1/cmd_vel"]
     # each topic says what the suggested mapping makes of it, not only that a mapping is missing
@@ -74,8 +76,10 @@ def test_a_bag_without_joint_state_is_described_with_a_suggested_pose_state(tmp_
 
 def test_long_topic_names_are_never_cut(tmp_path: Path, capsys):
     base = "/robot/arm_controller/follow_joint_trajectory/state/feedback/"
-    extra = {base + "joint_position": ("float64", [(t, t) for t in np.arange(0, 0.5, 0.05)]),
-             base + "joint_velocity": ("float64", [(t, 1.0) for t in np.arange(0, 0.5, 0.05)])}
+    extra = {
+        base + "joint_position": ("float64", [(t, t) for t in np.arange(0, 0.5, 0.05)]),
+        base + "joint_velocity": ("float64", [(t, 1.0) for t in np.arange(0, 0.5, 0.05)]),
+    }
     write_ros1(tmp_path / "long.bag", Layout(seconds=0.5, extra=extra))
     rc, out = _inspect(capsys, str(tmp_path / "long.bag"))
     assert rc == 0 and base + "joint_position" in out and base + "joint_velocity" in out
@@ -120,7 +124,9 @@ def test_an_unknown_hdf5_layout_with_an_epoch_clock_gets_exact_rates_iso_times_a
 
 def test_bursts_on_one_stamp_suggest_the_stamp_rate_and_resample_none(tmp_path: Path, capsys):
     """10 states per stamp at 10 stamps a second: the message rate (110/s) is not the tick rate."""
-    write_mcap_json(tmp_path / "cart.mcap", Layout(seconds=1.0, cam_hz=None, camera="none", cmd_hz=None, burst=10, jitter_s=0.0))
+    write_mcap_json(
+        tmp_path / "cart.mcap", Layout(seconds=1.0, cam_hz=None, camera="none", cmd_hz=None, burst=10, jitter_s=0.0)
+    )
     rc, out = _inspect(capsys, str(tmp_path / "cart.mcap"), "--json")
     row = json.loads(out)["units"][0]["recordings"][0]["topics"]["/joint_states"]
     assert rc == 0 and row["shared_stamps"] == 90 and row["most_on_one_stamp"] == 10
@@ -135,19 +141,29 @@ def test_hdf5_without_cameras_is_described_with_why_each_key_is_left_out(tmp_pat
     (unit,) = json.loads(out)["units"]
     assert rc == 0 and unit["cameras"] == [] and unit["ingest"].startswith("1 episode(s)")
     assert unit["keys"]["observations/qpos"]["role"] == "state[0]"
-    assert unit["keys"]["observations/qvel"]["role"] == ("ignored: not part of the aloha layout "
-                                                         "(map observations/qvel under state: or action: to include it)")
+    assert unit["keys"]["observations/qvel"]["role"] == (
+        "ignored: not part of the aloha layout (map observations/qvel under state: or action: to include it)"
+    )
     write_robomimic(tmp_path / "mimic.hdf5", demos=2, images=False, datagen_info=True)
     rc, out = _inspect(capsys, str(tmp_path / "mimic.hdf5"))
-    assert rc == 0 and "ignored: in a nested group under obs/ (map obs/datagen_info/eef_pose under state: to include it)" in out
+    assert (
+        rc == 0
+        and "ignored: in a nested group under obs/ (map obs/datagen_info/eef_pose under state: to include it)" in out
+    )
     assert "obs/datagen_info is a group (3 datasets)" in out
 
 
 def test_a_lerobot_v20_camera_declared_without_videos_is_said_in_inspect_and_ingest(tmp_path: Path, capsys):
     rng = np.random.default_rng(0)
-    eps = [EpisodeArrays(state=rng.normal(size=(10, 4)), action=rng.normal(size=(10, 3)), task="wave",
-                         frames={"observation.images.front": rng.integers(0, 255, (10, 16, 16, 3), dtype=np.uint8)})
-           for _ in range(2)]
+    eps = [
+        EpisodeArrays(
+            state=rng.normal(size=(10, 4)),
+            action=rng.normal(size=(10, 3)),
+            task="wave",
+            frames={"observation.images.front": rng.integers(0, 255, (10, 16, 16, 3), dtype=np.uint8)},
+        )
+        for _ in range(2)
+    ]
     root = write_lerobot_dataset(tmp_path / "ds", episodes=eps, fps=10, robot_type="bot", version="v2.0")
     for p in sorted((root / "videos").rglob("*"), reverse=True):  # the dataset as downloaded without its videos
         p.unlink() if p.is_file() else p.rmdir()
@@ -159,7 +175,9 @@ def test_a_lerobot_v20_camera_declared_without_videos_is_said_in_inspect_and_ing
     assert unit["ingest"].startswith("quarantined (missing_video): observation.images.front")
     res = ingest(str(root), str(tmp_path / "lake"), IngestConfig(state_only=True))
     assert (res.ingested, res.frames) == (2, 0)
-    assert any("camera 'front' (observation.images.front) has no video files; --state-only: left out" in n for n in res.notes)
+    assert any(
+        "camera 'front' (observation.images.front) has no video files; --state-only: left out" in n for n in res.notes
+    )
     res = ingest(str(root), str(tmp_path / "lake2"), IngestConfig())
     assert res.quarantined == 2 and all("video file is missing" in why for _, why in res.quarantine)
 
@@ -167,18 +185,33 @@ def test_a_lerobot_v20_camera_declared_without_videos_is_said_in_inspect_and_ing
 def test_a_declared_video_that_modality_json_does_not_use_is_not_said_to_block(tmp_path: Path, capsys):
     """The real GR00T dataset declares `egoview` (no files) beside the `ego_view` its modality.json names."""
     rng = np.random.default_rng(0)
-    eps = [EpisodeArrays(state=rng.normal(size=(8, 4)), action=rng.normal(size=(8, 3)), task="wave",
-                         frames={k: rng.integers(0, 255, (8, 16, 16, 3), dtype=np.uint8)
-                                 for k in ("observation.images.front", "observation.images.spare")})]
-    modality = {"state": {"arm": {"start": 0, "end": 4}}, "action": {"arm": {"start": 0, "end": 3}},
-                "video": {"front": {"original_key": "observation.images.front"}}}
-    root = write_lerobot_dataset(tmp_path / "ds", episodes=eps, fps=10, robot_type="bot", version="v2.0", modality=modality)
+    eps = [
+        EpisodeArrays(
+            state=rng.normal(size=(8, 4)),
+            action=rng.normal(size=(8, 3)),
+            task="wave",
+            frames={
+                k: rng.integers(0, 255, (8, 16, 16, 3), dtype=np.uint8)
+                for k in ("observation.images.front", "observation.images.spare")
+            },
+        )
+    ]
+    modality = {
+        "state": {"arm": {"start": 0, "end": 4}},
+        "action": {"arm": {"start": 0, "end": 3}},
+        "video": {"front": {"original_key": "observation.images.front"}},
+    }
+    root = write_lerobot_dataset(
+        tmp_path / "ds", episodes=eps, fps=10, robot_type="bot", version="v2.0", modality=modality
+    )
     for p in (root / "videos" / "chunk-000" / "observation.images.spare").iterdir():
         p.unlink()
     rc, out = _inspect(capsys, str(root), "--json")
     (unit,) = json.loads(out)["units"]
     spare = unit["keys"]["observation.images.spare"]
-    assert rc == 0 and spare["count"] == 0 and spare["role"].startswith("ignored: no video files, and not a camera here")
+    assert (
+        rc == 0 and spare["count"] == 0 and spare["role"].startswith("ignored: no video files, and not a camera here")
+    )
     assert "nothing is lost" in spare["note"] and unit["ingest"].startswith("1 episode(s)")
     assert unit["keys"]["observation.images.front"]["role"] == "camera front"
     assert ingest(str(root), str(tmp_path / "lake"), IngestConfig()).ingested == 1

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from robolake.lake import Lake
-from robolake.lake.ingest import IngestConfig, ingest
+from robolake.lake.intake.ingest import IngestConfig, ingest
 from robolake.lake.sources import ReadLimits, SourceError, SourceOptions, discover_readers
 from robolake.lake.sources.limits import bounded_decompress
 from robolake.testing.hdf5 import write_aloha, write_custom
@@ -30,13 +30,18 @@ def test_a_sparse_giant_camera_is_refused_before_reading(tmp_path: Path):
     write_aloha(src / "good.hdf5")
     bomb = write_aloha(src / "bomb.hdf5", cams=("cam_high",))
     with h5py.File(bomb, "a") as f:
-        f["observations/images"].create_dataset("top", shape=(50, 20000, 20000, 3), dtype="uint8", chunks=(1, 256, 256, 3),
-                                                compression="gzip")
+        f["observations/images"].create_dataset(
+            "top", shape=(50, 20000, 20000, 3), dtype="uint8", chunks=(1, 256, 256, 3), compression="gzip"
+        )
     assert bomb.stat().st_size < 1_000_000
     res = ingest(str(src), str(tmp_path / "lake"))
     assert (res.ingested, res.quarantined) == (1, 1)
     row = _rows(tmp_path / "lake")["bomb.hdf5"]
-    assert row["reason_code"] == "too_large" and "observations/images/top" in row["reason"] and "20000x20000" in row["reason"]
+    assert (
+        row["reason_code"] == "too_large"
+        and "observations/images/top" in row["reason"]
+        and "20000x20000" in row["reason"]
+    )
     assert "--max-read-gb" in row["reason"]
 
 
@@ -50,7 +55,9 @@ def test_a_dataset_over_the_budget_is_refused_and_the_budget_is_configurable(tmp
     m = mapping_from_dict(CUSTOM_MAPPING, "arm.yaml")
     res = ingest(str(src), str(tmp_path / "small"), IngestConfig(mapping=m, max_read_bytes=4_000))
     (row,) = _rows(tmp_path / "small").values()
-    assert res.ingested == 0 and row["reason_code"] == "too_large" and "robot/joints" in row["reason"]  # 200 x 6 float64 = 9.6 KB
+    assert (
+        res.ingested == 0 and row["reason_code"] == "too_large" and "robot/joints" in row["reason"]
+    )  # 200 x 6 float64 = 9.6 KB
     assert ingest(str(src), str(tmp_path / "big"), IngestConfig(mapping=m)).ingested == 1
     with pytest.raises(ValueError, match="max_read_bytes must be a positive"):
         IngestConfig(max_read_bytes=0)
@@ -109,12 +116,17 @@ def test_hdf5_data_outside_the_files_folder_is_refused(tmp_path: Path):
         f["extra"] = h5py.ExternalLink("beside.hdf5", "/observations/qpos")  # in the same folder: fine
     raw = src / "raw.hdf5"
     with h5py.File(raw, "w") as f:  # a dataset whose bytes live in an outside file
-        f.create_dataset("observations/qpos", shape=(4, 2), dtype="uint8", external=[(str(elsewhere / "secret.hdf5"), 0, 8)])
+        f.create_dataset(
+            "observations/qpos", shape=(4, 2), dtype="uint8", external=[(str(elsewhere / "secret.hdf5"), 0, 8)]
+        )
         f["action"] = np.zeros((4, 2))
     res = ingest(str(src), str(tmp_path / "lake"))
     rows = _rows(tmp_path / "lake")
     assert set(rows) == {"linked.hdf5", "raw.hdf5"} and res.ingested == 2
-    assert rows["linked.hdf5"]["reason_code"] == "outside_source" and "extra: is an external link to" in rows["linked.hdf5"]["reason"]
+    assert (
+        rows["linked.hdf5"]["reason_code"] == "outside_source"
+        and "extra: is an external link to" in rows["linked.hdf5"]["reason"]
+    )
     assert rows["raw.hdf5"]["reason_code"] == "outside_source" and "stores its data in" in rows["raw.hdf5"]["reason"]
 
 
@@ -132,7 +144,7 @@ def test_a_ros2_metadata_naming_files_outside_the_bag_is_refused(tmp_path: Path)
 def test_a_tfrecord_declaring_a_huge_record_is_refused_before_reading(tmp_path: Path):
     import struct
 
-    from robolake.lake.sources.tfrecord import masked_crc, read_record
+    from robolake.lake.sources.rlds.tfrecord import masked_crc, read_record
 
     path = tmp_path / "x.tfrecord"
     length = struct.pack("<Q", 10**12)  # a consistent header (its checksum is right) for 1 TB of data

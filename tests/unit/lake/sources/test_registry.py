@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from robolake.lake.ingest import ingest
+from robolake.lake.intake.ingest import ingest
 from robolake.lake.sources import discover_readers, format_choices, formats, get_format
 from robolake.writers.synthetic import EMBODIMENT_NAMES, SyntheticConfig, generate_synthetic
 
@@ -22,7 +22,12 @@ def test_lerobot_is_registered_first_and_aliases_resolve():
 
 def test_discovery_walks_the_whole_tree(tmp_path: Path):
     deep = tmp_path / "robots" / "by_task" / "pick" / "day1"
-    generate_synthetic(str(deep), SyntheticConfig(episodes_per_embodiment=1, min_length=8, max_length=10, image_size=16, embodiments=EMBODIMENT_NAMES[:1]))
+    generate_synthetic(
+        str(deep),
+        SyntheticConfig(
+            episodes_per_embodiment=1, min_length=8, max_length=10, image_size=16, embodiments=EMBODIMENT_NAMES[:1]
+        ),
+    )
     (tmp_path / "robots" / "notes.txt").write_text("hello")
     (tmp_path / "robots" / "stray.npz").write_bytes(b"not really")
     found = discover_readers(str(tmp_path))
@@ -64,7 +69,9 @@ def test_one_tag_one_width(tmp_path: Path, ray_session):
     assert [Path(r.root).name for r in found] == ["a.hdf5", "b.hdf5"] and not found.failed
     result = ingest(str(tmp_path / "src"), str(tmp_path / "lake"))
     assert result.quarantined == result.ingested > 0
-    assert all(path.endswith("b.hdf5") and "32/7 but this dataset has 40/7" in reason and "--embodiment" in reason
-               for path, reason in result.quarantine), result.quarantine
+    assert all(
+        path.endswith("b.hdf5") and "32/7 but this dataset has 40/7" in reason and "--embodiment" in reason
+        for path, reason in result.quarantine
+    ), result.quarantine
     forced = discover_readers(str(tmp_path / "src" / "b.hdf5"), options=SourceOptions(embodiment="suite_v2"))
     assert forced[0].tag == "suite_v2"

@@ -47,8 +47,12 @@ def test_align_window_rate_and_action_from_state():
     rng = np.random.default_rng(0)
     tj = np.sort(np.arange(0, 2, 0.01) + rng.uniform(0, 0.002, 200))  # 100 Hz with jitter
     tv = np.arange(0.05, 1.9, 1 / 15)  # camera 15 fps
-    al = align(state=[_s("/j", tj, np.sin(tj))], cameras={"cam": Stream("cam", tv, [b""] * len(tv))},
-               action_from_state=True, path="rec")
+    al = align(
+        state=[_s("/j", tj, np.sin(tj))],
+        cameras={"cam": Stream("cam", tv, [b""] * len(tv))},
+        action_from_state=True,
+        path="rec",
+    )
     assert al.fps == pytest.approx(100, rel=0.05)
     assert al.timestamps[0] == pytest.approx(max(tj[0], tv[0])) and al.timestamps[-1] <= tv[-1]
     np.testing.assert_allclose(al.action[:-1], al.state[1:])
@@ -57,12 +61,15 @@ def test_align_window_rate_and_action_from_state():
     assert (tv[al.frames["cam"]] <= al.timestamps + 1e-12).all()
 
 
-@pytest.mark.parametrize(("case", "code", "text"), [
-    ("backwards", "timestamps", "goes backwards at message 2"),
-    ("nan", "non_finite", "first at message 1"),
-    ("apart", "no_overlap", "never overlap"),
-    ("empty", "empty", "no messages"),
-])
+@pytest.mark.parametrize(
+    ("case", "code", "text"),
+    [
+        ("backwards", "timestamps", "goes backwards at message 2"),
+        ("nan", "non_finite", "first at message 1"),
+        ("apart", "no_overlap", "never overlap"),
+        ("empty", "empty", "no messages"),
+    ],
+)
 def test_align_rejects_bad_streams(case, code, text):
     good = _s("/cmd", [0, 1, 2, 3], [[0], [1], [2], [3]])
     state = {
@@ -84,10 +91,14 @@ def test_width_change_names_the_message():
 
 def test_mapping_file_validation(tmp_path: Path):
     p = tmp_path / "m.yaml"
-    p.write_text("embodiment: arm\nfps: 30\nstate:\n  - {source: /joint_states, field: position, names: [a, b]}\n"
-                 "action_from_state: true\ncameras: {wrist: /wrist/image/compressed}\nsplit: {by: gap, seconds: 2}\n")
+    p.write_text(
+        "embodiment: arm\nfps: 30\nstate:\n  - {source: /joint_states, field: position, names: [a, b]}\n"
+        "action_from_state: true\ncameras: {wrist: /wrist/image/compressed}\nsplit: {by: gap, seconds: 2}\n"
+    )
     m = load_mapping(str(p))
-    assert m.state[0].names == ("a", "b") and m.cameras[0].source == "/wrist/image/compressed" and m.split.seconds == 2.0
+    assert (
+        m.state[0].names == ("a", "b") and m.cameras[0].source == "/wrist/image/compressed" and m.split.seconds == 2.0
+    )
     (tmp_path / "m.json").write_text(json.dumps(CUSTOM_MAPPING))
     assert load_mapping(str(tmp_path / "m.json")).state[1].stamps == "/robot/joint_t"
     bad = [
@@ -125,7 +136,9 @@ def test_inspect_prints_keys_rates_and_unknown_layouts(tmp_path: Path, capsys):
     units = {Path(u["path"]).name: u for u in report["units"]}
     clock = units["custom.h5"]["keys"]["robot/joint_t"]
     assert clock["clock"] is True and clock["rate_hz"] == pytest.approx(100, rel=0.05)
-    assert units["custom.h5"]["opens"] is False and [f["path"] for f in report["failed"]] == [str(tmp_path / "custom.h5")]
+    assert units["custom.h5"]["opens"] is False and [f["path"] for f in report["failed"]] == [
+        str(tmp_path / "custom.h5")
+    ]
     assert units["ep.hdf5"]["keys"]["observations/qpos"]["count"] == 30
     # the unknown layout gets a mapping to start from, which loads as it is
     m = mapping_from_dict(yaml.safe_load(units["custom.h5"]["suggested_mapping"]), "suggested.yaml")

@@ -1,0 +1,355 @@
+"""`robolake check`: verify one lake version end to end and say in plain words what is wrong.
+
+A published version is a promise: its manifest names a Lance version of every table, every data
+file those versions reference exists and reads, the tables agree with each other (every step
+and frame belongs to an episode of that version, each episode has exactly `num_steps` steps and
+`num_steps x cameras` frames, no episode twice), and each embodiment has its statistics. This
+module checks each of those and, for every problem, says what to do: usually to restore the
+newest version that is intact (`robolake restore LAKE N`) and re-run the ingests after it. A
+version is called intact only when it passes the same checks itself: a damaged data file is
+usually shared with the versions before the one that failed, so a manifest that reads and files
+that exist are not enough.
+
+Data files are read, not only listed: every fragment's key column is scanned (a truncated
+file fails there), the small tables entirely. That costs one pass over the key columns of
+steps and media, far less than a pack; `quick=True` only checks that files exist.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance
+
+from robolake.lake.protocol.lease import is_dead, lease_records, presence_records
+from robolake.lake.protocol.transaction import table_uri
+from robolake.lake.protocol.versions import (
+    DamagedManifestError,
+    LakeVersion,
+    last_good_version,
+    list_versions,
+    read_format_marker,
+    read_version,
+)
+from robolake.schemas.tables import TABLES
+from robolake.storage import filesystem, join_uri, normalize_uri
+
+__all__ = ["Problem", "CheckReport", "check_lake", "missing_files"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """One thing wrong with a lake version.
+
+    Attributes:
+        what: What is wrong, naming the table, file or episode.
+        fix: What to do about it.
+    """
+
+    what: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.what}. {self.fix}"
+
+
+@dataclass(kw_only=True)
+class CheckReport:
+    """What `check_lake` found.
+
+    Attributes:
+        lake_uri: The lake.
+        version: The version checked (None if no version could be read).
+        problems: Everything wrong; empty when the version is sound.
+        notes: Things worth knowing that are not wrong (a dead writer's lease, leftovers).
+        counts: Rows per table in the checked version.
+    """
+
+    lake_uri: str
+    version: int | None
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def missing_files(lake_uri: str, lv: LakeVersion, storage_options: dict[str, str] | None = None) -> list[str]:
+    """Data files the tables of `lv` reference that do not exist (a cheap, listing-only check)."""
+    out = []
+    for table, version in sorted(lv.tables.items()):
+        uri = table_uri(lake_uri, table)
+        fs = filesystem(uri, storage_options)
+        ds = lance.dataset(uri, version=version, storage_options=storage_options)
+        for frag in ds.get_fragments():
+            for df in frag.metadata.files:
+                path = join_uri(uri, "data", df.path)
+                if not fs.exists(path):
+                    out.append(path)
+    return out
+
+
+def _restore_advice(lake_uri: str, below: int, storage_options: dict[str, str] | None, quick: bool) -> str:
+    """Which earlier version checks clean, by the same checks as this one, and how to go back to it.
+
+    A version is recommended only if it passes `check` itself: its manifest reading and its
+    files existing is not enough, since a damaged data file is usually shared with the versions
+    before the one that first failed (an append keeps the older fragments).
+    """
+    for v in reversed([v for v in list_versions(lake_uri, storage_options) if v < below]):
+        try:
+            clean = _check(lake_uri, v, storage_options, quick=quick, advise=False).ok
+        except Exception:  # an older version that cannot even be checked: look further back
+            clean = False
+        if clean:
+            how = (
+                ""
+                if not quick
+                else " (by the --quick checks; run `robolake check` without --quick to read its files too)"
+            )
+            return (
+                f"the lake is intact at version {v}{how}: `robolake restore {lake_uri} {v}` publishes it as the "
+                "newest version; then re-run the ingests made after it"
+            )
+    return "no earlier version is intact; re-create the lake from its sources"
+
+
+def _scan(ds: lance.LanceDataset, table: str) -> None:
+    """Read every fragment (the key column of the big tables, everything of the small ones)."""
+    columns = ["episode_id"] if table in ("steps", "media") else None
+    for frag in ds.get_fragments():
+        frag.to_table(columns=columns)
+
+
+def check_lake(
+    uri: str,
+    version: int | None = None,
+    storage_options: dict[str, str] | None = None,
+    *,
+    quick: bool = False,
+) -> CheckReport:
+    """Check lake version `version` (the newest if None) of the lake at `uri`.
+
+    Never raises for a damaged lake: every problem is in the report. Where it advises restoring
+    an earlier version, that version passes these same checks.
+    """
+    return _check(normalize_uri(uri), version, storage_options, quick=quick, advise=True)
+
+
+def _check(
+    uri: str, version: int | None, storage_options: dict[str, str] | None, *, quick: bool, advise: bool
+) -> CheckReport:
+    """`check_lake`; with `advise=False` (checking a candidate to restore) no restore advice is
+    searched for and no notes on writers are taken."""
+    report = CheckReport(lake_uri=uri, version=version)
+    cached: list[str] = []
+
+    def advice() -> str:
+        if not advise:
+            return "(not searched)"
+        if not cached:
+            cached.append(_restore_advice(uri, target, storage_options, quick))
+        return cached[0]
+
+    try:
+        read_format_marker(uri, storage_options)
+    except Exception as e:
+        report.problems.append(Problem(what=str(e), fix="point robolake at the lake's root directory"))
+        return report
+    known = list_versions(uri, storage_options)
+    if not known:
+        report.problems.append(
+            Problem(
+                what=f"lake {uri} has no published version (its creation was interrupted)",
+                fix=f"re-create it: `robolake ingest SRC {uri}` creates it again",
+            )
+        )
+        return report
+    target = known[-1] if version is None else version
+    report.version = target
+    try:
+        lv = read_version(uri, target, storage_options)
+    except DamagedManifestError as e:
+        report.problems.append(Problem(what=f"version {target}'s manifest {e.path} is damaged", fix=advice()))
+        return report
+    except ValueError as e:
+        report.problems.append(Problem(what=str(e), fix="pick one of the versions listed"))
+        return report
+    for v in known if advise else ():
+        if v < target:
+            try:
+                read_version(uri, v, storage_options)
+            except DamagedManifestError as e:
+                report.notes.append(f"older version {v}'s manifest {e.path} is damaged (it cannot be restored)")
+
+    datasets = _open_tables(uri, lv, storage_options, report, quick, advice)
+    if report.problems:
+        return report
+    try:
+        _check_consistency(uri, datasets, report)
+    except Exception as e:  # a key column that does not read: a damaged file the quick check did not open
+        report.problems.append(
+            Problem(
+                what=f"version {lv.version}'s tables cannot be read ({type(e).__name__}: {str(e)[:200]})", fix=advice()
+            )
+        )
+        return report
+    if advise:
+        _check_writers(uri, lv, storage_options, datasets, report)
+    return report
+
+
+def _open_tables(
+    uri: str, lv: LakeVersion, opts: dict[str, str] | None, report: CheckReport, quick: bool, advice: Callable[[], str]
+) -> dict[str, lance.LanceDataset]:
+    datasets = {}
+    for table in TABLES:
+        if table not in lv.tables:
+            report.problems.append(
+                Problem(what=f"version {lv.version} names no version of table {table}", fix=advice())
+            )
+            continue
+        turi = table_uri(uri, table)
+        try:
+            ds = lance.dataset(turi, version=lv.tables[table], storage_options=opts)
+        except Exception as e:
+            report.problems.append(
+                Problem(
+                    what=f"table {table} cannot be opened at Lance version {lv.tables[table]} ({type(e).__name__}: {str(e)[:200]})",
+                    fix=advice(),
+                )
+            )
+            continue
+        fs = filesystem(turi, opts)
+        missing = [
+            df.path
+            for frag in ds.get_fragments()
+            for df in frag.metadata.files
+            if not fs.exists(join_uri(turi, "data", df.path))
+        ]
+        if missing:
+            report.problems.append(
+                Problem(
+                    what=f"table {table} of version {lv.version} references {len(missing)} data file(s) that do not exist "
+                    f"(first: {join_uri(turi, 'data', missing[0])})",
+                    fix=advice(),
+                )
+            )
+            continue
+        if not quick:
+            try:
+                _scan(ds, table)
+            except Exception as e:
+                report.problems.append(
+                    Problem(
+                        what=f"table {table} of version {lv.version} has an unreadable data file ({type(e).__name__}: {str(e)[:200]})",
+                        fix=advice(),
+                    )
+                )
+                continue
+        datasets[table] = ds
+        report.counts[table] = ds.count_rows()
+    return datasets
+
+
+def _check_consistency(uri: str, ds: dict[str, lance.LanceDataset], report: CheckReport) -> None:
+    eps = (
+        ds["episodes"]
+        .to_table(columns=["episode_id", "embodiment", "num_steps", "cameras", "content_hash"])
+        .to_pylist()
+    )
+    ids = Counter(e["episode_id"] for e in eps)
+    redo = f"restore the version before the ingest that wrote them (`robolake info {uri} --json` lists the versions)"
+    dup = [i for i, n in ids.items() if n > 1]
+    if dup:
+        report.problems.append(
+            Problem(what=f"{len(dup)} episode ids appear more than once in episodes (first: {dup[0]})", fix=redo)
+        )
+    hashes = Counter(e["content_hash"] for e in eps)
+    dup_hash = [h for h, n in hashes.items() if n > 1]
+    if dup_hash:
+        report.problems.append(Problem(what=f"{len(dup_hash)} episodes are stored twice (same content hash)", fix=redo))
+    by_id = {e["episode_id"]: e for e in eps}
+    steps = Counter(ds["steps"].to_table(columns=["episode_id"])["episode_id"].to_pylist())
+    media = Counter(ds["media"].to_table(columns=["episode_id"])["episode_id"].to_pylist())
+    for table, counts, expected in (
+        ("steps", steps, lambda e: e["num_steps"]),
+        ("media", media, lambda e: e["num_steps"] * len(e["cameras"] or [])),
+    ):
+        foreign = sorted(set(counts) - set(by_id))
+        if foreign:
+            report.problems.append(
+                Problem(
+                    what=f"table {table} holds rows of {len(foreign)} episodes the episodes table does not list (first: {foreign[0]})",
+                    fix=redo,
+                )
+            )
+        wrong = [(i, counts.get(i, 0), expected(e)) for i, e in by_id.items() if counts.get(i, 0) != expected(e)]
+        if wrong:
+            i, have, want = wrong[0]
+            report.problems.append(
+                Problem(
+                    what=f"{len(wrong)} episodes have the wrong number of {table} rows (first: {i} has {have}, expected {want})",
+                    fix=redo,
+                )
+            )
+    emb = {r["embodiment"]: r for r in ds["embodiments"].to_table().to_pylist()}
+    per_tag = Counter(e["embodiment"] for e in eps)
+    for tag, n in sorted(per_tag.items()):
+        row = emb.get(tag)
+        if row is None or not row.get("stats_json"):
+            report.problems.append(
+                Problem(
+                    what=f"embodiment {tag} has episodes but no statistics",
+                    fix=f"re-ingest one of its datasets into {uri} or restore an earlier version",
+                )
+            )
+            continue
+        if int(row["num_episodes"]) != n:
+            report.problems.append(
+                Problem(
+                    what=f"embodiment {tag} records {row['num_episodes']} episodes but the episodes table has {n}",
+                    fix=redo,
+                )
+            )
+
+
+def _check_writers(
+    uri: str, lv: LakeVersion, opts: dict[str, str] | None, ds: dict[str, lance.LanceDataset], report: CheckReport
+) -> None:
+    """Notes on writers: a lease or presence record of a dead one, unpublished table commits."""
+    if lv.version != list_versions(uri, opts)[-1]:
+        return
+    records = lease_records(uri, opts)
+    if records and records[-1].state == "held":
+        rec = records[-1]
+        state = "a writer that is gone" if is_dead(_as_dict(rec)) else "a live writer"
+        report.notes.append(f"the write lease is held by {state}: {rec.describe()}")
+    dead = [r for r in presence_records(uri, opts) if is_dead(r)]
+    if dead:
+        report.notes.append(
+            f"{len(dead)} writer(s) died while writing; the next write (or `robolake gc`) removes their files"
+        )
+    for table, d in ds.items():
+        latest = lance.dataset(table_uri(uri, table), storage_options=opts).version
+        if latest != d.version:
+            report.notes.append(
+                f"table {table} has commits after version {lv.version} names (Lance {d.version}..{latest}): an unpublished "
+                "write in progress or from a writer that died; readers never see them and the next writer rolls them back"
+            )
+    if last_good_version(uri, None, opts) != list_versions(uri, opts)[-1]:
+        report.notes.append("the newest manifest is damaged")
+
+
+def _as_dict(rec: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(rec)

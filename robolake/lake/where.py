@@ -1,0 +1,623 @@
+"""`--where EXPR`: which episodes a curation verb keeps, as a safe, vectorised expression.
+
+Users write filters the way they think about episodes: `task == 'pick' and num_steps > 100`,
+`success and source = 'rollout'`, `max(abs(action)) > 3`, `embodiment in ('gr1', 'so101')`.
+The expression is parsed with Python's own parser (`ast`, mode "eval") after a token-level pass
+that accepts SQL habits (`=`, `<>`, `AND`/`OR`/`NOT`, `true`/`false`/`null`), then walked by a
+small interpreter that knows a fixed set of node types, names and functions. Nothing is ever
+`eval`'d, no attribute of a Python object is reachable, and an unknown name or function is an
+error naming what there is: a filter handed over in a forum post cannot run code.
+
+Evaluation is columnar: every name is a numpy array over the episodes of the lake version (one
+entry per episode), so a filter over 100k episodes is a handful of array operations. Names:
+
+- every episodes column (`episode_id`, `task`, `embodiment`, `num_steps`, `fps`, `success`,
+  `source_uri`, `source_format`, `source_episode_index`, `content_hash`, `ingested_at`);
+- derived: `length` (= num_steps), `duration` (seconds), `source` (the metadata's `source`,
+  'recorded' when absent; rollouts say 'rollout'), `source_path` (the file the episode came
+  from), `quarantine_free` (no quarantine row names the episode's source file),
+  `ingest_version` (the lake version the episode first appeared in), `meta.KEY` (any metadata
+  key; missing keys are null);
+- step aggregates: `max`, `min`, `mean`, `sum`, `std`, `count` over an expression of the
+  episode's steps (`state`, `action`, `timestamp`, `state[i]`, `abs(...)`, arithmetic). They
+  read only the step columns the expression names, once.
+
+Functions over episode values: `abs`, `contains(text, sub)`, `startswith`, `endswith`,
+`like(text, 'sql %pattern_')`, `lower`, `upper`, `isnull`.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import math
+import re
+import tokenize
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from robolake.lake.lake import Lake
+
+__all__ = ["WhereError", "parse_where", "select_episode_ids", "source_path_of", "Where"]
+
+_EPISODE_COLUMNS = (
+    "episode_id",
+    "source_uri",
+    "source_format",
+    "source_episode_index",
+    "embodiment",
+    "task",
+    "num_steps",
+    "fps",
+    "success",
+    "content_hash",
+    "ingested_at",
+)
+_DERIVED = ("length", "duration", "source", "source_path", "quarantine_free", "ingest_version")
+_STEP_NAMES = ("state", "action", "timestamp")
+_AGGREGATES = ("max", "min", "mean", "sum", "std", "count")
+_FUNCTIONS = ("abs", "contains", "startswith", "endswith", "like", "lower", "upper", "isnull")
+_SQL_WORDS = {
+    "and": "and",
+    "or": "or",
+    "not": "not",
+    "true": "True",
+    "false": "False",
+    "null": "None",
+    "is": "is",
+    "in": "in",
+}
+
+
+class WhereError(ValueError):
+    """A `--where` expression that cannot be parsed or names something that does not exist."""
+
+
+def _to_python(expr: str) -> str:
+    """Rewrite SQL habits into Python tokens (`=` -> `==`, `<>` -> `!=`, AND -> and, ...)."""
+    out: list[tuple[int, str]] = []
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(expr).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError) as e:
+        raise WhereError(f"--where {expr!r} is not an expression: {e}") from None
+    skip = False
+    for tok, nxt in zip(tokens, [*tokens[1:], None], strict=True):
+        if skip:
+            skip = False
+            continue
+        kind, text = tok.type, tok.string
+        if kind == tokenize.OP and text == "=":
+            text = "=="
+        elif kind == tokenize.OP and text == "<" and nxt is not None and nxt.string == ">" and nxt.start == tok.end:
+            text, skip = "!=", True  # SQL's <> (Python tokenizes it as < then >)
+        elif kind == tokenize.NAME and text.lower() in _SQL_WORDS:
+            text = _SQL_WORDS[text.lower()]
+        out.append((kind, text))
+    return tokenize.untokenize(out).strip()
+
+
+@dataclass(frozen=True)
+class Where:
+    """A parsed `--where` expression and the names it uses."""
+
+    text: str
+    tree: ast.expr
+    names: frozenset[str]
+    step_columns: frozenset[str]
+
+    @property
+    def needs_steps(self) -> bool:
+        return bool(self.step_columns)
+
+
+_ALLOWED = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.UAdd,
+    ast.BinOp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.Mod,
+    ast.Pow,
+    ast.Compare,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.In,
+    ast.NotIn,
+    ast.Is,
+    ast.IsNot,
+    ast.Call,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.Tuple,
+    ast.List,
+    ast.Subscript,
+    ast.Attribute,
+)
+
+
+def parse_where(expr: str) -> Where:
+    """Parse `expr` into a `Where`.
+
+    Raises:
+        WhereError: a syntax error, a construct outside the language, or an unknown name/function.
+    """
+    if not expr or not expr.strip():
+        raise WhereError("--where needs an expression, e.g. \"task = 'pick' and num_steps > 50\"")
+    try:
+        tree = ast.parse(_to_python(expr), mode="eval")
+    except SyntaxError as e:
+        raise WhereError(f"--where {expr!r} is not an expression: {e.msg}") from None
+    names: set[str] = set()
+    steps: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED):
+            raise WhereError(f"--where {expr!r}: {type(node).__name__} is not allowed in a filter")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (str, int, float, bool, type(None))):
+            raise WhereError(f"--where {expr!r}: constant {node.value!r} is not allowed")
+        if isinstance(node, ast.Call):
+            fn = node.func.id if isinstance(node.func, ast.Name) else None
+            if fn not in _FUNCTIONS + _AGGREGATES or node.keywords:
+                raise WhereError(
+                    f"--where {expr!r}: unknown function {ast.unparse(node.func)!r}; the functions are "
+                    f"{', '.join(_AGGREGATES + _FUNCTIONS)}"
+                )
+        if isinstance(node, ast.Attribute):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("meta", "metadata")):
+                raise WhereError(f"--where {expr!r}: only meta.KEY may use a dot ({ast.unparse(node)!r})")
+    _check_names(tree.body, expr, names, steps, in_aggregate=False)
+    return Where(text=expr, tree=tree.body, names=frozenset(names), step_columns=frozenset(steps))
+
+
+def _check_names(node: ast.AST, expr: str, names: set[str], steps: set[str], *, in_aggregate: bool) -> None:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _AGGREGATES:
+        if in_aggregate:
+            raise WhereError(f"--where {expr!r}: aggregates cannot nest ({ast.unparse(node)!r})")
+        if len(node.args) != 1:
+            raise WhereError(f"--where {expr!r}: {node.func.id}() takes one step expression, e.g. max(abs(action))")
+        _check_names(node.args[0], expr, names, steps, in_aggregate=True)
+        return
+    if isinstance(node, ast.Attribute):
+        names.add("metadata")
+        return
+    if isinstance(node, ast.Name):
+        if node.id in _FUNCTIONS + _AGGREGATES:
+            return
+        if in_aggregate:
+            if node.id not in _STEP_NAMES:
+                raise WhereError(
+                    f"--where {expr!r}: inside an aggregate only step columns ({', '.join(_STEP_NAMES)}) "
+                    f"are known, not {node.id!r}"
+                )
+            steps.add(node.id)
+        else:
+            if node.id in _STEP_NAMES:
+                raise WhereError(
+                    f"--where {expr!r}: {node.id!r} is a step column; wrap it in an aggregate, e.g. max(abs({node.id}))"
+                )
+            if node.id not in _EPISODE_COLUMNS + _DERIVED:
+                raise WhereError(
+                    f"--where {expr!r}: unknown name {node.id!r}; the names are "
+                    f"{', '.join(_EPISODE_COLUMNS + _DERIVED)}, meta.KEY and aggregates over {', '.join(_STEP_NAMES)}"
+                )
+            names.add(node.id)
+        return
+    for child in ast.iter_child_nodes(node):
+        if isinstance(node, ast.Call) and child is node.func:
+            continue
+        _check_names(child, expr, names, steps, in_aggregate=in_aggregate)
+
+
+# --- evaluation ----------------------------------------------------------------------------------
+
+
+def _like(pattern: str) -> re.Pattern[str]:
+    out = []
+    for ch in pattern:
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return re.compile("^" + "".join(out) + "$", re.S)
+
+
+def _strings(values: Any, fn: Callable[[str], Any]) -> np.ndarray:
+    arr = np.asarray(values, dtype=object)
+    return np.array([None if v is None else fn(str(v)) for v in arr.ravel()], dtype=object).reshape(arr.shape)
+
+
+def _truth(values: Any) -> np.ndarray:
+    arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    if arr.dtype == object:
+        return np.array(
+            [bool(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else False for v in arr.ravel()]
+        ).reshape(arr.shape)
+    return arr.astype(bool)
+
+
+class _Episodes:
+    """The episode-level columns an expression names, computed once each."""
+
+    def __init__(self, lake: Lake, where: Where):
+        self.lake = lake
+        self.where = where
+        cols = sorted(set(_EPISODE_COLUMNS) | {"metadata"})
+        self.table = lake.episodes(columns=cols)
+        self.n = self.table.num_rows
+        self._cache: dict[str, np.ndarray] = {}
+        self._meta: list[dict[str, Any]] | None = None
+
+    def metadata(self) -> list[dict[str, Any]]:
+        if self._meta is None:
+            out = []
+            for m in self.table.column("metadata").to_pylist():
+                try:
+                    d = json.loads(m) if m else {}
+                except json.JSONDecodeError:
+                    d = {}
+                out.append(d if isinstance(d, dict) else {})
+            self._meta = out
+        return self._meta
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            self._cache[name] = self._compute(name)
+        return self._cache[name]
+
+    def _compute(self, name: str) -> np.ndarray:
+        if name in _EPISODE_COLUMNS:
+            col = self.table.column(name)
+            if pa.types.is_string(col.type) or pa.types.is_boolean(col.type):  # nullable: keep None
+                return np.array(col.to_pylist(), dtype=object)
+            return np.asarray(col.to_numpy(zero_copy_only=False))
+        if name == "length":
+            return self.column("num_steps")
+        if name == "duration":
+            fps = np.asarray(self.column("fps"), dtype=float)
+            return np.asarray(self.column("num_steps"), dtype=float) / np.where(fps > 0, fps, np.nan)
+        if name == "source":
+            return np.array([str(m.get("source", "recorded")) for m in self.metadata()], dtype=object)
+        if name == "source_path":
+            return np.array(
+                [
+                    source_path_of(u, m)
+                    for u, m in zip(self.table.column("source_uri").to_pylist(), self.metadata(), strict=True)
+                ],
+                dtype=object,
+            )
+        if name == "quarantine_free":
+            bad = set(self.lake.to_arrow("quarantine", columns=["source_path"]).column("source_path").to_pylist())
+            return np.array([p not in bad for p in self.column("source_path")], dtype=bool)
+        if name == "ingest_version":
+            first = _first_versions(self.lake)
+            return np.array(
+                [first.get(e, self.lake.version) for e in self.table.column("episode_id").to_pylist()], dtype=np.int64
+            )
+        raise WhereError(f"unknown name {name!r}")  # parse_where already refused it
+
+    def meta_key(self, key: str) -> np.ndarray:
+        return np.array([m.get(key) for m in self.metadata()], dtype=object)
+
+
+def source_path_of(source_uri: str, meta: dict[str, Any]) -> str:
+    for key in ("file", "data_path", "path", "bag"):
+        v = meta.get(key)
+        if isinstance(v, str) and v:
+            if v.startswith("/") or "://" in v or not source_uri:
+                return v
+            return source_uri.rstrip("/") + "/" + v
+    return source_uri
+
+
+def _first_versions(lake: Lake) -> dict[str, int]:
+    """episode id -> the first lake version (up to this one) whose episodes table holds it."""
+    import lance
+
+    first: dict[str, int] = {}
+    seen_table_version: dict[int, set[str]] = {}
+    for info in lake.versions():
+        if info.version > lake.version:
+            break
+        tv = info.tables["episodes"]
+        if tv not in seen_table_version:
+            ds = lance.dataset(lake.table_uri("episodes"), version=tv, storage_options=lake.storage_options)
+            seen_table_version[tv] = set(ds.to_table(columns=["episode_id"]).column("episode_id").to_pylist())
+        for e in seen_table_version[tv]:
+            first.setdefault(e, info.version)
+    return first
+
+
+@dataclass(frozen=True)
+class _StepValue:
+    """Values at step level: one per step (`level` "row") or one per element of a vector column
+    (`level` "state"/"action": widths differ between embodiments, so vectors stay flat)."""
+
+    values: np.ndarray
+    level: str
+
+
+class _Steps:
+    """The step columns an aggregate reads, flattened, with the episode each value belongs to."""
+
+    def __init__(self, lake: Lake, episode_ids: list[str], columns: frozenset[str]):
+        order = {e: i for i, e in enumerate(episode_ids)}
+        tbl = lake.to_arrow("steps", columns=["episode_id", *sorted(columns)])
+        self.row_episode = np.array([order.get(e, -1) for e in tbl.column("episode_id").to_pylist()], dtype=np.int64)
+        self.n = len(episode_ids)
+        self.values: dict[str, _StepValue] = {}
+        self.elem_row: dict[str, np.ndarray] = {}
+        self.offsets: dict[str, np.ndarray] = {}
+        for c in columns:
+            col = tbl.column(c).combine_chunks()
+            if c == "timestamp":
+                self.values[c] = _StepValue(np.asarray(col, dtype=np.float64), "row")
+                continue
+            offsets = np.asarray(col.offsets, dtype=np.int64)
+            flat = np.asarray(col.flatten(), dtype=np.float64)
+            self.offsets[c] = offsets
+            self.elem_row[c] = np.repeat(np.arange(len(col)), np.diff(offsets))
+            self.values[c] = _StepValue(flat, c)
+
+    def index(self, v: _StepValue, i: int) -> _StepValue:
+        """Element `i` of each step's vector (NaN where a step's vector is shorter)."""
+        if v.level == "row":
+            raise WhereError("only state[i] / action[i] can be indexed")
+        offsets = self.offsets[v.level]
+        widths = np.diff(offsets)
+        pos = offsets[:-1] + (i if i >= 0 else widths + i)
+        ok = (widths > i) if i >= 0 else (widths >= -i)
+        out = np.full(len(widths), np.nan)
+        out[ok] = v.values[pos[ok]]
+        return _StepValue(out, "row")
+
+    def align(self, a: _StepValue, b: _StepValue) -> tuple[np.ndarray, np.ndarray, str]:
+        """The two operands on one level (a per-step value broadcast over a vector's elements)."""
+        if a.level == b.level:
+            return a.values, b.values, a.level
+        if a.level == "row":
+            return a.values[self.elem_row[b.level]], b.values, b.level
+        if b.level == "row":
+            return a.values, b.values[self.elem_row[a.level]], a.level
+        if np.array_equal(self.offsets[a.level], self.offsets[b.level]):
+            return a.values, b.values, a.level
+        raise WhereError("state and action have different widths: combine them per joint (state[i] - action[i])")
+
+    def aggregate(self, fn: str, v: _StepValue) -> np.ndarray:
+        episode = self.row_episode if v.level == "row" else self.row_episode[self.elem_row[v.level]]
+        keep = episode >= 0
+        episode, vals = episode[keep], np.asarray(v.values, dtype=np.float64)[keep]
+        count = np.bincount(episode, minlength=self.n).astype(np.float64)
+        if fn == "count":
+            return count
+        if fn in ("max", "min"):
+            ufunc, init = (np.maximum, -np.inf) if fn == "max" else (np.minimum, np.inf)
+            res = np.full(self.n, init)
+            ufunc.at(res, episode, vals)
+            res[count == 0] = np.nan
+            return res
+        total = np.bincount(episode, weights=vals, minlength=self.n)
+        if fn == "sum":
+            return total
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = total / count
+            if fn == "mean":
+                return mean
+            sq = np.bincount(episode, weights=vals**2, minlength=self.n)
+            return np.sqrt(np.maximum(sq / count - mean**2, 0.0))
+
+
+_ARITH: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: np.add,
+    ast.Sub: np.subtract,
+    ast.Mult: np.multiply,
+    ast.Div: np.true_divide,
+    ast.Mod: np.mod,
+    ast.Pow: np.power,
+}
+
+
+class _Eval:
+    """Evaluates a parsed expression: episode level (one value per episode) and, inside
+    aggregates, step level (`_StepValue`s)."""
+
+    def __init__(self, episodes: _Episodes, steps: _Steps | None, text: str):
+        self.eps, self.steps, self.text = episodes, steps, text
+
+    def run(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return [self.run(e) for e in node.elts]
+        if isinstance(node, ast.Name):
+            return self.eps.column(node.id)
+        if isinstance(node, ast.Attribute):
+            return self.eps.meta_key(node.attr)
+        if isinstance(node, ast.BoolOp):
+            vals = [_truth(self.run(v)) for v in node.values]
+            out = vals[0]
+            for v in vals[1:]:
+                out = (out & v) if isinstance(node.op, ast.And) else (out | v)
+            return out
+        if isinstance(node, ast.UnaryOp):
+            v = self.run(node.operand)
+            if isinstance(node.op, ast.Not):
+                return ~_truth(v)
+            return -np.asarray(v, dtype=float) if isinstance(node.op, ast.USub) else np.asarray(v, dtype=float)
+        if isinstance(node, ast.BinOp):
+            with np.errstate(all="ignore"):
+                return _ARITH[type(node.op)](
+                    np.asarray(self.run(node.left), dtype=float), np.asarray(self.run(node.right), dtype=float)
+                )
+        if isinstance(node, ast.Compare):
+            left = self.run(node.left)
+            out = np.ones(self.eps.n, dtype=bool)
+            for op, comp in zip(node.ops, node.comparators, strict=True):
+                right = self.run(comp)
+                out &= _compare_one(op, left, right, self.eps.n)
+                left = right
+            return out
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        raise WhereError(f"--where {self.text!r}: {ast.unparse(node)!r} cannot be used here")
+
+    def _call(self, node: ast.Call) -> Any:
+        if not isinstance(node.func, ast.Name):  # parse() refuses these; kept as a real error under python -O
+            raise WhereError(f"--where {self.text!r}: {ast.unparse(node.func)!r} is not a function of the language")
+        fn = node.func.id
+        if fn in _AGGREGATES:
+            v = self.step(node.args[0])
+            if not isinstance(v, _StepValue):
+                raise WhereError(
+                    f"--where {self.text!r}: {ast.unparse(node)!r} aggregates a constant; name a step column"
+                )
+            return self._steps(node).aggregate(fn, v)
+        args = [self.run(a) for a in node.args]
+        if fn == "abs":
+            return np.abs(np.asarray(args[0], dtype=float))
+        if fn == "isnull":
+            return np.array([v is None for v in np.asarray(args[0], dtype=object).ravel()], dtype=bool)
+        if fn in ("lower", "upper"):
+            return _strings(args[0], str.lower if fn == "lower" else str.upper)
+        if len(args) != 2 or not isinstance(args[1], str):
+            raise WhereError(f"--where {self.text!r}: {fn}(text, 'pattern') takes a column and a quoted string")
+        pattern = args[1]
+        if fn == "like":
+            rx = _like(pattern)
+            return _truth(_strings(args[0], lambda s: rx.match(s) is not None))
+        method = {
+            "contains": lambda s: pattern in s,
+            "startswith": lambda s: s.startswith(pattern),
+            "endswith": lambda s: s.endswith(pattern),
+        }[fn]
+        return _truth(_strings(args[0], method))
+
+    def _steps(self, node: ast.expr) -> _Steps:
+        """The episodes' steps; parse() marks every step expression, so they are loaded unless it missed one."""
+        if self.steps is None:
+            raise WhereError(
+                f"--where {self.text!r}: {ast.unparse(node)!r} needs the episodes' steps, which were not loaded"
+            )
+        return self.steps
+
+    def step(self, node: ast.expr) -> _StepValue | float:
+        """A step-level expression: a `_StepValue`, or a plain number for constants."""
+        steps = self._steps(node)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise WhereError(
+                    f"--where {self.text!r}: inside an aggregate only numbers are allowed, not {node.value!r}"
+                )
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            return steps.values[node.id]
+        if isinstance(node, ast.Subscript):
+            base, index = self.step(node.value), node.slice
+            if not (isinstance(base, _StepValue) and isinstance(index, ast.Constant) and type(index.value) is int):
+                raise WhereError(f"--where {self.text!r}: only state[i] / action[i] with an integer i can be indexed")
+            return steps.index(base, index.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = self.step(node.operand)
+            sign = -1.0 if isinstance(node.op, ast.USub) else 1.0
+            return _StepValue(sign * v.values, v.level) if isinstance(v, _StepValue) else sign * v
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "abs"
+            and len(node.args) == 1
+        ):
+            v = self.step(node.args[0])
+            return _StepValue(np.abs(v.values), v.level) if isinstance(v, _StepValue) else abs(v)
+        if isinstance(node, (ast.BinOp, ast.Compare)):
+            if isinstance(node, ast.Compare) and len(node.ops) != 1:
+                raise WhereError(f"--where {self.text!r}: one comparison at a time inside an aggregate")
+            left = self.step(node.left)
+            right = self.step(node.right if isinstance(node, ast.BinOp) else node.comparators[0])
+            op = node.op if isinstance(node, ast.BinOp) else node.ops[0]
+            fn = _ARITH.get(type(op)) or _PY_OPS.get(type(op))
+            if fn is None:
+                raise WhereError(f"--where {self.text!r}: {ast.unparse(node)!r} cannot be used inside an aggregate")
+            a: np.ndarray | float
+            b: np.ndarray | float
+            if isinstance(left, _StepValue) and isinstance(right, _StepValue):
+                a, b, level = steps.align(left, right)
+            elif isinstance(left, _StepValue):
+                a, b, level = left.values, float(right), left.level  # type: ignore[arg-type]
+            elif isinstance(right, _StepValue):
+                a, b, level = float(left), right.values, right.level
+            else:
+                return float(fn(left, right))
+            with np.errstate(all="ignore"):
+                return _StepValue(np.asarray(fn(a, b), dtype=np.float64), level)
+        raise WhereError(f"--where {self.text!r}: {ast.unparse(node)!r} cannot be used inside an aggregate")
+
+
+def _compare_one(op: ast.cmpop, left: Any, right: Any, n: int) -> np.ndarray:
+    if isinstance(op, (ast.In, ast.NotIn)):
+        if not isinstance(right, list):
+            raise WhereError("`in` needs a list, e.g. embodiment in ('gr1', 'so101')")
+        allowed = set(right)
+        res = np.array([v in allowed for v in np.asarray(left, dtype=object).ravel()], dtype=bool)
+        return ~res if isinstance(op, ast.NotIn) else res
+    if isinstance(op, (ast.Is, ast.IsNot)) or right is None or left is None:
+        lv = np.asarray(left, dtype=object)
+        rv = np.asarray(right, dtype=object)
+        res = np.vectorize(lambda a, b: a is b or a == b, otypes=[bool])(
+            np.broadcast_to(lv, (n,)), np.broadcast_to(rv, (n,))
+        )
+        return ~res if isinstance(op, (ast.IsNot, ast.NotEq)) else res
+    lv, rv = np.asarray(left), np.asarray(right)
+    if lv.dtype == object or rv.dtype == object:
+
+        def cmp(a: Any, b: Any) -> bool:
+            if a is None or b is None:
+                return False
+            try:
+                return bool(_PY_OPS[type(op)](a, b))
+            except TypeError:
+                return False
+
+        return np.vectorize(cmp, otypes=[bool])(np.broadcast_to(lv, (n,)), np.broadcast_to(rv, (n,)))
+    with np.errstate(invalid="ignore"):
+        return np.broadcast_to(np.asarray(_PY_OPS[type(op)](lv, rv), dtype=bool), (n,)).copy()
+
+
+_PY_OPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
+
+
+def select_episode_ids(lake: Lake, where: str | Where) -> list[str]:
+    """The ids of the episodes of `lake` (at its version and scope) that `where` keeps, in table order.
+
+    Raises:
+        WhereError: the expression is invalid.
+    """
+    parsed = parse_where(where) if isinstance(where, str) else where
+    eps = _Episodes(lake, parsed)
+    if eps.n == 0:
+        return []
+    ids = eps.table.column("episode_id").to_pylist()
+    steps = _Steps(lake, ids, parsed.step_columns) if parsed.needs_steps else None
+    mask = _truth(_Eval(eps, steps, parsed.text).run(parsed.tree))
+    if mask.shape != (eps.n,):
+        mask = np.broadcast_to(mask, (eps.n,))
+    return [e for e, keep in zip(ids, mask.tolist(), strict=True) if keep]
