@@ -27,7 +27,6 @@ from robolake.lake.intake.rollouts import (
     write_rollouts,
 )
 from robolake.lake.lake import Lake
-from robolake.lake.upkeep.access import build_access_copy, drop_access_copy
 from robolake.lake.media.codecs import render_rgb
 from robolake.lake.media.frames import (
     MEDIA_ROW_COLUMNS,
@@ -89,6 +88,7 @@ from robolake.lake.sources.mapping import load_mapping
 from robolake.lake.sources.rlds.tfrecord import encode_example, write_records
 from robolake.lake.sources.video import iter_video_frames, seek_frame
 from robolake.lake.stats.norm import NormStats, VectorStats, accumulate_norm_stats
+from robolake.lake.upkeep.access import build_access_copy, drop_access_copy
 from robolake.lake.upkeep.check import check_lake, missing_files
 from robolake.lake.upkeep.compact import EPISODE_TABLES, OptimizeReport, needs_compaction, optimize
 from robolake.lake.upkeep.gc import gc, parse_age

@@ -21,12 +21,12 @@ from robolake.lake.protocol.lease import Writer
 from robolake.lake.protocol.tags import Tag, read_tag
 from robolake.lake.protocol.transaction import LakeTransaction, table_uri
 from robolake.lake.protocol.versions import (
-    upgrade_note,
     CommitConflictError,
     LakeVersion,
     list_versions,
     read_format_marker,
     read_version,
+    upgrade_note,
     write_format_marker,
     write_version,
 )

@@ -15,8 +15,8 @@ import pytest
 
 from robolake import curate
 from robolake.lake import Lake
-from robolake.lake.protocol import faults
 from robolake.lake.intake.ingest import ingest
+from robolake.lake.protocol import faults
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 from tests.integration.test_writer_faults import assert_no_leftovers, assert_sound
 

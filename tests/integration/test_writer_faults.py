@@ -23,8 +23,8 @@ import lance
 import pytest
 
 from robolake.lake import Lake
-from robolake.lake.protocol import faults
 from robolake.lake.intake.ingest import ingest
+from robolake.lake.protocol import faults
 from robolake.lake.protocol.lease import lease_records
 from robolake.lake.protocol.versions import list_versions
 from robolake.lake.upkeep.check import check_lake

@@ -43,7 +43,6 @@ import numpy as np
 import pyarrow as pa
 
 from robolake.lake.lake import Lake
-from robolake.lake.upkeep.access import access_rows
 from robolake.lake.protocol import faults
 from robolake.lake.protocol.lease import Writer
 from robolake.lake.protocol.transaction import (
@@ -67,6 +66,7 @@ from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
 from robolake.lake.sources.mapping import Mapping
 from robolake.lake.sources.video import RecordedVideo
 from robolake.lake.stats.norm import NormStatsAccumulator, accumulate_norm_stats
+from robolake.lake.upkeep.access import access_rows
 from robolake.lake.upkeep.compact import EPISODE_TABLES, compact_in, needs_compaction
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.embodiment import EmbodimentSpec

@@ -37,6 +37,7 @@ from robolake.storage import (
     filesystem,
     join_uri,
     list_names,
+    normalize_uri,
     put_if_absent,
     read_json,
     write_json_atomic,
