@@ -30,7 +30,7 @@ from robolake.lake.protocol.versions import (
     write_version,
 )
 from robolake.schemas.tables import schema_for_table
-from robolake.storage import filesystem, join_uri
+from robolake.storage import check_name, filesystem, join_uri
 
 __all__ = [
     "LakeTransaction",
@@ -51,7 +51,8 @@ INDEX_MAX_SEGMENTS = 8  # index segments of one column before they are merged (L
 
 
 def table_uri(lake_uri: str, table: str) -> str:
-    return join_uri(lake_uri, f"{table}.lance")
+    """Where `table` of the lake lives; the table name is checked as a name (`storage.check_name`)."""
+    return join_uri(lake_uri, f"{check_name(table, 'table')}.lance")
 
 
 def write_table_fragments(

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from robolake.schemas.tables import TABLES
 from robolake.schemas.version import (
     LAKE_FORMAT_VERSION,
     SUPPORTED_FORMAT_VERSIONS,
@@ -34,6 +35,7 @@ from robolake.schemas.version import (
     with_added_tables,
 )
 from robolake.storage import (
+    check_name,
     filesystem,
     join_uri,
     list_names,
@@ -103,11 +105,18 @@ class LakeVersion:
     def from_json(cls, d: dict[str, Any]) -> LakeVersion:
         return cls(
             version=int(d["version"]),
-            tables=with_added_tables({k: int(v) for k, v in d["tables"].items()}),
+            tables=with_added_tables({_table_name(k): int(v) for k, v in d["tables"].items()}),
             operation=str(d.get("operation", "")),
             created_at=float(d.get("created_at", 0.0)),
             summary=dict(d.get("summary", {})),
         )
+
+
+def _table_name(name: object) -> str:
+    """A table name from a manifest: one of the lake's tables, never a path (`../x`, another dataset)."""
+    if check_name(name, "table") not in TABLES:
+        raise ValueError(f"names a table {name!r} that a lake does not have (it has {', '.join(TABLES)})")
+    return str(name)
 
 
 def who() -> str:
