@@ -34,7 +34,7 @@ from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
 from robolake.lake.stats.norm import NormStats
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import TABLES, schema_for_table
-from robolake.storage import filesystem, normalize_uri
+from robolake.storage import ensure_within, filesystem, join_uri, normalize_uri
 
 if TYPE_CHECKING:
     import ray.data
@@ -191,9 +191,9 @@ class Lake:
         if table not in TABLES:
             raise KeyError(f"unknown lake table {table!r}; the tables are {sorted(TABLES)}")
         if table not in self._datasets:
-            self._datasets[table] = lance.dataset(
-                table_uri(self._uri, table), version=self._info.tables[table], storage_options=self._opts
-            )
+            turi = table_uri(self._uri, table)
+            ensure_within(self._uri, join_uri(turi, "data"))  # a table folder linked out of the lake is refused
+            self._datasets[table] = lance.dataset(turi, version=self._info.tables[table], storage_options=self._opts)
         return self._datasets[table]
 
     def table_uri(self, table: str) -> str:

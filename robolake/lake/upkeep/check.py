@@ -36,9 +36,9 @@ from robolake.lake.protocol.versions import (
     read_version,
 )
 from robolake.schemas.tables import TABLES
-from robolake.storage import filesystem, join_uri, normalize_uri
+from robolake.storage import OutsideRootError, ensure_within, filesystem, join_uri, normalize_uri
 
-__all__ = ["Problem", "CheckReport", "check_lake", "missing_files"]
+__all__ = ["Problem", "CheckReport", "check_lake", "data_files", "missing_files"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,30 @@ class CheckReport:
         return not self.problems
 
 
+def data_files(turi: str, ds: lance.LanceDataset) -> list[tuple[str, str | None]]:
+    """(where each data file of `ds` lives, the base path it belongs to or None for the table's own).
+
+    A shallow clone's tables reference their source's files through a Lance *base path* (a data
+    file's `base_id`): those live under the source table, not under the clone's `data/`.
+    """
+    bases = (
+        ds.base_paths() if any(df.base_id is not None for f in ds.get_fragments() for df in f.metadata.files) else {}
+    )
+    out: list[tuple[str, str | None]] = []
+    for frag in ds.get_fragments():
+        for df in frag.metadata.files:
+            if df.base_id is None:
+                out.append((join_uri(turi, "data", df.path), None))
+                continue
+            base = bases.get(df.base_id)
+            if base is None:
+                out.append((join_uri(turi, "data", f"<unknown base {df.base_id}>", df.path), "?"))
+                continue
+            root = normalize_uri(base.path)
+            out.append((join_uri(root, "data", df.path) if base.is_dataset_root else join_uri(root, df.path), root))
+    return out
+
+
 def missing_files(lake_uri: str, lv: LakeVersion, storage_options: dict[str, str] | None = None) -> list[str]:
     """Data files the tables of `lv` reference that do not exist (a cheap, listing-only check)."""
     out = []
@@ -89,12 +113,18 @@ def missing_files(lake_uri: str, lv: LakeVersion, storage_options: dict[str, str
         uri = table_uri(lake_uri, table)
         fs = filesystem(uri, storage_options)
         ds = lance.dataset(uri, version=version, storage_options=storage_options)
-        for frag in ds.get_fragments():
-            for df in frag.metadata.files:
-                path = join_uri(uri, "data", df.path)
-                if not fs.exists(path):
-                    out.append(path)
+        out += [path for path, _ in data_files(uri, ds) if not fs.exists(path)]
     return out
+
+
+def _outside(lake_uri: str, turi: str, files: list[tuple[str, str | None]]) -> str | None:
+    """Where the table folder or one of its own data files leads outside the lake (a symlink), or None."""
+    for path in [turi, join_uri(turi, "data")] + [p for p, base in files if base is None]:
+        try:
+            ensure_within(lake_uri, path)
+        except OutsideRootError as e:
+            return str(e)
+    return None
 
 
 def _restore_advice(lake_uri: str, below: int, storage_options: dict[str, str] | None, quick: bool) -> str:
@@ -229,21 +259,30 @@ def _open_tables(
             )
             continue
         fs = filesystem(turi, opts)
-        missing = [
-            df.path
-            for frag in ds.get_fragments()
-            for df in frag.metadata.files
-            if not fs.exists(join_uri(turi, "data", df.path))
-        ]
+        files = data_files(turi, ds)
+        leak = _outside(uri, turi, files)
+        if leak is not None:
+            report.problems.append(
+                Problem(
+                    what=f"table {table} of version {lv.version} reads files outside the lake: {leak}",
+                    fix="a lake holds its own files (or a clone's source's): remove the link and restore the "
+                    "real files, or re-create the lake from its sources",
+                )
+            )
+            continue
+        missing = [path for path, _ in files if not fs.exists(path)]
         if missing:
             report.problems.append(
                 Problem(
-                    what=f"table {table} of version {lv.version} references {len(missing)} data file(s) that do not exist "
-                    f"(first: {join_uri(turi, 'data', missing[0])})",
+                    what=f"table {table} of version {lv.version} references {len(missing)} data file(s) that do not "
+                    f"exist (first: {missing[0]})",
                     fix=advice(),
                 )
             )
             continue
+        borrowed = sorted({base for _, base in files if base is not None})
+        if borrowed:
+            report.notes.append(f"table {table} is a shallow clone: it reads data files of {', '.join(borrowed)}")
         if not quick:
             try:
                 _scan(ds, table)

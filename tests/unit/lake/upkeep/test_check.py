@@ -154,3 +154,50 @@ def test_foreign_rows_are_found(lake_copy):
         "holds rows of 1 episodes the episodes table does not list (first: someone-else/000000-abc)" in str(p)
         for p in report.problems
     )
+
+
+# --- [30] clones check clean; nothing a lake's files name leads outside it -----------------------------------
+
+
+def test_a_clone_checks_clean_and_is_packable(lake_copy, tmp_path, capsys):
+    from robolake import curate
+
+    for verb, into in (("select", tmp_path / "sel"), ("merge", tmp_path / "merged")):
+        if verb == "select":
+            curate.select_into(str(lake_copy), "num_steps >= 1", str(into))
+        else:
+            curate.merge([str(tmp_path / "sel"), str(lake_copy)], str(into))
+        report = check_lake(str(into))
+        assert report.ok, report.problems  # before the fix: "references 1 data file(s) that do not exist"
+        assert any("shallow clone" in n for n in report.notes)
+        assert main(["check", str(into)]) == 0
+        assert main(["info", str(into)]) == 0
+    capsys.readouterr()
+
+
+def test_a_table_folder_linked_outside_the_lake_is_damage(lake_copy, tmp_path, capsys):
+    outside = tmp_path / "elsewhere"
+    shutil.move(str(lake_copy / "quarantine.lance"), outside)
+    (lake_copy / "quarantine.lance").symlink_to(outside, target_is_directory=True)
+    report = check_lake(str(lake_copy))
+    assert not report.ok and "outside the lake" in str(report.problems[0])
+    with pytest.raises(ValueError, match="leads outside"):
+        Lake.open(str(lake_copy)).dataset("quarantine")
+    assert main(["info", str(lake_copy)]) != 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["../../../../etc/passwd", "/tmp/other.lance", "not_a_table"])
+def test_a_manifest_naming_a_path_as_a_table_is_damaged(lake_copy, name, capsys):
+    import json
+
+    manifest = lake_copy / "_robolake" / "versions" / "00000003.json"
+    doc = json.loads(manifest.read_text())
+    doc["tables"][name] = 1
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(DamagedManifestError):
+        Lake.open(str(lake_copy))
+    report = check_lake(str(lake_copy))
+    assert not report.ok and "damaged" in str(report.problems[0])
+    assert main(["info", str(lake_copy)]) != 0 and main(["pack", str(lake_copy), str(lake_copy) + "-packed"]) != 0
+    assert "Traceback" not in capsys.readouterr().err
