@@ -145,7 +145,8 @@ def collate_rows(rows: pa.Table | pa.RecordBatch, config: CollateConfig) -> Pack
     if int(state_dims.max(initial=0)) > config.max_state_dim or int(action_dims.max(initial=0)) > config.max_action_dim:
         raise ValueError(
             f"a sample has state width {int(state_dims.max())} / action width {int(action_dims.max())}, more than "
-            f"max_state_dim={config.max_state_dim} / max_action_dim={config.max_action_dim}; raise them in the loader config"
+            f"max_state_dim={config.max_state_dim} / max_action_dim={config.max_action_dim}; "
+            "raise them in the loader config"
         )
     text = _split(_np(table, "text_ids").astype(np.int64), text_lengths)
     state = _split(_np(table, "state").astype(np.float32), state_dims)

@@ -43,9 +43,9 @@ from robolake.loaders.collate import CollateConfig, collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
 from robolake.loaders.resume import ResumableSource
 from robolake.loaders.torch_loader import epoch_batches
-from robolake.packers.materialize import SequenceMaterializer
+from robolake.packers.materialize import SequenceMaterializer, materializer_for
 from robolake.packers.mix import Mixture
-from robolake.packers.pipeline import materializer_for, mixture_for, window_sequences
+from robolake.packers.plan import mixture_for, window_sequences
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
 from robolake.schemas.batch import BatchLayout, LoaderState, PackedBatch

@@ -209,7 +209,8 @@ class RayPackedStream(ResumableSource):
         epoch, done = self._state().resume_from(state)
         if done:
             raise ValueError(
-                f"the Ray Data stream cannot resume mid-epoch (epoch {epoch}, {done} of {self.num_batches} batches done): "
+                f"the Ray Data stream cannot resume mid-epoch (epoch {epoch}, {done} of {self.num_batches} "
+                "batches done): "
                 "its streaming order is not reproducible batch for batch; resume with the torch shard loader "
                 "(backend='torch'), or checkpoint at epoch boundaries"
             )

@@ -1,4 +1,4 @@
-"""Packers: token lengths, bin-packing, and the Ray Data pipeline from a lake to packed shards."""
+"""Packers: token lengths, bin-packing, the pack plan, and the pipeline from a lake to packed shards."""
 
 from robolake.packers.binpack import (
     PackPlan,
@@ -15,7 +15,8 @@ from robolake.packers.lengths import (
 )
 from robolake.packers.manifest import LineageError, PackManifest, read_manifest
 from robolake.packers.mix import MixSpec, Mixture, bind_mixture, load_mix
-from robolake.packers.pipeline import pack, padded_fill, plan_sequences
+from robolake.packers.pipeline import pack
+from robolake.packers.plan import padded_fill, plan_sequences
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
 from robolake.packers.window import WindowPacker

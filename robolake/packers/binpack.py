@@ -21,14 +21,15 @@ loop over a million samples, or an O(n * bins) scan. Two observations make both 
   with the oldest bin. So a group fills the candidate bins in a known order, each taking `r // s`
   items, and opens new bins (each taking `max_tokens // s`) for what is left.
 
-`best_fit_decreasing` keeps bins bucketed by remaining room (a dict room -> list of bin ids, plus
-a sorted list of the rooms in use). For a group it finds the smallest room >= s by bisection,
-moves k bins at once from bucket r to bucket r % s (list slicing), and repeats. Each bin moves at
-most once per item it receives, so the work is O(n) list moves plus one bisection per bucket
-visited, with no Python loop over single items. `first_fit_decreasing` keeps one numpy array of remaining room per bin and, per
-group, scans it vectorised (O(distinct lengths * bins) numpy work). Both are exactly equivalent
-to their item-by-item definitions: `reference_best_fit_decreasing` is the plain loop and the tests
-check that both give the same multiset of bin loads.
+`best_fit_decreasing` keeps bins bucketed by remaining room (a dict room -> list of bin ids,
+plus a sorted list of the rooms in use). For a group it finds the smallest room >= s by
+bisection, moves k bins at once from bucket r to bucket r % s (list slicing), and repeats. Each
+bin moves at most once per item it receives, so the work is O(n) list moves plus one bisection
+per bucket visited, with no Python loop over single items. `first_fit_decreasing` keeps one
+numpy array of remaining room per bin and, per group, scans it vectorised (O(distinct lengths *
+bins) numpy work). Both are exactly equivalent to their item-by-item definitions:
+`reference_best_fit_decreasing` is the plain loop and the tests check that both give the same
+multiset of bin loads.
 
 Offline packing needs the whole length column; `window.py` packs a stream with bounded memory.
 

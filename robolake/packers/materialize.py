@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from robolake.lake import (
     MEDIA_ROW_COLUMNS,
+    Lake,
     NormStats,
     StreamIndex,
     load_streams,
@@ -54,7 +55,14 @@ from robolake.packers.spec import PackSpec
 from robolake.schemas.packed import packed_schema
 from robolake.schemas.varlen import cu_seqlens_from_lengths
 
-__all__ = ["RECORD_CACHE_BYTES", "RENDITION_SCHEMA", "RecordFrameCache", "SequenceMaterializer", "counted_decodes"]
+__all__ = [
+    "RECORD_CACHE_BYTES",
+    "RENDITION_SCHEMA",
+    "RecordFrameCache",
+    "SequenceMaterializer",
+    "counted_decodes",
+    "materializer_for",
+]
 
 RECORD_CACHE_BYTES = 1 << 30  # renditions of recorded frames kept per process
 
@@ -187,7 +195,7 @@ class SequenceMaterializer:
         if any(o is None for o in out):
             raise ValueError(
                 "a frame of a recorded camera has no access copy table or streams table to decode it; "
-                "build the materializer with packers.pipeline.materializer_for(lake, ...)"
+                "build the materializer with packers.materialize.materializer_for(lake, ...)"
             )
         return [o for o in out if o is not None]
 
@@ -361,3 +369,21 @@ class SequenceMaterializer:
             out["action_valid"].append(valid[pos : pos + n].astype(np.int32).tolist())
             pos += n
         return pa.Table.from_pydict(out, schema=packed_schema())
+
+
+def materializer_for(lake: Lake, index: SampleIndex, spec: PackSpec) -> SequenceMaterializer:
+    """The materializer of `lake`'s samples in `index`, reading every table at the lake's version."""
+    return SequenceMaterializer(
+        index=index,
+        spec=spec,
+        steps_uri=lake.table_uri("steps"),
+        steps_version=lake.version_info.tables["steps"],
+        media_uri=lake.table_uri("media"),
+        media_version=lake.version_info.tables["media"],
+        stats={tag: lake.norm_stats(tag) for tag in index.embodiments},
+        storage_options=lake.storage_options,
+        streams_uri=lake.table_uri("streams"),
+        streams_version=lake.version_info.tables["streams"],
+        access_uri=lake.table_uri("access"),
+        access_version=lake.version_info.tables["access"],
+    )

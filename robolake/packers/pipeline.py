@@ -4,12 +4,13 @@ The flow is sample index -> plan -> materialise -> write:
 
 1. The sample index (`samples.py`) reads only metadata: the episodes table and the key columns
    of steps and media, pinned to the lake version being packed.
-2. The plan assigns samples to packed sequences. With a mixture (`spec.mix`), the samples are
-   first the mixture's draw for the epoch (`epoch_samples`, the one mixture step, which the lake
-   stream runs too; `mix.py`): groups repeated or subsampled to their shares. Samples are
-   shuffled with the seed, so that equal-length neighbours (consecutive steps of one episode)
-   spread over many sequences, then packed with the chosen algorithm (`binpack.py`), and the
-   sequences are shuffled again, because best-fit emits them ordered by size.
+2. The plan (`plan.py`, Ray-free, shared with the lake stream) assigns samples to packed
+   sequences. With a mixture (`spec.mix`), the samples are first the mixture's draw for the
+   epoch (`epoch_samples`, the one mixture step, which the lake stream runs too; `mix.py`):
+   groups repeated or subsampled to their shares. Samples are shuffled with the seed, so that
+   equal-length neighbours (consecutive steps of one episode) spread over many sequences, then
+   packed with the chosen algorithm (`binpack.py`), and the sequences are shuffled again,
+   because best-fit emits them ordered by size.
 3. Recorded videos (the lake's record layout) are decoded in a stage of their own: Ray Data
    maps over groups of episode-cameras, each task decodes whole streams in one pass and writes
    the rendition of every sample step to a scratch table `<out>/_renditions.lance`, so each
@@ -41,7 +42,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import lance
@@ -56,17 +57,26 @@ from robolake.lake import (
     load_streams,
     write_fragments,
 )
-from robolake.packers.binpack import OnOversize, best_fit_decreasing, first_fit_decreasing
 from robolake.packers.manifest import MANIFEST_NAME, SHARDS_NAME, PackManifest, write_manifest
-from robolake.packers.materialize import RENDITION_SCHEMA, SequenceMaterializer, counted_decodes
-from robolake.packers.mix import Mixture, bind_mixture
+from robolake.packers.materialize import RENDITION_SCHEMA, SequenceMaterializer, counted_decodes, materializer_for
+from robolake.packers.mix import Mixture
+from robolake.packers.plan import (
+    PLAN_RANGE_SAMPLES,
+    epoch_samples,
+    mixture_for,
+    padded_fill,
+    plan_ranges,
+    plan_sequences,
+    window_sequences,
+)
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
-from robolake.packers.window import WindowPacker
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.packed import packed_schema
 from robolake.storage import exists, filesystem, join_uri, normalize_uri
 
+# The planning helpers live in `plan.py` (Ray-free, shared with the lake stream); they are
+# re-exported here, where they were first defined, so that `robolake.packers.pipeline` imports hold.
 __all__ = [
     "pack",
     "plan_sequences",
@@ -79,190 +89,12 @@ __all__ = [
     "PLAN_RANGE_SAMPLES",
 ]
 
-PLAN_RANGE_SAMPLES = 4_000_000
 RENDITIONS_NAME = "_renditions.lance"  # pack's scratch table: renditions of recorded streams
 DECODE_TASKS_PER_CPU = 4  # decode-stage tasks per CPU at most (balance against Ray's per-task cost)
 
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[str, int, int], None]
-
-
-def padded_fill(lengths: np.ndarray, batch_size: int) -> float:
-    """Real-token fraction if `lengths` (in this order) were padded per batch of `batch_size`."""
-    if len(lengths) == 0:
-        return 0.0
-    b = max(1, int(batch_size))
-    n = (len(lengths) + b - 1) // b * b
-    padded = np.zeros(n, dtype=np.int64)
-    padded[: len(lengths)] = lengths
-    grid = padded.reshape(-1, b)
-    counts = np.minimum(b, len(lengths) - np.arange(grid.shape[0]) * b)
-    return float(lengths.sum() / (grid.max(1) * counts).sum())
-
-
-def _oversize_error(index: SampleIndex, spec: PackSpec, ids: np.ndarray, lengths: np.ndarray) -> ValueError:
-    ((eid, step),) = index.keys(ids[:1])
-    return ValueError(
-        f"sample (episode {eid}, step {step}) has {int(lengths[0])} tokens, more than "
-        f"max_tokens={spec.max_tokens} ({ids.size} such samples); raise max_tokens "
-        "(`robolake pack --max-tokens`), cap the instruction (`--max-text-tokens`, tokens.max_text_tokens), "
-        "or record and skip them (`--reject-oversize`, on_oversize='reject')"
-    )
-
-
-def mixture_for(lake: Lake, index: SampleIndex, spec: PackSpec) -> Mixture | None:
-    """`spec.mix` bound to `index` (None without a mixture): what `epoch_samples` draws with."""
-    return None if spec.mix is None else bind_mixture(lake, index, spec.mix, max_tokens=spec.max_tokens)
-
-
-def epoch_samples(
-    index: SampleIndex,
-    spec: PackSpec,
-    samples: np.ndarray | None = None,
-    *,
-    mixture: Mixture | None = None,
-    epoch: int = 0,
-    on_oversize: OnOversize | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The sample ids one epoch packs: the one mixture step of `pack` and the lake stream.
-
-    Without a mixture, every id of `samples` (all by default) once, oversize ones included (the
-    packer rejects them or raises). With one, the mixture's draw (`Mixture.draw`: repeats and
-    subsamples, seeded by `spec.seed` and `epoch`) from the samples that fit `max_tokens`.
-
-    Returns:
-        (ids to pack, ids left out for being longer than max_tokens: only with a mixture).
-
-    Raises:
-        ValueError: `spec.mix` is set but no mixture was bound (`mixture_for`), or an oversize
-            sample with on_oversize="error" under a mixture.
-    """
-    ids = np.arange(index.num_samples, dtype=np.int64) if samples is None else np.asarray(samples, dtype=np.int64)
-    if mixture is None:
-        if spec.mix is not None:
-            raise ValueError(
-                f"the pack spec holds the mixture {spec.mix.to_text()}: bind it to the index first "
-                "(mixture=mixture_for(lake, index, spec)) and pass it on"
-            )
-        return ids, np.zeros(0, dtype=np.int64)
-    lengths = index.length_of(ids)
-    over = lengths > spec.max_tokens
-    if over.any() and (on_oversize or spec.on_oversize) == "error":
-        raise _oversize_error(index, spec, ids[over], lengths[over])
-    return mixture.draw(index, ids[~over], seed=spec.seed, epoch=epoch), ids[over]
-
-
-def plan_sequences(
-    index: SampleIndex,
-    spec: PackSpec,
-    samples: np.ndarray | None = None,
-    *,
-    seed: int | Sequence[int] | None = None,
-    mixture: Mixture | None = None,
-    epoch: int = 0,
-) -> tuple[list[np.ndarray], np.ndarray]:
-    """Assign samples of `index` (all, or the ids in `samples`) to packed sequences.
-
-    Args:
-        index: The sample index.
-        spec: The pack spec.
-        samples: Sample ids to plan (one range of a large run); None plans every sample.
-        seed: Seed of the shuffles; `spec.seed` when None.
-        mixture: `spec.mix` bound to the index (`mixture_for`); required when the spec has one.
-        epoch: The epoch whose mixture draw to plan.
-
-    Returns:
-        (sequences, rejected): sample ids of each packed sequence, in training order; sample ids
-        rejected for being longer than `spec.max_tokens` (only with on_oversize="reject").
-
-    Raises:
-        ValueError: a sample is longer than max_tokens and on_oversize="error"; the message
-            names its episode and step. A spec with a mixture and no `mixture`.
-    """
-    ids = np.arange(index.num_samples, dtype=np.int64) if samples is None else np.asarray(samples, dtype=np.int64)
-    all_lengths = index.length_of(ids)
-    oversize = np.flatnonzero(all_lengths > spec.max_tokens)
-    if oversize.size and spec.on_oversize == "error":
-        raise _oversize_error(index, spec, ids[oversize], all_lengths[oversize])
-    del all_lengths
-    ids, left_out = epoch_samples(index, spec, ids, mixture=mixture, epoch=epoch)
-    shuffle_seed = spec.seed if seed is None else seed
-    if spec.algorithm == "window":  # the window packer already emits in a seeded shuffled order
-        sequences, rejected = _window_pack(index, spec, ids, shuffle_seed, spec.seed, "reject")
-        return sequences, np.concatenate([left_out, rejected])
-    rng = np.random.default_rng(shuffle_seed)
-    perm = ids[rng.permutation(len(ids))]
-    packer = best_fit_decreasing if spec.algorithm == "bfd" else first_fit_decreasing
-    plan = packer(index.length_of(perm), spec.max_tokens, on_oversize="reject")
-    sequences = [perm[plan.bin(b)] for b in range(plan.num_bins)]
-    sequences = [sequences[i] for i in rng.permutation(len(sequences))]
-    return sequences, np.concatenate([left_out, perm[plan.rejected]])
-
-
-def window_sequences(
-    index: SampleIndex,
-    spec: PackSpec,
-    *,
-    samples: np.ndarray | None = None,
-    shuffle_seed: int | Sequence[int] | None,
-    packer_seed: int,
-    on_oversize: OnOversize | None = None,
-    mixture: Mixture | None = None,
-    epoch: int = 0,
-) -> tuple[list[np.ndarray], np.ndarray]:
-    """Sample ids -> mixture draw -> seeded shuffle -> `WindowPacker`: the one window chain of
-    `pack` and `LakeStream`.
-
-    Args:
-        index: The sample index.
-        spec: The pack spec (max_tokens, window, on_oversize).
-        samples: Sample ids to pack; None packs every sample.
-        shuffle_seed: Seed of the shuffle of the samples before packing; None keeps their order.
-        packer_seed: The window packer's seed (its per-window permutations and emit order).
-        on_oversize: Overrides `spec.on_oversize`.
-        mixture: `spec.mix` bound to the index (`mixture_for`); required when the spec has one.
-        epoch: The epoch whose mixture draw to pack.
-
-    Returns:
-        (sequences, rejected): sample ids of each packed sequence, in the packer's emit order;
-        ids of samples longer than `spec.max_tokens` (with on_oversize="reject").
-
-    Raises:
-        ValueError: a sample is longer than max_tokens and on_oversize is "error", or a spec with
-            a mixture and no `mixture`.
-    """
-    ids, left_out = epoch_samples(index, spec, samples, mixture=mixture, epoch=epoch, on_oversize=on_oversize)
-    sequences, rejected = _window_pack(index, spec, ids, shuffle_seed, packer_seed, on_oversize)
-    return sequences, np.concatenate([left_out, rejected])
-
-
-def _window_pack(
-    index: SampleIndex,
-    spec: PackSpec,
-    ids: np.ndarray,
-    shuffle_seed: int | Sequence[int] | None,
-    packer_seed: int,
-    on_oversize: OnOversize | None,
-) -> tuple[list[np.ndarray], np.ndarray]:
-    order = ids if shuffle_seed is None else ids[np.random.default_rng(shuffle_seed).permutation(len(ids))]
-    packer = WindowPacker(
-        max_tokens=spec.max_tokens, window=spec.window, seed=packer_seed, on_oversize=on_oversize or spec.on_oversize
-    )
-    rejected: list[int] = []
-    bins = packer.pack(zip(order.tolist(), index.length_of(order).tolist(), strict=True), rejected=rejected)
-    return [np.asarray(b, dtype=np.int64) for b in bins], np.asarray(rejected, dtype=np.int64)
-
-
-def plan_ranges(index: SampleIndex, spec: PackSpec, max_samples: int = PLAN_RANGE_SAMPLES) -> list[np.ndarray]:
-    """Episode rows of each planning range: one range of every episode when the run is small,
-    else episodes dealt by a seeded shuffle into ranges of about `max_samples` samples."""
-    if index.num_samples <= max_samples:
-        return [np.arange(index.num_episodes, dtype=np.int64)]
-    order = np.random.default_rng([spec.seed, 0x9E37]).permutation(index.num_episodes)
-    cum = np.cumsum(np.diff(index.sample_start)[order])
-    cuts = np.searchsorted(cum, np.arange(max_samples, int(cum[-1]), max_samples), side="left") + 1
-    return [np.sort(r) for r in np.split(order, cuts) if len(r)]
 
 
 def _plan_path(plan_dir: str, r: int) -> str:
@@ -324,23 +156,6 @@ def _load_plan(path: str, opts: dict[str, str] | None) -> tuple[np.ndarray, np.n
     with filesystem(path, opts).open(path, "rb") as f:
         z = np.load(f)
         return z["flat"], z["bounds"]
-
-
-def materializer_for(lake: Lake, index: SampleIndex, spec: PackSpec) -> SequenceMaterializer:
-    return SequenceMaterializer(
-        index=index,
-        spec=spec,
-        steps_uri=lake.table_uri("steps"),
-        steps_version=lake.version_info.tables["steps"],
-        media_uri=lake.table_uri("media"),
-        media_version=lake.version_info.tables["media"],
-        stats={tag: lake.norm_stats(tag) for tag in index.embodiments},
-        storage_options=lake.storage_options,
-        streams_uri=lake.table_uri("streams"),
-        streams_version=lake.version_info.tables["streams"],
-        access_uri=lake.table_uri("access"),
-        access_version=lake.version_info.tables["access"],
-    )
 
 
 def _passes(counted: Counter[tuple[str, str]]) -> list[list[Any]]:

@@ -5,9 +5,10 @@ batch wastes nothing and packing can only lose the tail of each sequence. For a 
 mix the fill of best-fit-decreasing depends on how the capacity divides into the lengths (four
 samples of 300 tokens fill 1200 exactly, leave 224 of 1424 empty), so the suggestion tries every
 capacity on a grid between the longest sample and twice the current one (multiples of 64 and of
-the commonest lengths) and keeps the one with the best fill (of the capacities within 0.2% of it, the one closest to the current capacity, so batches keep
-about the size the user chose). It runs on a seeded subsample (BFD is O(n log n); 50,000 lengths take tens of
-milliseconds), so it is cheap enough to print after every pack.
+the commonest lengths) and keeps the one with the best fill (of the capacities within 0.2% of it,
+the one closest to the current capacity, so batches keep about the size the user chose). It runs
+on a seeded subsample (BFD is O(n log n); 50,000 lengths take tens of milliseconds), so it is
+cheap enough to print after every pack.
 """
 
 from __future__ import annotations
