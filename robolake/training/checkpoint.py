@@ -64,6 +64,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from robolake.storage import DocumentError, ensure_within, parse_json
+
 __all__ = [
     "Checkpoint",
     "CheckpointState",
@@ -207,11 +209,9 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             f"checkpoint {p}: {META_NAME} is larger than {MAX_META_BYTES >> 20} MiB; it is not one robolake wrote"
         )
     try:
-        meta = json.loads(meta_path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(
-            f"checkpoint {p}: {META_NAME} is not valid JSON ({e}); the checkpoint is damaged: use an earlier one"
-        ) from e
+        meta = parse_json(meta_path.read_bytes(), f"checkpoint {p}: {META_NAME}", max_bytes=MAX_META_BYTES)
+    except DocumentError as e:
+        raise ValueError(f"{e}; the checkpoint is damaged: use an earlier one") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ValueError(f'checkpoint {p}: {META_NAME} is not a robolake checkpoint (no "format": "{FORMAT}")')
     if meta.get("format_version") != FORMAT_VERSION:
@@ -236,6 +236,7 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
     if p.is_file() or (p / META_NAME).is_file():
         return p
     for d in (p, p / "checkpoints"):
+        ensure_within(p, d)  # a run's checkpoints/ linked elsewhere is refused, not followed
         ckpt = latest_checkpoint(d)
         if ckpt is not None:
             return ckpt
@@ -250,8 +251,11 @@ def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
     d = Path(directory)
     if not d.is_dir():
         return None
+    ensure_within(d.parent, d)
     found: list[tuple[int, int, Path]] = []
     for f in d.iterdir():
+        if _DIR_NAME.match(f.name) or _LEGACY_NAME.match(f.name):
+            ensure_within(d, f)  # a step_N linked out of the folder would load (or resume) someone else's files
         if (m := _DIR_NAME.match(f.name)) and (f / META_NAME).is_file():
             found.append((int(m.group(1)), 1, f))  # a converted directory wins over its .pt
         elif (m := _LEGACY_NAME.match(f.name)) and f.is_file():
@@ -396,9 +400,10 @@ def write_checkpoint(
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    ensure_within(out.parent, out)  # checkpoints/ linked elsewhere: never write (or recover) through it
     _recover(out)
     name = f"step_{step:08d}"
-    final = out / name
+    final = Path(ensure_within(out, out / name))  # replacing a step_N linked elsewhere would act on what it points at
     payload = {"format": FORMAT, "format_version": FORMAT_VERSION, "step": step, **dict(meta)}
     text = json.dumps(payload, indent=1, sort_keys=True, allow_nan=True)  # raises on a non-JSON value
     tmp = out / f".{name}.tmp-{uuid.uuid4().hex[:12]}"

@@ -21,6 +21,7 @@ from robolake.loaders import LoaderConfig, PackedShards, open_batches, open_shar
 from robolake.loaders.open import is_pack_output
 from robolake.packers import PackSpec, TokenLengthConfig
 from robolake.packers.manifest import MANIFEST_NAME
+from robolake.storage import under_root
 from robolake.training.checkpoint import checkpoint_step, latest_checkpoint
 from robolake.training.config import ModelConfig
 from robolake.training.distributed import setup_distributed, teardown_distributed
@@ -136,11 +137,11 @@ def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None 
             data, loader_config, rank=dist.rank, world_size=dist.world_size, spec=None if is_pack else spec
         )
         card = policy_card_from_pack(str(source)) if is_pack else policy_card_from_lake(data, spec)
-        if not run.resume and dist.is_main:
-            shutil.rmtree(os.path.join(run.out, "checkpoints"), ignore_errors=True)
-            shutil.rmtree(os.path.join(run.out, "samples"), ignore_errors=True)
-            if os.path.exists(os.path.join(run.out, "metrics.jsonl")):
-                os.remove(os.path.join(run.out, "metrics.jsonl"))
+        if not run.resume and dist.is_main:  # --fresh deletes only what lies inside the run folder
+            shutil.rmtree(under_root(run.out, "checkpoints"), ignore_errors=True)
+            shutil.rmtree(under_root(run.out, "samples"), ignore_errors=True)
+            if os.path.exists(metrics := under_root(run.out, "metrics.jsonl")):
+                os.remove(metrics)
         os.makedirs(run.out, exist_ok=True)
         config = TrainConfig(
             model=model_config,
@@ -152,7 +153,7 @@ def train_on(source: str | Lake, run: RunConfig, *, progress: ProgressFn | None 
             device=run.device,
             fp8=None if run.fp8 == "none" else FP8Recipe(backend=run.fp8),  # type: ignore[arg-type]
             log_path=os.path.join(run.out, "metrics.jsonl"),
-            checkpoint_dir=os.path.join(run.out, "checkpoints"),
+            checkpoint_dir=under_root(run.out, "checkpoints"),
             checkpoint_every=run.checkpoint_every,
             resume=run.resume,
             checkpoint_extra={POLICY_CARD_KEY: card.to_json()},  # what the policy needs to act
@@ -187,7 +188,7 @@ def _check_not_finished(run: RunConfig) -> None:
     """A resumed run whose newest checkpoint is already at `run.steps` has nothing to do: say so."""
     if not run.resume:
         return
-    ckpt = latest_checkpoint(os.path.join(run.out, "checkpoints"))
+    ckpt = latest_checkpoint(under_root(run.out, "checkpoints"))
     if ckpt is None:
         return
     step = checkpoint_step(ckpt)

@@ -264,3 +264,48 @@ def test_sample_ledger_pins_the_record(tmp_path: Path) -> None:
     import hashlib
 
     assert ledger["sha256"] == hashlib.sha256((tmp_path / "rank1.jsonl").read_bytes()).hexdigest()
+
+
+# --- [30] a run folder handed over cannot make robolake read or write outside it ---------------------------
+
+
+def _linked_run(tmp_path: Path, *, link: str) -> tuple[Path, Path]:
+    """(a run whose checkpoints/ or checkpoints/step_N is a symlink to a folder outside it, that folder)."""
+    model, optimizer, scheduler = _objects()
+    elsewhere = tmp_path / "someone_elses"
+    save_checkpoint(elsewhere, step=1, model=model, optimizer=optimizer, scheduler=scheduler)
+    run = tmp_path / "run"
+    (run / "checkpoints").parent.mkdir(parents=True)
+    if link == "checkpoints":
+        (run / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    else:
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "step_00000001").symlink_to(elsewhere / "step_00000001", target_is_directory=True)
+    return run, elsewhere
+
+
+@pytest.mark.parametrize("link", ["checkpoints", "step"])
+def test_a_linked_checkpoints_folder_is_refused_not_followed(tmp_path: Path, link: str) -> None:
+    from robolake.storage import OutsideRootError
+
+    run, elsewhere = _linked_run(tmp_path, link=link)
+    before = sorted(p.name for p in elsewhere.rglob("*"))
+    model, optimizer, scheduler = _objects()
+    with pytest.raises(OutsideRootError, match="leads outside"):
+        load_checkpoint(run, model=model)
+    with pytest.raises(OutsideRootError, match="leads outside"):
+        save_checkpoint(run / "checkpoints", step=1, model=model, optimizer=optimizer, scheduler=scheduler)
+    assert sorted(p.name for p in elsewhere.rglob("*")) == before  # nothing written there
+
+
+def test_train_fresh_and_resume_never_touch_a_linked_checkpoints_folder(packed_data, tmp_path: Path, capsys) -> None:
+    from robolake.cli import main
+
+    run, elsewhere = _linked_run(tmp_path, link="checkpoints")
+    before = sorted(p.name for p in elsewhere.rglob("*"))
+    for extra in (["--fresh"], []):
+        args = ["train", "--shards", str(packed_data.packed), "--out", str(run), "--steps", "2", "--workers", "0"]
+        rc = main([*args, "--device", "cpu", "--no-progress", *extra])
+        err = capsys.readouterr().err
+        assert rc == 2 and "leads outside" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in elsewhere.rglob("*")) == before  # --fresh deleted nothing there
