@@ -45,13 +45,14 @@ import pyarrow as pa
 from robolake.lake.lake import Lake
 from robolake.lake.protocol import faults
 from robolake.lake.protocol.lease import Writer
+from robolake.lake.protocol.retry import commit_with_retries
 from robolake.lake.protocol.transaction import (
     delete_fragment_files,
     fragments_from_json,
     fragments_to_json,
     write_table_fragments,
 )
-from robolake.lake.protocol.versions import CommitConflictError, LakeVersion
+from robolake.lake.protocol.versions import LakeVersion
 from robolake.lake.query import sql_quote
 from robolake.lake.sources import (
     EpisodeRef,
@@ -497,7 +498,6 @@ def _episode_path(ref: EpisodeRef) -> str:
     return os.path.join(ref.source_uri, str(rel)) if rel else ref.source_uri
 
 
-MAX_COMMIT_ATTEMPTS = 5  # lost races (head moved, lease taken over) before an ingest gives up
 ROW_TABLES = ("steps", "media", "streams", "access")  # tables the load stage writes fragments of, per episode
 
 
@@ -512,9 +512,9 @@ def ingest(
 
     Writers serialise through the lake's write lease (`robolake.lake.protocol.lease`): an ingest that
     meets a live writer waits for it, re-reads the lake, re-checks its content hashes against
-    the new version, and commits on top, up to MAX_COMMIT_ATTEMPTS times. However it ends, it
-    leaves no file of its own behind that no published version needs (a killed one's are removed
-    by the next writer).
+    the new version, and commits on top, up to `MAX_COMMIT_ATTEMPTS` times (`commit_with_retries`).
+    However it ends, it leaves no file of its own behind that no published version needs (a killed
+    one's are removed by the next writer).
 
     Args:
         source: A dataset root or a directory of datasets.
@@ -527,7 +527,7 @@ def ingest(
 
     Raises:
         ValueError: nothing readable at `source`.
-        CommitConflictError: it lost the race to other writers MAX_COMMIT_ATTEMPTS times (re-run).
+        CommitConflictError: it lost the race to other writers `MAX_COMMIT_ATTEMPTS` times (re-run).
     """
     slot = _WriterSlot()
     try:
@@ -667,8 +667,9 @@ def _ingest(
                         "duplicate",
                         _episode_path(ref),
                         (
-                            f"episode {ref.episode_index} has the same content as episode {first.episode_index} of {first.source_uri} "
-                            f"(content hash {res['hash'][:12]}); it is ingested once, as that one: delete the copy"
+                            f"episode {ref.episode_index} has the same content as episode {first.episode_index} "
+                            f"of {first.source_uri} (content hash {res['hash'][:12]}); it is ingested once, "
+                            "as that one: delete the copy"
                         ),
                     ),
                 )
@@ -700,17 +701,12 @@ def _ingest(
         return out
 
     loaded = load(todo)
-    episode_rows = [e for res in loaded for e in res["episodes"]]
     quarantine += [q for res in loaded for q in res["quarantine"]]
-    frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ROW_TABLES}
-    n_steps = sum(res["num_steps"] for res in loaded)
-    n_frames = sum(res["num_frames"] for res in loaded)
-
     quarantine_list = [(q["source_path"], q["reason"]) for q in quarantine]
     for path, reason in quarantine_list:
         log.info("quarantined %s: %s", path, reason)  # reported in the result (the CLI prints it once)
     to_record = _new_quarantine(lake, quarantine)
-    if not episode_rows and not to_record:
+    if not _episode_rows(loaded) and not to_record:
         return IngestResult(
             lake_version=lake.version,
             discovered=discovered,
@@ -729,53 +725,34 @@ def _ingest(
 
     # One lake version: media, steps, episodes, quarantine, then statistics, then the manifest,
     # under the write lease; a lost race re-reads the lake and tries again on top of it.
-    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-        try:
-            published = _commit(
-                lake,
-                slot,
-                frags,
-                episode_rows,
-                to_record,
-                by_root,
-                loaded,
-                {
-                    "source": os.path.abspath(source),
-                    "ingested": len(episode_rows),
-                    "skipped": skipped,
-                    "quarantined": len(quarantine),
-                    "steps": n_steps,
-                    "frames": n_frames,
-                },
-            )
-            break
-        except CommitConflictError as e:
-            if attempt == MAX_COMMIT_ATTEMPTS:
-                raise CommitConflictError(
-                    f"{e} (gave up after {attempt} attempts: other writers kept changing the lake; "
-                    "nothing of this ingest was published, re-run it)"
-                ) from None
-            log.info("ingest lost a race (%s); re-reading the lake and retrying (attempt %d)", e, attempt + 1)
-            lake = lake.refresh()
-            loaded, dropped = _recheck(lake, loaded, by_key, slot, load)
+    def attempt(current: Lake, n: int) -> LakeVersion:
+        nonlocal loaded, skipped, to_record
+        if n > 1:  # lost a race: drop what another writer landed meanwhile
+            loaded, dropped = _recheck(current, loaded, by_key, slot, load)
             skipped += dropped
-            episode_rows = [e for res in loaded for e in res["episodes"]]
-            frags = {t: fragments_from_json([f for res in loaded for f in res[t]]) for t in ROW_TABLES}
-            n_steps = sum(res["num_steps"] for res in loaded)
-            n_frames = sum(res["num_frames"] for res in loaded)
-            to_record = _new_quarantine(lake, quarantine)
-            if not episode_rows and not to_record:
-                published = lake.version_info
-                break
+            to_record = _new_quarantine(current, quarantine)
+            if not _episode_rows(loaded) and not to_record:
+                return current.version_info
+        summary = {
+            "source": os.path.abspath(source),
+            "ingested": len(_episode_rows(loaded)),
+            "skipped": skipped,
+            "quarantined": len(quarantine),
+            "steps": sum(res["num_steps"] for res in loaded),
+            "frames": sum(res["num_frames"] for res in loaded),
+        }
+        return _commit(current, slot, loaded, to_record, by_root, summary)
+
+    published = commit_with_retries(lake, attempt, what="this ingest")
     slot.fragments = {}  # committed (or nothing left to commit): no longer this ingest's to delete
     return IngestResult(
         lake_version=published.version,
         discovered=discovered,
-        ingested=len(episode_rows),
+        ingested=len(_episode_rows(loaded)),
         skipped=skipped,
         quarantined=len(quarantine),
-        steps=n_steps,
-        frames=n_frames,
+        steps=sum(res["num_steps"] for res in loaded),
+        frames=sum(res["num_frames"] for res in loaded),
         seconds=time.perf_counter() - t0,
         quarantine=quarantine_list,
         unrecognised=list(found_units.unrecognised),
@@ -785,21 +762,24 @@ def _ingest(
     )
 
 
+def _episode_rows(loaded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for res in loaded for e in res["episodes"]]
+
+
 def _commit(
     lake: Lake,
     slot: _WriterSlot,
-    frags: dict[str, list[Any]],
-    episode_rows: list[dict[str, Any]],
+    loaded: list[dict[str, Any]],
     to_record: list[dict[str, Any]],
     by_root: dict[str, SourceReader],
-    loaded: list[dict[str, Any]],
     summary: dict[str, Any],
 ) -> LakeVersion:
     """Commit this ingest's rows on top of `lake`'s version under the lease and publish them."""
+    episode_rows = _episode_rows(loaded)
     with lake.begin(writer=slot.writer) as tx:
         tx.acquire()
         for table in ("media", "streams", "access", "steps"):
-            tx.append(table, frags[table])
+            tx.append(table, fragments_from_json([f for res in loaded for f in res[table]]))
         if episode_rows:
             tx.append_table("episodes", pa.Table.from_pylist(episode_rows, schema=schema_for_table("episodes")))
         if to_record:

@@ -25,7 +25,7 @@ with ingest's own function (`ingest._update_embodiments`), the episode_id indexe
 as ingest keeps them, and one lake version published. The content hash covers the rows, the
 frames, the seed and the weights, so writing the same rollouts twice lands them once (a second
 `eval --record-to` of a deterministic policy adds nothing). A lost race re-reads the lake and
-retries on top of it, as ingest does.
+retries on top of it, through the same `commit_with_retries` as ingest.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
 from robolake.lake.media.frames import encode_raw
-from robolake.lake.protocol.versions import CommitConflictError
+from robolake.lake.protocol.retry import commit_with_retries
 from robolake.lake.sources.base import content_hash
 from robolake.lake.stats.norm import accumulate_norm_stats
 from robolake.schemas.embodiment import EmbodimentSpec
@@ -64,7 +64,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ROLLOUT_FORMAT = "rollout"  # the episodes' `source_format`
-MAX_COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -105,8 +104,9 @@ class RolloutEpisode:
             raise ValueError("a rollout episode needs at least one executed action")
         if self.states.ndim != 2 or self.actions.ndim != 2 or len(self.states) != t or len(self.rewards) != t:
             raise ValueError(
-                f"rollout of {self.task!r} seed {self.seed}: states {self.states.shape}, actions {self.actions.shape} and "
-                f"rewards {self.rewards.shape} must be [T, state_dim], [T, action_dim] and [T]"
+                f"rollout of {self.task!r} seed {self.seed}: states {self.states.shape}, actions "
+                f"{self.actions.shape} and rewards {self.rewards.shape} must be [T, state_dim], [T, action_dim] "
+                "and [T]"
             )
         for cam, f in self.frames:
             if f.dtype != np.uint8 or f.ndim != 4 or len(f) != t or f.shape[-1] != 3:
@@ -331,8 +331,9 @@ def _check_spec(
             s.cameras and tuple(s.cameras) != cams
         ):
             raise ValueError(
-                f"rollouts of embodiment {e.embodiment!r} have state/action widths {e.states.shape[1]}/{e.actions.shape[1]} "
-                f"and cameras {list(cams)}, but lake {lake.uri} has {s.state_dim}/{s.action_dim} and {list(s.cameras)}; "
+                f"rollouts of embodiment {e.embodiment!r} have state/action widths "
+                f"{e.states.shape[1]}/{e.actions.shape[1]} and cameras {list(cams)}, but lake {lake.uri} has "
+                f"{s.state_dim}/{s.action_dim} and {list(s.cameras)}; "
                 "record into another lake, or under another embodiment tag"
             )
         out[e.embodiment] = s
@@ -372,7 +373,8 @@ def write_rollouts(
     handle = lake if isinstance(lake, Lake) else Lake.open_or_create(lake, storage_options=storage_options)
     specs = _check_spec(handle, episodes, spec)
     prepared = [_prepare(e, origin, i) for i, e in enumerate(episodes)]
-    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+
+    def attempt(handle: Lake, n: int) -> RolloutWriteResult:
         have = handle.content_hashes()
         todo: list[_Prepared] = []
         for p in prepared:
@@ -389,41 +391,34 @@ def write_rollouts(
             tag: json.dumps(accumulate_norm_stats(steps.filter(pc.equal(steps["embodiment"], tag))).state_action_dict())
             for tag in sorted({r["embodiment"] for r in rows})
         }
-        try:
-            with handle.begin() as tx:
-                tx.acquire()
-                tx.append_table("media", pa.concat_tables([p.media for p in todo]))
-                tx.append_table("steps", steps)
-                tx.append_table("episodes", pa.Table.from_pylist(rows, schema=schema_for_table("episodes")))
-                _update_embodiments(tx, specs, rows, [stats])
-                for table in ("episodes", "steps", "media"):
-                    tx.create_index(table, "episode_id")
-                summary: dict[str, Any] = {
-                    "source": "rollout",
-                    "producer": origin.producer,
-                    "run": origin.run,
-                    "checkpoint_sha256": origin.checkpoint_sha256,
-                    "episodes": len(rows),
-                    "successes": sum(bool(r["success"]) for r in rows),
-                    "steps": steps.num_rows,
-                }
-                if needs_compaction(tx):
-                    summary["compacted"] = compact_in(tx)
-                published = tx.commit("rollouts", summary)
-            break
-        except CommitConflictError as e:
-            if attempt == MAX_COMMIT_ATTEMPTS:
-                raise CommitConflictError(
-                    f"{e} (gave up after {attempt} attempts; nothing of these rollouts was published, re-run)"
-                ) from None
-            log.info("writing rollouts lost a race (%s); re-reading the lake and retrying", e)
-            handle = handle.refresh()
-    return RolloutWriteResult(
-        lake_uri=handle.uri,
-        lake_version=published.version,
-        written=len(todo),
-        skipped=len(prepared) - len(todo),
-        successes=sum(bool(r["success"]) for r in rows),
-        steps=int(steps.num_rows),
-        episode_ids=tuple(r["episode_id"] for r in rows),
-    )
+        with handle.begin() as tx:
+            tx.acquire()
+            tx.append_table("media", pa.concat_tables([p.media for p in todo]))
+            tx.append_table("steps", steps)
+            tx.append_table("episodes", pa.Table.from_pylist(rows, schema=schema_for_table("episodes")))
+            _update_embodiments(tx, specs, rows, [stats])
+            for table in ("episodes", "steps", "media"):
+                tx.create_index(table, "episode_id")
+            summary: dict[str, Any] = {
+                "source": "rollout",
+                "producer": origin.producer,
+                "run": origin.run,
+                "checkpoint_sha256": origin.checkpoint_sha256,
+                "episodes": len(rows),
+                "successes": sum(bool(r["success"]) for r in rows),
+                "steps": steps.num_rows,
+            }
+            if needs_compaction(tx):
+                summary["compacted"] = compact_in(tx)
+            published = tx.commit("rollouts", summary)
+        return RolloutWriteResult(
+            lake_uri=handle.uri,
+            lake_version=published.version,
+            written=len(todo),
+            skipped=len(prepared) - len(todo),
+            successes=sum(bool(r["success"]) for r in rows),
+            steps=int(steps.num_rows),
+            episode_ids=tuple(r["episode_id"] for r in rows),
+        )
+
+    return commit_with_retries(handle, attempt, what="these rollouts")

@@ -6,7 +6,9 @@ table with one Lance commit per table, each fenced by the lease, then publishes 
 manifest (see `versions.py`) and releases the lease. A process killed at any point before the
 manifest leaves the lake readable at its previous version (the next lease holder rolls back its
 table commits); one killed after it has committed everything. The phases are marked with
-`faults.hook` so tests can kill or pause a writer at each one.
+`faults.hook` so tests can kill or pause a writer at each one. A transaction that loses its race
+publishes nothing; `retry.commit_with_retries` is the one loop that re-reads the lake and tries
+the whole write again on top of it.
 """
 
 from __future__ import annotations
