@@ -153,9 +153,12 @@ def read_bytes(uri: str, storage_options: dict[str, str] | None = None, *, max_b
         OSError: the store kept failing.
     """
     fs = filesystem(uri, storage_options)
-    if max_bytes is not None and "://" not in uri and os.path.getsize(uri) > max_bytes:
-        raise _too_large(uri, max_bytes)
-    kw: dict[str, Any] = {} if max_bytes is None else {"start": 0, "end": max_bytes + 1}
+    kw: dict[str, Any] = {}
+    if max_bytes is not None and "://" not in uri:
+        if os.path.getsize(uri) > max_bytes:
+            raise _too_large(uri, max_bytes)
+    elif max_bytes is not None:  # a ranged GET: never more than the cap (a local read(n) would allocate n)
+        kw = {"start": 0, "end": max_bytes + 1}
     for attempt in range(1, _READ_TRIES + 1):
         try:
             data = bytes(fs.cat_file(uri, **kw))

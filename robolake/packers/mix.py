@@ -52,7 +52,7 @@ from robolake.packers.samples import SampleIndex
 
 __all__ = ["MIX_KEYS", "SHARES", "MixSpec", "Mixture", "bind_mixture", "deal_order", "load_mix", "row_strata"]
 
-from robolake.packers.mixspec import MIX_KEYS, REST, SHARES, MixSpec, load_mix
+from robolake.packers.mixspec import MAX_EPOCH_SAMPLES, MIX_KEYS, REST, SHARES, MixSpec, load_mix
 
 # --- binding a mixture to a sample index -----------------------------------------------------
 
@@ -263,6 +263,13 @@ def bind_mixture(lake: Lake, index: SampleIndex, mix: MixSpec, *, max_tokens: in
         raise ValueError(
             f"the mixture {mix.to_text()} matches no sample of lake {lake.uri} (version {lake.version}) that fits "
             f"max_tokens={max_tokens}"
+        )
+    shortest = int(index.episode_length[index.episode_length <= max_tokens].min(initial=max_tokens))
+    drawn = size if mix.share == "samples" else size / max(1, shortest)
+    if drawn > MAX_EPOCH_SAMPLES:
+        raise ValueError(
+            f"the mixture's epoch of {size:,} {mix.share} would draw about {drawn:,.0f} samples, more than robolake "
+            f"plans in one epoch ({MAX_EPOCH_SAMPLES:,}); give a smaller epoch_size"
         )
     quotas = _largest_remainder(weights * size) if mix.share == "samples" else weights * size
     return Mixture(spec=mix, labels=labels, quotas=np.asarray(quotas, dtype=np.float64), cycle=cycle)

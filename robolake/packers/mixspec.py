@@ -6,18 +6,24 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["MIX_KEYS", "REST", "SHARES", "MixSpec", "load_mix"]
+from robolake.lake import DEFAULT_MAX_READ_BYTES
+from robolake.storage import parse_json, parse_yaml, read_document
+
+__all__ = ["MAX_EPOCH_SAMPLES", "MAX_EPOCH_SIZE", "MIX_KEYS", "REST", "SHARES", "MixSpec", "load_mix"]
 
 MIX_KEYS = ("embodiment", "task", "source", "tag", "split")
 SHARES = ("samples", "tokens")
 REST = "*"
+# One epoch's plan holds a few int64 per sample drawn: at most the read budget (2 GB) of them. A token
+# epoch is bounded again when it is bound to a lake (`mix.bind_mixture`), by its shortest sample.
+MAX_EPOCH_SAMPLES = DEFAULT_MAX_READ_BYTES // 8
+MAX_EPOCH_SIZE = MAX_EPOCH_SAMPLES * 4096  # tokens: samples times the longest sample packing allows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,10 +67,19 @@ class MixSpec:
                 raise ValueError("a mixture value is empty; write value:weight")
             if not math.isfinite(w) or w < 0:
                 raise ValueError(f"mixture weight of {v!r} must be a finite number >= 0, got {w}")
-        if sum(w for _, w in weights) <= 0:
+        total = sum(w for _, w in weights)
+        if not math.isfinite(total):
+            raise ValueError("mixture weights sum to more than a float holds; weights are relative: scale them down")
+        if total <= 0:
             raise ValueError("mixture weights sum to 0; give at least one value a positive weight")
-        if self.epoch_size is not None and self.epoch_size < 1:
-            raise ValueError(f"mixture epoch_size must be >= 1 or None, got {self.epoch_size}")
+        if self.epoch_size is not None:
+            if isinstance(self.epoch_size, bool) or not isinstance(self.epoch_size, int) or self.epoch_size < 1:
+                raise ValueError(f"mixture epoch_size must be a whole number >= 1 or None, got {self.epoch_size!r}")
+            if self.epoch_size > MAX_EPOCH_SIZE:
+                raise ValueError(
+                    f"mixture epoch_size {self.epoch_size:,} is more than robolake plans in one epoch "
+                    f"({MAX_EPOCH_SIZE:,}); give a smaller epoch_size (or leave it out: an epoch of everything)"
+                )
 
     @property
     def normalized(self) -> tuple[tuple[str, float], ...]:
@@ -114,13 +129,7 @@ class MixSpec:
                 pairs.append((str(item[0]), _weight(item[0], item[1])))
         else:
             raise ValueError(f"mixture weights must map value -> weight, got {raw!r}")
-        size = d.get("epoch_size")
-        return cls(
-            key=d["key"],
-            weights=tuple(pairs),
-            share=d.get("share", "samples"),
-            epoch_size=None if size is None else int(size),
-        )
+        return cls(key=d["key"], weights=tuple(pairs), share=d.get("share", "samples"), epoch_size=_size(d))
 
     @classmethod
     def parse(cls, text: str, *, share: str = "samples", epoch_size: int | None = None) -> MixSpec:
@@ -140,6 +149,16 @@ class MixSpec:
                 raise ValueError(f"mixture entry {part.strip()!r} is not VALUE:WEIGHT; {form}")
             pairs.append((value.strip(), _weight(value.strip(), w.strip())))
         return cls(key=key.strip(), weights=tuple(pairs), share=share, epoch_size=epoch_size)  # type: ignore[arg-type]
+
+
+def _size(d: Mapping[str, Any]) -> int | None:
+    """A file's `epoch_size`: a whole number (1e6 is fine), never inf, NaN, text or a fraction."""
+    size = d.get("epoch_size")
+    if size is None or (isinstance(size, int) and not isinstance(size, bool)):
+        return size
+    if isinstance(size, float) and math.isfinite(size) and size.is_integer():
+        return int(size)
+    raise ValueError(f"mixture epoch_size must be a whole number >= 1, got {size!r}")
 
 
 def _weight(value: Any, w: Any) -> float:
@@ -164,19 +183,12 @@ def load_mix(arg: str, *, share: str | None = None, epoch_size: int | None = Non
             raise FileNotFoundError(
                 f"mixture file {arg} does not exist; pass a path, or the inline form 'embodiment=gr1:0.5,*:0.5'"
             )
-        with open(arg) as f:
-            text = f.read()
-        try:
-            if arg.endswith(".json"):
-                d = json.loads(text)
-            else:
-                import yaml
-
-                d = yaml.safe_load(text)
-        except Exception as e:  # yaml.YAMLError / json.JSONDecodeError, with the line
-            raise ValueError(
-                f"mixture file {arg} is not valid {'JSON' if arg.endswith('.json') else 'YAML'}: {e}"
-            ) from e
+        text = read_document(arg, "mixture file")
+        d = (
+            parse_json(text, f"mixture file {arg}")
+            if arg.endswith(".json")
+            else parse_yaml(text, f"mixture file {arg}")
+        )
         spec = MixSpec.from_json(d)
     else:
         spec = MixSpec.parse(arg)
