@@ -29,9 +29,10 @@ import os
 import re
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import fsspec
+if TYPE_CHECKING:
+    import fsspec
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,8 @@ def filesystem(uri: str, storage_options: dict[str, str] | None = None) -> fsspe
     Raises:
         ImportError: the filesystem package for the URI's scheme is not installed.
     """
+    import fsspec  # here, not at import: the model's checkpoints use this module's roots without fsspec
+
     protocol = uri.split("://", 1)[0] if "://" in uri else "file"
     try:
         return fsspec.filesystem(protocol, **fsspec_options(protocol, storage_options))
