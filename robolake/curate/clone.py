@@ -204,8 +204,7 @@ def merge(
             added.extend(new)
         _add_specs(tx, specs, touched)
         refresh_embodiments(tx, touched)
-        for table in EPISODE_TABLES:
-            tx.create_index(table, "episode_id")
+        tx.index_episodes()
         summary = {
             "who": who(),
             "reason": reason,

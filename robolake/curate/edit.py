@@ -284,8 +284,7 @@ def restore_episodes(
                             touched[emb] = touched.get(emb, 0) + 1
             _bring_back_specs(tx, specs, touched)
         refresh_embodiments(tx, touched)
-        for table in EPISODE_TABLES:
-            tx.create_index(table, "episode_id")
+        tx.index_episodes()
         summary = {
             "who": who(),
             "reason": reason,

@@ -68,7 +68,7 @@ from robolake.lake.sources.mapping import Mapping
 from robolake.lake.sources.video import RecordedVideo
 from robolake.lake.stats.norm import NormStatsAccumulator, accumulate_norm_stats
 from robolake.lake.upkeep.access import access_rows
-from robolake.lake.upkeep.compact import EPISODE_TABLES, compact_in, needs_compaction
+from robolake.lake.upkeep.compact import compact_in, needs_compaction
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import schema_for_table
@@ -788,8 +788,7 @@ def _commit(
             _update_embodiments(
                 tx, _landed_specs(by_root, episode_rows), episode_rows, [res["stats"] for res in loaded]
             )
-            for table in EPISODE_TABLES:
-                tx.create_index(table, "episode_id")
+            tx.index_episodes()
             if needs_compaction(tx):  # many small ingests: keep reads from opening thousands of files
                 summary = {**summary, "compacted": compact_in(tx)}
         return tx.commit("ingest", summary)

@@ -397,8 +397,7 @@ def write_rollouts(
             tx.append_table("steps", steps)
             tx.append_table("episodes", pa.Table.from_pylist(rows, schema=schema_for_table("episodes")))
             _update_embodiments(tx, specs, rows, [stats])
-            for table in ("episodes", "steps", "media"):
-                tx.create_index(table, "episode_id")
+            tx.index_episodes(("episodes", "steps", "media"))
             summary: dict[str, Any] = {
                 "source": "rollout",
                 "producer": origin.producer,

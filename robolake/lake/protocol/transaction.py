@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import lance
@@ -35,6 +36,7 @@ from robolake.schemas.tables import schema_for_table
 from robolake.storage import check_name, filesystem, join_uri
 
 __all__ = [
+    "EPISODE_TABLES",
     "LakeTransaction",
     "commit_fragments",
     "delete_fragment_files",
@@ -50,6 +52,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 INDEX_MAX_SEGMENTS = 8  # index segments of one column before they are merged (LakeTransaction.create_index)
+# Tables whose rows belong to an episode (curation deletes, selects, merges and restores them
+# together; each keeps an `episode_id` index). `streams` and `access` hold a recorded video's
+# index and its access copy.
+EPISODE_TABLES = ("episodes", "steps", "media", "streams", "access")
 
 
 def table_uri(lake_uri: str, table: str) -> str:
@@ -414,6 +420,12 @@ class LakeTransaction:
         self._tables[table] = lance.dataset(uri, storage_options=self._opts).version
         self._touched.add(table)
         faults.hook(f"after_index:{table}")
+
+    def index_episodes(self, tables: Sequence[str] = EPISODE_TABLES, *, merge_all: bool = False) -> None:
+        """Keep the `episode_id` index of each of `tables` (every episode table by default) covering
+        every fragment, as part of this transaction (`create_index`; what every writer does last)."""
+        for table in tables:
+            self.create_index(table, "episode_id", merge_all=merge_all)
 
     def commit(self, operation: str, summary: dict[str, Any] | None = None) -> LakeVersion:
         """Publish the new lake version and release the lease.

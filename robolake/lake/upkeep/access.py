@@ -164,7 +164,7 @@ def append_access_copy(tx: LakeTransaction, lake: Lake, *, crf: int = VIDEO_CRF)
         tx.append("access", frags)
         streams, frames = streams + n, frames + table.num_rows
     if frames:
-        tx.create_index("access", "episode_id")
+        tx.index_episodes(("access",))
     return streams, frames
 
 

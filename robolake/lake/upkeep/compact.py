@@ -21,20 +21,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import lance
 
+from robolake.lake.protocol.transaction import EPISODE_TABLES, LakeTransaction
 from robolake.lake.protocol.versions import who
 
 if TYPE_CHECKING:
     from robolake.lake.lake import Lake
-    from robolake.lake.protocol.transaction import LakeTransaction
 
 __all__ = ["OptimizeReport", "compact_in", "needs_compaction", "optimize", "DEFAULT_MAX_FRAGMENTS"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAGMENTS = 64
-# Tables whose rows belong to an episode (curation deletes, selects, merges and restores them
-# together). `streams` and `access` hold a recorded video's index and its access copy.
-EPISODE_TABLES = ("episodes", "steps", "media", "streams", "access")
 _MEDIA_FILE_BYTES = 256 * 1024 * 1024
 
 
@@ -83,14 +80,12 @@ def compact_in(tx: LakeTransaction) -> dict[str, dict[str, int]]:
         "streams": 1 << 16,
         "access": _media_rows_per_file(tx, "access"),
     }
-    for table in EPISODE_TABLES:  # Lance compacts only fragments one index segment covers
-        tx.create_index(table, "episode_id", merge_all=True)
+    tx.index_episodes(merge_all=True)  # Lance compacts only fragments one index segment covers
     done = {}
     for table, n in sorted(before.items()):
         if n > 1:
             done[table] = tx.compact(table, target_rows_per_fragment=targets[table])
-    for table in EPISODE_TABLES:
-        tx.create_index(table, "episode_id")
+    tx.index_episodes()
     return done
 
 
