@@ -1,4 +1,5 @@
-"""`robolake info LAKE [--version N] [--json]`: tables, row counts, versions, embodiments, quarantine."""
+"""`robolake info LAKE [--version N] [--json] [--episodes]`: tables, row counts, versions, embodiments,
+quarantine; with `--episodes`, every episode (id, embodiment, steps, task) of the version."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--version", type=int, default=None, help="show this lake version (default: the newest)")
     add_tag_arguments(s)
     s.add_argument("--json", action="store_true", help="print the summary and every version as JSON (default: a table)")
+    s.add_argument(
+        "--episodes",
+        action="store_true",
+        help="list the version's episodes (id, embodiment, steps, task) instead of the summary; with --json as JSON",
+    )
     s.set_defaults(fn=run)
 
 
@@ -32,6 +38,14 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.episodes:
+        rows = lake.episodes(columns=["episode_id", "embodiment", "num_steps", "task"]).to_pylist()
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for r in rows:
+                print(f"{r['episode_id']}\t{r['embodiment']}\t{r['num_steps']}\t{r['task']}")
+        return 0
     summary = lake.summary()
     if args.json:
         summary["versions"] = [v.to_json() for v in lake.versions()]

@@ -161,13 +161,23 @@ def parse_where(expr: str) -> Where:
     """
     if not expr or not expr.strip():
         raise WhereError("--where needs an expression, e.g. \"task = 'pick' and num_steps > 50\"")
+    if len(expr) > MAX_WHERE_CHARS:
+        raise WhereError(
+            f"--where is {len(expr):,} characters, more than a filter needs ({MAX_WHERE_CHARS:,}); to choose many "
+            "episodes by id, tag them (`robolake select LAKE --where ... --tag NAME`) and filter by the tag"
+        )
     try:
         tree = ast.parse(_to_python(expr), mode="eval")
     except SyntaxError as e:
-        raise WhereError(f"--where {expr!r} is not an expression: {e.msg}") from None
+        raise WhereError(f"--where {_short(expr)} is not an expression: {e.msg}") from None
+    except (MemoryError, RecursionError, ValueError):  # the parser's own limits, on absurd nesting
+        raise WhereError(f"--where {_short(expr)} nests too deeply to be a filter; write it flatter") from None
+    _check_depth(tree, expr)
     names: set[str] = set()
     steps: set[str] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not -(2**63) <= node.value < 2**63:
+            raise WhereError(f"--where {_short(expr)}: the number {node.value:.3g} is out of range of a 64-bit integer")
         if not isinstance(node, _ALLOWED):
             raise WhereError(f"--where {expr!r}: {type(node).__name__} is not allowed in a filter")
         if isinstance(node, ast.Constant) and not isinstance(node.value, (str, int, float, bool, type(None))):
@@ -184,6 +194,26 @@ def parse_where(expr: str) -> Where:
                 raise WhereError(f"--where {expr!r}: only meta.KEY may use a dot ({ast.unparse(node)!r})")
     _check_names(tree.body, expr, names, steps, in_aggregate=False)
     return Where(text=expr, tree=tree.body, names=frozenset(names), step_columns=frozenset(steps))
+
+
+MAX_WHERE_CHARS = 100_000
+MAX_WHERE_DEPTH = 100  # far past any filter a person writes; far below Python's recursion limit
+
+
+def _short(expr: str) -> str:
+    """`expr` quoted for a message, cut to a line."""
+    return repr(expr) if len(expr) <= 120 else repr(expr[:100] + "...") + f" ({len(expr):,} characters)"
+
+
+def _check_depth(tree: ast.AST, expr: str) -> None:
+    """Refuse a tree nested deeper than MAX_WHERE_DEPTH (walked without recursion: the checks and the
+    evaluator after it recurse, and must never meet Python's recursion limit)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_WHERE_DEPTH:
+            raise WhereError(f"--where {_short(expr)} nests more than {MAX_WHERE_DEPTH} levels deep; write it flatter")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 def _check_names(node: ast.AST, expr: str, names: set[str], steps: set[str], *, in_aggregate: bool) -> None:

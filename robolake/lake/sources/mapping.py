@@ -44,13 +44,13 @@ recording by the reader (`check_sources`), which quarantines the recording namin
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from robolake.lake.sources.base import SourceError
+from robolake.storage import parse_json, parse_yaml, read_document
 
 __all__ = ["StreamMap", "CameraMap", "SplitMap", "Mapping", "load_mapping", "mapping_from_dict", "check_sources"]
 
@@ -368,17 +368,8 @@ def load_mapping(path: str) -> Mapping:
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"mapping file {path} does not exist; write one (see `robolake inspect SRC`)")
-    with open(path) as f:
-        text = f.read()
-    try:
-        if path.endswith(".json"):
-            d = json.loads(text)
-        else:
-            import yaml
-
-            d = yaml.safe_load(text)
-    except Exception as e:  # yaml.YAMLError / json.JSONDecodeError, with the line
-        raise ValueError(f"{path}: cannot parse the mapping ({e})") from e
+    text = read_document(path, "mapping file")
+    d = parse_json(text, f"mapping file {path}") if path.endswith(".json") else parse_yaml(text, f"mapping file {path}")
     return mapping_from_dict(d, path)
 
 
