@@ -1,8 +1,10 @@
-"""The README's Python snippet runs as a plain script (no `if __name__ == "__main__":` guard).
+"""docs/getting-started.md's quickstart script runs as a plain script (no `if __name__ == "__main__":` guard).
 
 DataLoader workers started by forkserver or spawn used to re-run an unguarded main script and die
 ("DataLoader worker exited unexpectedly"); the loader now starts them without the parent's
 `__main__`.
+The page as a whole (real data, minutes) runs under `-m slow` in test_docs.py; this runs its
+script by default on the small packed fixture.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _snippet() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
-    assert blocks, "README.md has no Python snippet"
+    page = REPO / "docs" / "getting-started.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+    assert blocks, f"{page} has no Python snippet"
     return blocks[0]
 
 
