@@ -15,6 +15,8 @@ import re
 import sys
 from typing import Any
 
+from robolake.errors import one_line
+
 __all__ = [
     "DefaultsHelpFormatter",
     "add_tag_arguments",
@@ -204,18 +206,8 @@ def checkpoint_state(args: argparse.Namespace) -> str:
 
 
 def describe_error(e: BaseException) -> str:
-    """The one line a CLI user sees for an error: its message (typed where the type says more).
-
-    A KeyError of one key (`KeyError('state')`) reads "missing key 'state'"; a KeyError raised with
-    a sentence (`KeyError("the policy was not trained on embodiment 'x'; ...")`) is that sentence.
-    """
-    text = str(e) or type(e).__name__
-    if isinstance(e, KeyError):
-        arg = e.args[0] if len(e.args) == 1 else None
-        text = arg if isinstance(arg, str) and " " in arg.strip() else f"missing key {text}"
-    if not isinstance(e, (FileNotFoundError, FileExistsError, ValueError, KeyError, RuntimeError, OSError)):
-        text = f"{type(e).__name__}: {text}"
-    return f"{text} (run with --debug for a traceback)"
+    """The one line a CLI user sees for an error (`errors.one_line`) and how to see more."""
+    return f"{one_line(e)} (run with --debug for a traceback)"
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):

@@ -32,11 +32,13 @@ they make do not block the event loop.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -52,6 +54,7 @@ try:
 except ImportError as e:  # the web stack is an extra
     raise ImportError("robolake view needs starlette and uvicorn: pip install 'robolake[view]'") from e
 
+from robolake.errors import one_line
 from robolake.lake import Lake
 from robolake.view.catalog import LakeCatalog
 from robolake.view.episodes import SORT_KEYS, EpisodeCatalog, EpisodeQuery
@@ -63,6 +66,11 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 _PAGES = ("lake", "episodes", "episode", "quarantine")
 _CACHE = "private, max-age=3600"  # a frame or series of one served lake version never changes
 _DETAILS = 64
+# Damaged data (a truncated or deleted data file, a tag that is not JSON) is the server's state, not
+# the request's fault, and not a crash: answered as 503 with the line the CLI prints, never a 500.
+DAMAGED = 503
+
+log = logging.getLogger(__name__)
 
 
 def _clean(x: Any) -> Any:
@@ -135,6 +143,23 @@ def _int(request: Request, name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise HTTPException(400, f"{name} must be an integer, got {raw!r}") from None
+
+
+def _answers(endpoint: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    """`endpoint`, with any failure that is not an HTTP answer turned into one (DAMAGED, one line)."""
+
+    @functools.wraps(endpoint)
+    def wrapped(request: Request) -> Response:
+        try:
+            return endpoint(request)
+        except HTTPException:
+            raise
+        except Exception as e:
+            line = one_line(e)
+            log.warning("%s %s: %s", request.method, request.url.path, line)
+            raise HTTPException(DAMAGED, f"{line}; run `robolake check` on the lake for what to do") from None
+
+    return wrapped
 
 
 def _routes(v: _Viewer) -> list[Any]:
@@ -210,18 +235,18 @@ def _routes(v: _Viewer) -> list[Any]:
 
     get = ["GET", "HEAD"]
     return [
-        Route("/", lake_page, methods=get),
-        Route("/episodes", episodes_page, methods=get),
-        Route("/episode", episode_page, methods=get),
-        Route("/quarantine", quarantine_page, methods=get),
-        Route("/api/lake", api_lake, methods=get),
-        Route("/api/versions", api_versions, methods=get),
-        Route("/api/episodes", api_episodes, methods=get),
-        Route("/api/episode", api_episode, methods=get),
-        Route("/api/lineage", api_lineage, methods=get),
-        Route("/api/steps", api_steps, methods=get),
-        Route("/api/frame", api_frame, methods=get),
-        Route("/api/quarantine", api_quarantine, methods=get),
+        Route("/", _answers(lake_page), methods=get),
+        Route("/episodes", _answers(episodes_page), methods=get),
+        Route("/episode", _answers(episode_page), methods=get),
+        Route("/quarantine", _answers(quarantine_page), methods=get),
+        Route("/api/lake", _answers(api_lake), methods=get),
+        Route("/api/versions", _answers(api_versions), methods=get),
+        Route("/api/episodes", _answers(api_episodes), methods=get),
+        Route("/api/episode", _answers(api_episode), methods=get),
+        Route("/api/lineage", _answers(api_lineage), methods=get),
+        Route("/api/steps", _answers(api_steps), methods=get),
+        Route("/api/frame", _answers(api_frame), methods=get),
+        Route("/api/quarantine", _answers(api_quarantine), methods=get),
         Mount("/static", app=StaticFiles(packages=[("robolake.view", "static")]), name="static"),
     ]
 

@@ -317,3 +317,26 @@ def test_an_s3_lake_of_h264_frames_in_a_browser(
         _check_plots(d, lake, ep["episode_id"])
         d.save_screenshot(str(tmp_path / "s3_episode.png"))
         assert _status(server.url + "/episode?" + urllib.parse.urlencode({"id": "../viewlake"})) == 404
+
+
+def test_a_damaged_lake_reads_as_one_line_in_the_browser(browser: Any, tmp_path: Path) -> None:
+    """[30] A truncated data file: every page answers with the CLI's line (503), never a 500 and a blank page."""
+    from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
+
+    generate_synthetic(tmp_path / "syn", SyntheticConfig.tiny(embodiments=("single_arm_7dof",), image_size=16))
+    ingest(str(tmp_path / "syn"), str(tmp_path / "lake"), IngestConfig(video_frames="jpeg"))
+    lake = Lake.open(str(tmp_path / "lake"))
+    for f in lake.dataset("media").get_fragments():
+        for df in f.metadata.files:
+            p = tmp_path / "lake" / "media.lance" / "data" / df.path
+            p.write_bytes(p.read_bytes()[:64])
+    episode = sorted(lake.episode_ids())[0]
+    with ViewServer(create_app(lake), port=0) as server:
+        cams = lake.episodes(columns=["cameras"])["cameras"][0].as_py()
+        frame = f"/api/frame?{urllib.parse.urlencode({'id': episode, 'camera': cams[0], 'step': 0})}"
+        assert _status(server.url + frame) == 503
+        browser.get(server.url + "/episode?" + urllib.parse.urlencode({"id": episode}))
+        text = _wait(browser, "document.body.innerText.length > 0 && document.body.innerText")
+        assert "500" not in text.split("\n")[0] and "Internal Server Error" not in text, text[:300]
+        for path in ("/", "/episodes", "/quarantine", "/api/lake", "/api/episodes"):
+            assert _status(server.url + path) in (200, 503), path

@@ -101,7 +101,7 @@ const robolake = (() => {
     nav();
     const d = PAGE.data;
     document.getElementById("missing").append(
-      el("h1", {}, String(d.status) + (d.status === 404 ? " — not in this lake" : "")),
+      el("h1", {}, String(d.status) + (d.status === 404 ? " — not in this lake" : d.status === 503 ? " — the lake's data is damaged" : "")),
       el("p", {}, d.error || ""),
       el("p", {}, el("a", { href: "/" }, "back to the lake")),
     );

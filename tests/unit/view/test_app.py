@@ -170,3 +170,51 @@ def test_h264_frames_arrive_as_png(view_lakes) -> None:
     with ViewServer(create_app(lake), port=0) as s:
         status, ctype, body = _get(s.url, "/api/frame?" + _q(id=r["episode_id"], camera=r["cameras"][0], step=5))
     assert status == 200 and ctype == "image/png" and body.startswith(b"\x89PNG")
+
+
+# --- [30] damaged data answers the CLI's one line, never a 500 -------------------------------------------------
+
+
+def _damaged_copy(view_lakes, tmp_path, how: str):
+    import shutil
+
+    dst = tmp_path / "lake"
+    shutil.copytree(view_lakes.jpeg, dst)
+    lake = Lake.open(str(dst))
+    table = "media" if how == "truncate" else "steps"
+    files = [
+        dst / f"{table}.lance" / "data" / df.path
+        for f in lake.dataset(table).get_fragments()
+        for df in f.metadata.files
+    ]
+    if how == "truncate":
+        for p in files:
+            p.write_bytes(p.read_bytes()[:100])
+    elif how == "delete":
+        for p in files:
+            p.unlink()
+    else:
+        (dst / "_robolake" / "tags" / "picked.json").write_text("{not json")
+    return lake if how != "tag" else Lake.open(str(dst))
+
+
+@pytest.mark.parametrize("how", ["truncate", "delete", "tag"])
+def test_damaged_data_is_one_line_never_500(view_lakes, tmp_path, how, caplog) -> None:
+    lake = _damaged_copy(view_lakes, tmp_path, how)
+    ids = sorted(lake.episode_ids())
+    with ViewServer(create_app(lake), port=0) as s:
+        paths = ["/", "/episodes", f"/episode?{_q(id=ids[0])}", "/quarantine", "/api/lake", "/api/versions",
+                 f"/api/episodes?{_q(where='num_steps > 0')}", f"/api/episode?{_q(id=ids[0])}",
+                 f"/api/lineage?{_q(id=ids[0])}", f"/api/steps?{_q(id=ids[0])}", "/api/quarantine"]  # fmt: skip
+        cams = lake.episodes(columns=["cameras"])["cameras"][0].as_py()
+        paths.append(f"/api/frame?{_q(id=ids[0], camera=cams[0], step=0)}")
+        statuses = {}
+        for path in paths:
+            status, ctype, body = _get(s.url, path)
+            statuses[path] = status
+            assert status != 500, (path, body[:300])
+            if status >= 400 and path.startswith("/api/"):
+                error = json.loads(body)["error"]
+                assert "\n" not in error and "Traceback" not in error, error
+    assert any(code == 503 for code in statuses.values()) or how == "tag", statuses
+    assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records if r.exc_info]
