@@ -19,21 +19,23 @@ merged lake land once; the others are recorded as duplicates in the version's su
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 
 import lance
 import pyarrow as pa
 
-from robolake.curate.edit import EPISODE_TABLES, CurationResult, _batches, refresh_embodiments
+from robolake.curate.edit import EPISODE_TABLES, CurationResult, id_batches
 from robolake.lake import (
     Lake,
     LakeTransaction,
     LakeVersion,
+    add_embodiments,
     list_versions,
+    new_embodiment_row,
     parse_where,
     record_dependent,
+    refresh_embodiments,
     select_episode_ids,
     sql_in,
     table_uri,
@@ -111,7 +113,7 @@ def select_into(
     touched: set[str] = set()
     with _clone(src, into, storage_options) as tx:
         if drop:
-            for chunk in _batches(drop):
+            for chunk in id_batches(drop):
                 touched.update(
                     tx.dataset("episodes")
                     .to_table(columns=["embodiment"], filter=sql_in("episode_id", chunk))
@@ -119,7 +121,7 @@ def select_into(
                     .to_pylist()
                 )
             for table in EPISODE_TABLES:
-                for chunk in _batches(drop):
+                for chunk in id_batches(drop):
                     tx.delete(table, sql_in("episode_id", chunk))
             refresh_embodiments(tx, touched)
         summary = {
@@ -198,11 +200,11 @@ def merge(
                 new.append(r["episode_id"])
                 touched.add(r["embodiment"])
             for table in EPISODE_TABLES:
-                for chunk in _batches(sorted(new)):
+                for chunk in id_batches(sorted(new)):
                     _copy_rows(tx, lk, table, sql_in("episode_id", chunk))
             _copy_quarantine(tx, lk)
             added.extend(new)
-        _add_specs(tx, specs, touched)
+        add_embodiments(tx, [new_embodiment_row(t, specs[t][1]) for t in sorted(touched) if t in specs])
         refresh_embodiments(tx, touched)
         tx.index_episodes()
         summary = {
@@ -251,22 +253,3 @@ def _copy_quarantine(tx: LakeTransaction, lake: Lake) -> None:
     ]
     if rows:
         tx.append_table("quarantine", pa.Table.from_pylist(rows, schema=schema_for_table("quarantine")))
-
-
-def _add_specs(tx: LakeTransaction, specs: dict[str, tuple[str, EmbodimentSpec]], touched: set[str]) -> None:
-    current = {r["embodiment"]: r for r in tx.dataset("embodiments").to_table().to_pylist()}
-    new = [t for t in sorted(touched) if t not in current]
-    if not new:
-        return
-    for t in new:
-        current[t] = {
-            "embodiment": t,
-            "spec_json": specs[t][1].to_json(),
-            "stats_json": json.dumps({}),
-            "num_episodes": 0,
-            "num_steps": 0,
-        }
-    tx.overwrite(
-        "embodiments",
-        pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")),
-    )

@@ -25,25 +25,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from robolake.lake import (
     EPISODE_TABLES,
     Lake,
-    LakeTransaction,
-    accumulate_norm_stats,
+    add_embodiments,
     parse_where,
+    refresh_embodiments,
     select_episode_ids,
     sql_in,
-    sql_quote,
     who,
 )
-from robolake.schemas.tables import schema_for_table
 
 __all__ = [
     "CurationResult",
     "EPISODE_TABLES",
     "delete",
+    "id_batches",
     "refresh_embodiments",
     "restore_episodes",
     "select",
@@ -72,7 +69,8 @@ class CurationResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def _batches(ids: Sequence[str]) -> Iterable[list[str]]:
+def id_batches(ids: Sequence[str]) -> Iterable[list[str]]:
+    """`ids` in runs short enough for one Lance `IN` predicate (`sql_in`)."""
     ids = list(ids)
     for i in range(0, len(ids), _BATCH):
         yield ids[i : i + _BATCH]
@@ -105,33 +103,9 @@ def _resolve(lake: Lake, episodes: Sequence[str] | None, where: str | None) -> l
     return sorted(set(episodes or ()))
 
 
-def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str]) -> None:
-    """Recompute the statistics and counts of embodiments `tags` from the steps `tx` holds now.
-
-    Rows of other embodiments are kept as they are; an embodiment with no episodes left is dropped.
-    """
-    tags = sorted(set(tags))
-    if not tags:
-        return
-    current = {r["embodiment"]: r for r in tx.dataset("embodiments").to_table().to_pylist()}
-    for tag in tags:
-        where = f"embodiment = {sql_quote(tag)}"
-        num_episodes = tx.dataset("episodes").count_rows(filter=where)
-        if num_episodes == 0:
-            current.pop(tag, None)
-            continue
-        acc = accumulate_norm_stats(tx.dataset("steps").to_table(columns=["state", "action"], filter=where))
-        row = current[tag]
-        current[tag] = {**row, "stats_json": acc.to_json(), "num_episodes": num_episodes, "num_steps": acc.state.count}
-    tx.overwrite(
-        "embodiments",
-        pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")),
-    )
-
-
 def _embodiments_of(lake: Lake, ids: Sequence[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for chunk in _batches(ids):
+    for chunk in id_batches(ids):
         for e in (
             lake.to_arrow("episodes", columns=["embodiment"], where=sql_in("episode_id", chunk))
             .column("embodiment")
@@ -145,7 +119,7 @@ def _remove(lake: Lake, ids: list[str], operation: str, summary: dict[str, Any])
     touched = _embodiments_of(lake, ids)
     with lake.begin() as tx:
         for table in EPISODE_TABLES:
-            for chunk in _batches(ids):
+            for chunk in id_batches(ids):
                 tx.delete(table, sql_in("episode_id", chunk))
         refresh_embodiments(tx, touched)
         full = {"who": who(), **summary, "episodes_removed": len(ids), "removed": ids, "embodiments_removed": touched}
@@ -235,7 +209,7 @@ def _last_holder(lake: Lake, ids: Sequence[str]) -> dict[str, int]:
         ds = lance.dataset(
             lake.table_uri("episodes"), version=info.tables["episodes"], storage_options=lake.storage_options
         )
-        for chunk in _batches(sorted(want)):
+        for chunk in id_batches(sorted(want)):
             for e in (
                 ds.to_table(columns=["episode_id"], filter=sql_in("episode_id", chunk)).column("episode_id").to_pylist()
             ):
@@ -276,13 +250,13 @@ def restore_episodes(
             old = lake.checkout(v)
             specs = old.to_arrow("embodiments").to_pylist()
             for table in EPISODE_TABLES:
-                for chunk in _batches(sorted(vids)):
+                for chunk in id_batches(sorted(vids)):
                     data = old.to_arrow(table, where=sql_in("episode_id", chunk))
                     tx.append_table(table, data)
                     if table == "episodes":
                         for emb in data.column("embodiment").to_pylist():
                             touched[emb] = touched.get(emb, 0) + 1
-            _bring_back_specs(tx, specs, touched)
+            add_embodiments(tx, [r for r in specs if r["embodiment"] in touched])  # rows a deletion dropped
         refresh_embodiments(tx, touched)
         tx.index_episodes()
         summary = {
@@ -294,20 +268,6 @@ def restore_episodes(
         }
         lv = tx.commit("restore_episodes", summary)
     return CurationResult(lake=lake.uri, version=lv.version, episodes=tuple(ids), summary=summary)
-
-
-def _bring_back_specs(tx: LakeTransaction, old_rows: list[dict[str, Any]], tags: dict[str, int]) -> None:
-    """Embodiment rows that a deletion dropped come back from the version that had them."""
-    current = {r["embodiment"]: r for r in tx.dataset("embodiments").to_table().to_pylist()}
-    missing = [r for r in old_rows if r["embodiment"] in tags and r["embodiment"] not in current]
-    if not missing:
-        return
-    for r in missing:
-        current[r["embodiment"]] = r
-    tx.overwrite(
-        "embodiments",
-        pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")),
-    )
 
 
 def summary_json(result: CurationResult) -> str:

@@ -87,6 +87,7 @@ from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
 from robolake.lake.sources.mapping import load_mapping
 from robolake.lake.sources.rlds.tfrecord import encode_example, write_records
 from robolake.lake.sources.video import iter_video_frames, seek_frame
+from robolake.lake.stats.embodiments import add_embodiments, new_embodiment_row, refresh_embodiments
 from robolake.lake.stats.norm import NormStats, VectorStats, accumulate_norm_stats
 from robolake.lake.upkeep.access import build_access_copy, drop_access_copy
 from robolake.lake.upkeep.check import check_lake, missing_files
@@ -125,6 +126,7 @@ __all__ = [
     "TagExistsError",
     "VectorStats",
     "accumulate_norm_stats",
+    "add_embodiments",
     "build_access_copy",
     "check_lake",
     "commit_fragments",
@@ -153,6 +155,7 @@ __all__ = [
     "load_streams",
     "missing_files",
     "needs_compaction",
+    "new_embodiment_row",
     "open_unit",
     "optimize",
     "parse_age",
@@ -160,6 +163,7 @@ __all__ = [
     "read_version",
     "record_dependent",
     "record_images",
+    "refresh_embodiments",
     "render_rgb",
     "restore_version",
     "row_offsets",

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -53,7 +54,6 @@ from robolake.lake.protocol.transaction import (
     write_table_fragments,
 )
 from robolake.lake.protocol.versions import LakeVersion
-from robolake.lake.query import sql_quote
 from robolake.lake.sources import (
     EpisodeRef,
     ReadLimits,
@@ -66,7 +66,7 @@ from robolake.lake.sources import (
 from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
 from robolake.lake.sources.mapping import Mapping
 from robolake.lake.sources.video import RecordedVideo
-from robolake.lake.stats.norm import NormStatsAccumulator, accumulate_norm_stats
+from robolake.lake.stats.embodiments import merge_embodiment_stats, partial_stats
 from robolake.lake.upkeep.access import access_rows
 from robolake.lake.upkeep.compact import compact_in, needs_compaction
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
@@ -279,20 +279,8 @@ class _LoadStage:
                 out[table] = fragments_to_json(frags)
         out["num_steps"] = int(sum(t.num_rows for t in steps))
         out["num_frames"] = int(sum(t.num_rows for t in media))
-        out["stats"] = _partial_stats(steps)
+        out["stats"] = partial_stats(pa.concat_tables(steps)) if steps else {}  # merged on the driver
         return out
-
-
-def _partial_stats(steps: list[pa.Table]) -> dict[str, str]:
-    """Mergeable statistics of the steps one task wrote, per embodiment (merged on the driver)."""
-    by_tag: dict[str, list[pa.Table]] = {}
-    for t in steps:
-        if t.num_rows:
-            by_tag.setdefault(t["embodiment"][0].as_py(), []).append(t)
-    return {
-        tag: json.dumps(accumulate_norm_stats(pa.concat_tables(parts)).state_action_dict())
-        for tag, parts in sorted(by_tag.items())
-    }
 
 
 def _ref_key(ref: EpisodeRef) -> str:
@@ -785,8 +773,11 @@ def _commit(
         if to_record:
             tx.append_table("quarantine", pa.Table.from_pylist(to_record, schema=schema_for_table("quarantine")))
         if episode_rows:
-            _update_embodiments(
-                tx, _landed_specs(by_root, episode_rows), episode_rows, [res["stats"] for res in loaded]
+            merge_embodiment_stats(
+                tx,
+                _landed_specs(by_root, episode_rows),
+                Counter(e["embodiment"] for e in episode_rows),
+                [res["stats"] for res in loaded],
             )
             tx.index_episodes()
             if needs_compaction(tx):  # many small ingests: keep reads from opening thousands of files
@@ -855,53 +846,3 @@ def _landed_specs(readers: dict[str, SourceReader], episode_rows: list[dict[str,
         if r.root in landed and r.tag not in specs:
             specs[r.tag] = r.spec()
     return specs
-
-
-def _update_embodiments(
-    tx: Any, specs: dict[str, EmbodimentSpec], episode_rows: list[dict[str, Any]], partial_stats: list[dict[str, str]]
-) -> None:
-    """Rewrite the (small) embodiments table: specs of new tags (`specs`, by tag), statistics of
-    touched ones with this ingest's steps merged in.
-
-    Only the new steps are read (by the workers that wrote them, as `partial_stats` in chunk
-    order); the stored accumulators absorb them, so the cost of an ingest does not grow with the
-    lake. A tag whose stored statistics predate the accumulators is recomputed from its steps once.
-    """
-    current = {r["embodiment"]: r for r in tx.dataset("embodiments").to_table().to_pylist()}
-    new_episodes: dict[str, int] = {}
-    for e in episode_rows:
-        new_episodes[e["embodiment"]] = new_episodes.get(e["embodiment"], 0) + 1
-    merged: dict[str, NormStatsAccumulator] = {}
-    for part in partial_stats:
-        for tag, text in part.items():
-            acc = NormStatsAccumulator.from_state_action_dict(json.loads(text))
-            merged[tag] = merged[tag].merge(acc) if tag in merged else acc
-    for tag in sorted(new_episodes):
-        where = f"embodiment = {sql_quote(tag)}"
-        row = current.get(tag)
-        stored = None
-        if row is not None:
-            try:
-                stored = NormStatsAccumulator.from_json(row["stats_json"])
-            except ValueError as e:
-                log.warning("embodiment %s: %s", tag, e)
-        if row is not None and stored is None:
-            # Statistics from before the accumulators: rebuild them from every step once
-            # (this version's steps table already holds the new steps, so nothing is merged).
-            log.info("embodiment %s: computing mergeable statistics from all its steps (once)", tag)
-            acc = accumulate_norm_stats(tx.dataset("steps").to_table(columns=["state", "action"], filter=where))
-            num_episodes = tx.dataset("episodes").count_rows(filter=where)
-        else:
-            acc = merged[tag] if stored is None else stored.merge(merged[tag])
-            num_episodes = (0 if row is None else int(row["num_episodes"])) + new_episodes[tag]
-        current[tag] = {
-            "embodiment": tag,
-            "spec_json": row["spec_json"] if row is not None else specs[tag].to_json(),
-            "stats_json": acc.to_json(),
-            "num_episodes": num_episodes,
-            "num_steps": acc.state.count,
-        }
-    tx.overwrite(
-        "embodiments",
-        pa.Table.from_pylist([current[k] for k in sorted(current)], schema=schema_for_table("embodiments")),
-    )

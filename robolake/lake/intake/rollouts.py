@@ -21,7 +21,7 @@ goes in the episode's `metadata`, which `--where` reads:
 
 The write goes through the lake's one write protocol, as ingest's does: a `LakeTransaction`
 under the write lease, media, steps and episodes appended, the embodiment's statistics merged
-with ingest's own function (`ingest._update_embodiments`), the episode_id indexes and compaction
+as ingest merges them (`lake.stats.embodiments`), the episode_id indexes and compaction
 as ingest keeps them, and one lake version published. The content hash covers the rows, the
 frames, the seed and the weights, so writing the same rollouts twice lands them once (a second
 `eval --record-to` of a deterministic policy adds nothing). A lost race re-reads the lake and
@@ -35,19 +35,19 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
 from robolake.lake.media.frames import encode_raw
 from robolake.lake.protocol.retry import commit_with_retries
 from robolake.lake.sources.base import content_hash
-from robolake.lake.stats.norm import accumulate_norm_stats
+from robolake.lake.stats.embodiments import merge_embodiment_stats, partial_stats
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import schema_for_table
 
@@ -365,9 +365,6 @@ def write_rollouts(
             lacks it and `spec` is None.
         CommitConflictError: other writers kept changing the lake (re-run).
     """
-    from robolake.lake.intake.ingest import (
-        _update_embodiments,  # ingest's statistics merge: one of it
-    )
     from robolake.lake.upkeep.compact import compact_in, needs_compaction
 
     handle = lake if isinstance(lake, Lake) else Lake.open_or_create(lake, storage_options=storage_options)
@@ -387,16 +384,13 @@ def write_rollouts(
             )
         rows = [p.row for p in todo]
         steps = pa.concat_tables([p.steps for p in todo])
-        stats = {
-            tag: json.dumps(accumulate_norm_stats(steps.filter(pc.equal(steps["embodiment"], tag))).state_action_dict())
-            for tag in sorted({r["embodiment"] for r in rows})
-        }
+        stats = partial_stats(steps)
         with handle.begin() as tx:
             tx.acquire()
             tx.append_table("media", pa.concat_tables([p.media for p in todo]))
             tx.append_table("steps", steps)
             tx.append_table("episodes", pa.Table.from_pylist(rows, schema=schema_for_table("episodes")))
-            _update_embodiments(tx, specs, rows, [stats])
+            merge_embodiment_stats(tx, specs, Counter(r["embodiment"] for r in rows), [stats])
             tx.index_episodes(("episodes", "steps", "media"))
             summary: dict[str, Any] = {
                 "source": "rollout",
