@@ -8,16 +8,23 @@ runs `from_items -> map -> iter_rows` and hands back decoded results as they fin
 
 Results travel as JSON strings: Ray Data would otherwise infer Arrow types for nested lists of
 varying shape, which fails on the first empty list.
+
+Small inputs do not wait for Ray: starting a local Ray costs seconds, more than the whole job. With
+`local=True` the same task objects run here, one chunk after another, and their results make the
+same JSON round trip, so the driver code after the fan-out (the commit) is the same either way and
+so is what it writes. `chunk` then cuts at `max_per_task` (there are no CPUs to balance over) and
+`cluster_cpus` counts one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["ensure_ray", "chunk", "fan_out"]
+__all__ = ["ensure_ray", "ray_running", "chunk", "cluster_cpus", "fan_out"]
 
 T = TypeVar("T")
 
@@ -106,26 +113,46 @@ def _start_reaper() -> None:
     _reaper = (proc, write_end)
 
 
-def chunk(items: Sequence[T], max_per_task: int) -> list[list[T]]:
-    """`items` cut into chunks of at most `max_per_task`, small enough that every CPU gets about two."""
+def ray_running() -> bool:
+    """Whether this process has started or joined Ray (without importing it when it has not)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
+
+
+def cluster_cpus(local: bool = False) -> int:
+    """CPUs the chunks are spread over: the Ray cluster's (at least 1), or 1 in this process."""
+    if local:
+        return 1
     import ray
 
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def chunk(items: Sequence[T], max_per_task: int, *, local: bool = False) -> list[list[T]]:
+    """`items` cut into chunks of at most `max_per_task`, small enough that every CPU gets about two
+    (in this process, with `local`: chunks of `max_per_task`)."""
     if not items:
         return []
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    size = max(1, min(max_per_task, -(-len(items) // (2 * cpus))))
+    size = max_per_task if local else min(max_per_task, -(-len(items) // (2 * cluster_cpus())))
+    size = max(1, size)
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def fan_out(task: Callable[[int], Any], num_chunks: int) -> Iterator[tuple[int, Any]]:
+def fan_out(task: Callable[[int], Any], num_chunks: int, *, local: bool = False) -> Iterator[tuple[int, Any]]:
     """Run `task(chunk_index)` for every chunk on Ray Data; yield (chunk_index, result) as they finish.
 
     `task` must be picklable (a class instance holding its inputs) and return something JSON-able.
+    With `local`, the chunks run in this process in order, their results through the same JSON
+    round trip.
     """
-    import ray.data
-
     if num_chunks == 0:
         return
+    if local:
+        for i in range(num_chunks):
+            yield i, json.loads(json.dumps(task(i)))
+        return
+    import ray.data
+
     ds = ray.data.from_items([{"chunk": i} for i in range(num_chunks)], override_num_blocks=max(1, num_chunks))
     # One map with small results: Ray Data's per-operator resource reservation only holds CPUs back
     # for operators that do not exist (on 2 CPUs it ran the tasks mostly one at a time, measured).

@@ -1,8 +1,9 @@
 """The test suite's shared fixtures and factories, one pytest plugin (registered in tests/conftest.py).
 
 Tests take fixtures by name and import factories from here (`from tests.fixtures import ...`),
-never from a conftest module. Expensive data (Ray, the tiny synthetic lake and its packed shards)
-is built once per session.
+never from a conftest module. Expensive data (the tiny synthetic lake and its packed shards, and Ray
+for the tests that ask for `ray_session`) is built once per session. The lake is ingested and packed
+in this process (both run without Ray for small inputs), so tests that only need shards never start Ray.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def build_packed(root: Path) -> PackedData:
 
 
 @pytest.fixture(scope="session")
-def packed_data(ray_session, tmp_path_factory: pytest.TempPathFactory) -> PackedData:
+def packed_data(tmp_path_factory: pytest.TempPathFactory) -> PackedData:
     return build_packed(tmp_path_factory.mktemp("loaders"))
 
 

@@ -1,4 +1,4 @@
-"""pack(): a lake -> packed shards, on Ray Data, with lineage.
+"""pack(): a lake -> packed shards, on Ray Data (small lakes in this process), with lineage.
 
 The flow is sample index -> plan -> materialise -> write:
 
@@ -24,6 +24,14 @@ The flow is sample index -> plan -> materialise -> write:
 
 Same lake version + spec + seed => the same plan, the same rows in the same order.
 
+Small lakes do not wait for Ray: starting a local Ray costs seconds, more than packing a few
+thousand samples. Below `LOCAL_BELOW_SAMPLES` samples with no Ray running in this process
+(`execution="auto"`; a Ray already started is used), or with `execution="local"`, the same stage
+objects run in this process, chunk after chunk, with the same JSON round trip of their results
+(`ray_tasks.fan_out(local=True)`), and the driver commits as it does after Ray. The plan is made
+before any stage runs and does not depend on where they run, so the shards hold the same rows in
+the same order either way; only the fragments they are cut into differ.
+
 Bounded driver memory. Up to `PLAN_RANGE_SAMPLES` samples the plan is made on the driver
 (8 bytes a sample plus the packer's working arrays). Above it, the episodes are dealt into
 ranges of about that many samples by a seeded shuffle, and each range is planned in its own Ray
@@ -43,7 +51,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import lance
 import numpy as np
@@ -71,7 +79,7 @@ from robolake.packers.plan import (
 )
 from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
-from robolake.ray_tasks import chunk, ensure_ray, fan_out
+from robolake.ray_tasks import chunk, cluster_cpus, ensure_ray, fan_out, ray_running
 from robolake.schemas.packed import packed_schema
 from robolake.storage import exists, filesystem, join_uri, normalize_uri
 
@@ -79,6 +87,8 @@ from robolake.storage import exists, filesystem, join_uri, normalize_uri
 # re-exported here, where they were first defined, so that `robolake.packers.pipeline` imports hold.
 __all__ = [
     "pack",
+    "Execution",
+    "LOCAL_BELOW_SAMPLES",
     "plan_sequences",
     "window_sequences",
     "epoch_samples",
@@ -89,12 +99,14 @@ __all__ = [
     "PLAN_RANGE_SAMPLES",
 ]
 
+LOCAL_BELOW_SAMPLES = 10_000  # `execution="auto"` packs fewer samples in this process (with no Ray running)
 RENDITIONS_NAME = "_renditions.lance"  # pack's scratch table: renditions of recorded streams
 DECODE_TASKS_PER_CPU = 4  # decode-stage tasks per CPU at most (balance against Ray's per-task cost)
 
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[str, int, int], None]
+Execution = Literal["auto", "local", "ray"]
 
 
 def _plan_path(plan_dir: str, r: int) -> str:
@@ -216,12 +228,11 @@ def _render_recorded(
     out: str,
     opts: dict[str, str] | None,
     progress: ProgressFn | None,
+    local: bool = False,
 ) -> tuple[SequenceMaterializer, list[list[Any]]]:
     """The decode stage: every recorded stream of `episodes` (rows) that has no access copy,
     decoded once into `<out>/_renditions.lance`; returns the materializer that reads it and the
     decode passes the stage made ([episode_id, camera, n])."""
-    import ray
-
     idx = mat.index
     if idx.recorded is None or not len(episodes):
         return mat, []
@@ -237,7 +248,7 @@ def _render_recorded(
     stride = int(idx.step_stride)
     num_steps = idx.episodes["num_steps"].to_numpy()
     frames = np.asarray([(int(num_steps[e]) + stride - 1) // stride for e, _ in pairs], dtype=np.int64)
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    cpus = cluster_cpus(local)
     groups = [[pairs[i] for i in g] for g in _decode_groups(frames, min(len(pairs), DECODE_TASKS_PER_CPU * cpus))]
     uri = join_uri(out, RENDITIONS_NAME)
     _remove(uri, opts)  # what a killed pack left
@@ -249,7 +260,7 @@ def _render_recorded(
         storage_options=opts,
     ).version
     results: dict[int, dict[str, Any]] = {}
-    for g, res in fan_out(_DecodeStage(mat, groups, uri, opts), len(groups)):
+    for g, res in fan_out(_DecodeStage(mat, groups, uri, opts), len(groups), local=local):
         results[g] = res
         if progress:
             progress("decode", sum(len(groups[k]) for k in results), len(pairs))
@@ -322,24 +333,16 @@ def _pack_ranges(
     sequences_per_task: int,
     progress: ProgressFn | None,
     mixture: Mixture | None = None,
+    local: bool = False,
 ) -> tuple[list[str], dict[str, Any]]:
-    """Plan each range on a Ray task, then materialise; returns (fragments JSON, totals)."""
-    import ray
-
+    """Plan each range on a Ray task (in turn here, with `local`), then materialise; returns
+    (fragments JSON, totals)."""
     plan_dir = join_uri(out, "_plan")
     mixtures = None if mixture is None else mixture.split(index, ranges, spec.max_tokens)
     stage = _PlanStage(index, spec, ranges, plan_dir, opts, mixtures)
-    planned: dict[int, dict[str, Any]] = dict(fan_out(stage, len(ranges)))
-    per_task = max(
-        1,
-        min(
-            sequences_per_task,
-            -(
-                -sum(p["num_sequences"] for p in planned.values())
-                // (2 * max(1, int(ray.cluster_resources().get("CPU", 1))))
-            ),
-        ),
-    )
+    planned: dict[int, dict[str, Any]] = dict(fan_out(stage, len(ranges), local=local))
+    num_sequences = sum(p["num_sequences"] for p in planned.values())
+    per_task = max(1, min(sequences_per_task, -(-num_sequences // (2 * cluster_cpus(local)))))
     groups: list[tuple[int, int, int, int]] = []
     first = 0
     for r in range(len(ranges)):
@@ -347,10 +350,10 @@ def _pack_ranges(
         groups += [(r, lo, min(n, lo + per_task), first + lo) for lo in range(0, n, per_task)]
         first += n
     used = np.unique(np.asarray([e for p in planned.values() for e in p["episodes"]], dtype=np.int64))
-    mat, passes = _render_recorded(mat, used, out, opts, progress)
+    mat, passes = _render_recorded(mat, used, out, opts, progress, local)
     results: dict[int, dict[str, Any]] = {}
     done = 0
-    for g, res in fan_out(_RangeWriteStage(mat, groups, plan_dir, shards_uri, opts), len(groups)):
+    for g, res in fan_out(_RangeWriteStage(mat, groups, plan_dir, shards_uri, opts), len(groups), local=local):
         results[g] = res
         done += int(res["n"])
         if progress:
@@ -383,6 +386,7 @@ def pack(
     progress: ProgressFn | None = None,
     sequences_per_task: int = 64,
     plan_range_samples: int = PLAN_RANGE_SAMPLES,
+    execution: Execution = "auto",
 ) -> PackManifest:
     """Pack `lake` into shards at `out` (`shards.lance` + `manifest.json`).
 
@@ -395,6 +399,10 @@ def pack(
         sequences_per_task: Packed sequences one Ray task materialises and writes.
         plan_range_samples: Above this many samples the plan is made per range of episodes on
             Ray tasks (bounded driver memory; see the module essay).
+        execution: Where the stages run: `ray` (Ray Data tasks, on a local Ray or the one already
+            started), `local` (this process, chunk after chunk: the same stages, plan and shards),
+            or `auto`: local below `LOCAL_BELOW_SAMPLES` samples when this process has no Ray
+            running, else Ray (a Ray already started costs nothing more to use).
 
     Returns:
         The manifest written next to the shards.
@@ -402,8 +410,11 @@ def pack(
     Raises:
         FileExistsError: `out` already holds a pack output and `overwrite` is False.
         FileNotFoundError: the lake version references data files that are gone.
-        ValueError: nothing to pack, or an oversize sample with on_oversize="error".
+        ValueError: nothing to pack, an oversize sample with on_oversize="error", or an unknown
+            `execution`.
     """
+    if execution not in ("auto", "local", "ray"):
+        raise ValueError(f"execution must be auto, local or ray, got {execution!r}")
     t0 = time.perf_counter()
     spec = spec or PackSpec()
     if isinstance(lake, str):
@@ -420,8 +431,13 @@ def pack(
     opts = lake.storage_options
     if exists(join_uri(out, MANIFEST_NAME), opts) and not overwrite:
         raise FileExistsError(f"{out} already holds packed shards; pass overwrite=True (--overwrite) to replace them")
-    ensure_ray()
     index = build_sample_index(lake, spec)
+    local = execution == "local" or (
+        execution == "auto" and index.num_samples < LOCAL_BELOW_SAMPLES and not ray_running()
+    )
+    if not local:
+        ensure_ray()
+    log.info("pack %s: %d samples, %s", out, index.num_samples, "in this process" if local else "on Ray")
     mixture = mixture_for(lake, index, spec)  # before anything is written: a value naming nothing fails here
     mat = materializer_for(lake, index, spec)
     ranges = plan_ranges(index, spec, plan_range_samples)
@@ -452,6 +468,7 @@ def pack(
             t0,
             progress,
             sequences_per_task,
+            local,
         )
     finally:
         _remove(join_uri(out, RENDITIONS_NAME), opts)
@@ -471,6 +488,7 @@ def _pack_stages(
     t0: float,
     progress: ProgressFn | None,
     sequences_per_task: int,
+    local: bool,
 ) -> PackManifest:
     """pack() past the plan (of one range; several are planned here): decode, write, commit, manifest."""
     opts = lake.storage_options
@@ -478,13 +496,13 @@ def _pack_stages(
     schema = packed_schema()
     if len(ranges) == 1:  # decoded before the shards are touched: a damaged stream fails with them as they were
         packed_ids = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
-        mat, passes = _render_recorded(mat, np.unique(index.episode_of(packed_ids)), out, opts, progress)
+        mat, passes = _render_recorded(mat, np.unique(index.episode_of(packed_ids)), out, opts, progress, local)
     base = lance.write_dataset(
         pa.Table.from_pylist([], schema=schema), shards_uri, schema=schema, mode="overwrite", storage_options=opts
     ).version
     if len(ranges) > 1:
         frag_json, totals = _pack_ranges(
-            index, spec, ranges, mat, out, shards_uri, opts, sequences_per_task, progress, mixture
+            index, spec, ranges, mat, out, shards_uri, opts, sequences_per_task, progress, mixture, local
         )
         num_sequences, num_samples, total = totals["num_sequences"], totals["num_samples"], totals["total_tokens"]
         padded = total / totals["padded_tokens"] if totals["padded_tokens"] else 0.0
@@ -492,10 +510,10 @@ def _pack_stages(
         mix_report = totals.get("mixture")
         passes = totals["passes"]
     else:
-        groups = chunk(list(range(len(sequences))), sequences_per_task)
+        groups = chunk(list(range(len(sequences))), sequences_per_task, local=local)
         results: dict[int, dict[str, Any]] = {}
         done = 0
-        for group, res in fan_out(_WriteStage(mat, groups, sequences, shards_uri, opts), len(groups)):
+        for group, res in fan_out(_WriteStage(mat, groups, sequences, shards_uri, opts), len(groups), local=local):
             results[group] = res
             done += int(res["n"])
             if progress:

@@ -213,7 +213,7 @@ def test_oversize_samples_stay_out_of_the_pools(lake):
 
 
 @pytest.mark.parametrize("ranges", [False, True])
-def test_pack_records_the_mixture_and_meets_it(lake, tmp_path, ray_session, ranges):
+def test_pack_records_the_mixture_and_meets_it(lake, tmp_path, ranges):
     spec = _spec(algorithm="window" if ranges else "bfd")
     m = pack(lake, spec, str(tmp_path / "p"), plan_range_samples=1500 if ranges else 4_000_000)
     again = read_manifest(str(tmp_path / "p"))
@@ -258,7 +258,7 @@ def test_lake_stream_gives_every_rank_the_mixture_and_resumes(lake):
     assert isinstance(via_open, LakeStream) and via_open.spec.mix == spec.mix
 
 
-def test_the_shard_loader_deals_a_mixed_pack_so_every_rank_gets_the_mixture(lake, tmp_path, ray_session):
+def test_the_shard_loader_deals_a_mixed_pack_so_every_rank_gets_the_mixture(lake, tmp_path):
     import lance
 
     from robolake.loaders import PackedLoader

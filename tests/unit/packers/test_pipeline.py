@@ -34,7 +34,7 @@ TOKENS = TokenLengthConfig(tokens_per_view=16, state_tokens=0)
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory, ray_session) -> Lake:
+def lake(tmp_path_factory) -> Lake:
     root = tmp_path_factory.mktemp("pack")
     generate_synthetic(root / "syn", SyntheticConfig.tiny())
     ingest(str(root / "syn"), str(root / "lake"))

@@ -60,7 +60,7 @@ def test_plan_ranges_partition_episodes() -> None:
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory, ray_session) -> Lake:
+def lake(tmp_path_factory) -> Lake:
     root = tmp_path_factory.mktemp("plan")
     generate_synthetic(root / "syn", SyntheticConfig.tiny())
     ingest(str(root / "syn"), str(root / "lake"))
