@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from robolake.lake import Lake, Tag, TagExistsError, create_tag, delete_tag, read_tag
+from robolake.lake import Lake, Tag, TagExistsError, create_tag_set, read_tag
 
 __all__ = ["SplitConfig", "SplitResult", "split", "SPLIT_PARTS", "split_tag"]
 
@@ -186,25 +186,16 @@ def split(
             "seed": config.seed,
         }
     )
-    made: list[Tag] = []
-    try:
-        for p in wanted:
-            made.append(
-                create_tag(
-                    lake.uri,
-                    split_tag(p),
-                    lake.version,
-                    episodes=parts[p],
-                    operation="split",
-                    reason=reason,
-                    replace=replace,
-                    storage_options=lake.storage_options,
-                )
-            )
-    except BaseException:
-        for t in made:  # a split is all its parts or none: never a train tag without its val tag
-            if t.replaced_version is None:
-                delete_tag(lake.uri, t.name, lake.storage_options)
-        raise
+    # One publish for every part: a killed split leaves all its tags or none, all naming one version.
+    made = create_tag_set(
+        lake.uri,
+        "split",
+        lake.version,
+        {p: parts[p] for p in wanted},
+        operation="split",
+        reason=reason,
+        replace=replace,
+        storage_options=lake.storage_options,
+    )
     tags = tuple(made)
     return SplitResult(version=lake.version, parts={p: tuple(parts[p]) for p in wanted}, tags=tags, strata=counts)

@@ -13,6 +13,12 @@ failure this avoids). A tag holds:
 
 Moving a tag is an explicit `replace=True` that records the version it used to name. Tag names
 are short identifiers (letters, digits, `._:+-`), never paths: a name is looked up, not joined.
+
+Tags made together are published together (`create_tag_set`): `split` makes `split:train`,
+`split:val` and `split:test` in one file, `_robolake/tags/split.tagset.json`, written with one
+put-if-absent (or one atomic replace), so a killed split leaves all its parts or none, and every
+part names the same version. A name is looked up in its set first (the part before `:`), then
+in its own file, so a set written over tags of an older robolake shadows them at once.
 `Lake.open(uri, tag=NAME)` resolves a tag everywhere a version is accepted.
 """
 
@@ -25,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from robolake.lake.protocol import faults
 from robolake.lake.protocol.versions import META_DIR, list_versions, who
 from robolake.storage import (
     exists,
@@ -35,9 +42,19 @@ from robolake.storage import (
     write_bytes_atomic,
 )
 
-__all__ = ["Tag", "TagExistsError", "check_tag_name", "create_tag", "delete_tag", "list_tags", "read_tag"]
+__all__ = [
+    "Tag",
+    "TagExistsError",
+    "check_tag_name",
+    "create_tag",
+    "create_tag_set",
+    "delete_tag",
+    "list_tags",
+    "read_tag",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
+_SET_SUFFIX = ".tagset"
 
 
 class TagExistsError(FileExistsError):
@@ -143,6 +160,26 @@ def create_tag(
     known = list_versions(lake_uri, storage_options)
     if version not in known:
         raise ValueError(f"lake {lake_uri} has no version {version}; its versions are {known}")
+    members = _read_set(lake_uri, name.split(":", 1)[0], storage_options) if ":" in name else None
+    if members is not None and name in members:  # a member of a set moves inside its set
+        if not replace:
+            raise TagExistsError(
+                f"tag {name!r} already names version {members[name].version} of {lake_uri}; pass --replace "
+                "to move it, or choose another name"
+            )
+        others = {n.split(":", 1)[1]: t.episodes for n, t in members.items() if n != name}
+        part = name.split(":", 1)[1]
+        made = create_tag_set(
+            lake_uri,
+            name.split(":", 1)[0],
+            version,
+            {**others, part: episodes},
+            operation=operation,
+            reason=reason,
+            replace=True,
+            storage_options=storage_options,
+        )
+        return next(t for t in made if t.name == name)
     previous = read_tag(lake_uri, name, storage_options) if exists(uri, storage_options) else None
     if previous is not None and not replace:
         raise TagExistsError(
@@ -170,27 +207,125 @@ def create_tag(
     return tag
 
 
+def _set_uri(lake_uri: str, set_name: str) -> str:
+    return join_uri(_tags_dir(lake_uri), f"{check_tag_name(set_name)}{_SET_SUFFIX}.json")
+
+
+def _read_set(lake_uri: str, set_name: str, storage_options: dict[str, str] | None) -> dict[str, Tag] | None:
+    """The tags of set `set_name` by name, or None when there is no such set."""
+    uri = _set_uri(lake_uri, set_name)
+    if not exists(uri, storage_options):
+        return None
+    doc = read_json(uri, storage_options, what="tag set")
+    try:
+        return {t.name: t for t in (Tag.from_json(d) for d in doc["tags"])}
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ValueError(
+            f"tag set {uri} is damaged ({type(e).__name__}: {e}); delete it and re-make the tags"
+        ) from None
+
+
+def create_tag_set(
+    lake_uri: str,
+    set_name: str,
+    version: int,
+    parts: dict[str, Iterable[str] | None],
+    *,
+    operation: str = "tag",
+    reason: str = "",
+    replace: bool = False,
+    storage_options: dict[str, str] | None = None,
+) -> list[Tag]:
+    """Create tags `set_name:PART` for every part, all naming `version`, in one publish.
+
+    Raises:
+        ValueError: a name is invalid, or the lake has no such version.
+        TagExistsError: the set (or an older tag of one of its names) exists and `replace` is False.
+    """
+    known = list_versions(lake_uri, storage_options)
+    if version not in known:
+        raise ValueError(f"lake {lake_uri} has no version {version}; its versions are {known}")
+    names = {part: check_tag_name(f"{set_name}:{part}") for part in parts}
+    previous: dict[str, Tag] = dict(_read_set(lake_uri, set_name, storage_options) or {})
+    for name in names.values():
+        if name not in previous and exists(_tag_uri(lake_uri, name), storage_options):
+            previous[name] = Tag.from_json(read_json(_tag_uri(lake_uri, name), storage_options, what="tag"))
+    if previous and not replace:
+        old = next(iter(sorted(previous.values(), key=lambda t: t.name)))
+        raise TagExistsError(
+            f"tag {old.name!r} already names version {old.version} of {lake_uri}; pass --replace to move it"
+        )
+    now, by = time.time(), who()
+    tags = [
+        Tag(
+            name=name,
+            version=version,
+            episodes=None if parts[part] is None else tuple(sorted(set(parts[part]))),  # type: ignore[arg-type]
+            operation=operation,
+            reason=reason,
+            created_by=by,
+            created_at=now,
+            replaced_version=previous[name].version if name in previous else None,
+        )
+        for part, name in names.items()
+    ]
+    data = json.dumps({"set": set_name, "tags": [t.to_json() for t in tags]}, indent=1, sort_keys=True).encode()
+    uri = _set_uri(lake_uri, set_name)
+    faults.hook("tag_set:before")
+    if not exists(uri, storage_options):
+        try:
+            put_if_absent(uri, data, storage_options)
+        except FileExistsError:
+            raise TagExistsError(f"tags {set_name}:* were created by another writer just now") from None
+    else:
+        write_bytes_atomic(uri, data, storage_options)
+    faults.hook("tag_set:published")
+    fs = None
+    for name in names.values():  # tags of an older robolake, now shadowed by the set: tidy them away
+        if exists(_tag_uri(lake_uri, name), storage_options):
+            from robolake.storage import filesystem
+
+            fs = fs or filesystem(lake_uri, storage_options)
+            fs.rm_file(_tag_uri(lake_uri, name))
+    return tags
+
+
 def read_tag(lake_uri: str, name: str, storage_options: dict[str, str] | None = None) -> Tag:
-    """Tag `name` of the lake.
+    """Tag `name` of the lake (from its set, if it has one, else its own file).
 
     Raises:
         KeyError: no such tag (the message lists the tags there are).
     """
+    check_tag_name(name)
+    if ":" in name:
+        members = _read_set(lake_uri, name.split(":", 1)[0], storage_options)
+        if members is not None and name in members:
+            return members[name]
     uri = _tag_uri(lake_uri, name)
     if not exists(uri, storage_options):
-        names = [t[:-5] for t in list_names(_tags_dir(lake_uri), storage_options) if t.endswith(".json")]
+        names = [t.name for t in list_tags(lake_uri, storage_options)]
         raise KeyError(f"lake {lake_uri} has no tag {name!r}; its tags are {sorted(names) or 'none'}")
-    return Tag.from_json(read_json(uri, storage_options))
+    return Tag.from_json(read_json(uri, storage_options, what="tag"))
 
 
 def list_tags(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[Tag]:
-    """Every tag of the lake, by name."""
-    names = sorted(t[:-5] for t in list_names(_tags_dir(lake_uri), storage_options) if t.endswith(".json"))
-    return [read_tag(lake_uri, n, storage_options) for n in names if _NAME.match(n)]
+    """Every tag of the lake, by name (a set's members as tags)."""
+    files = list_names(_tags_dir(lake_uri), storage_options)
+    out: dict[str, Tag] = {}
+    for f in files:
+        if f.endswith(_SET_SUFFIX + ".json"):
+            out.update(_read_set(lake_uri, f[: -len(_SET_SUFFIX + ".json")], storage_options) or {})
+    for f in files:
+        n = f[:-5]
+        if f.endswith(".json") and not f.endswith(_SET_SUFFIX + ".json") and _NAME.match(n) and n not in out:
+            out[n] = Tag.from_json(read_json(_tag_uri(lake_uri, n), storage_options, what="tag"))
+    return [out[n] for n in sorted(out)]
 
 
 def delete_tag(lake_uri: str, name: str, storage_options: dict[str, str] | None = None) -> Tag:
     """Remove tag `name` (the version it named is untouched); returns what it was.
+
+    A member of a set is removed from its set (one atomic rewrite); the set goes with its last member.
 
     Raises:
         KeyError: no such tag.
@@ -198,5 +333,17 @@ def delete_tag(lake_uri: str, name: str, storage_options: dict[str, str] | None 
     from robolake.storage import filesystem
 
     tag = read_tag(lake_uri, name, storage_options)
-    filesystem(lake_uri, storage_options).rm_file(_tag_uri(lake_uri, name))
+    fs = filesystem(lake_uri, storage_options)
+    set_name = name.split(":", 1)[0]
+    members = _read_set(lake_uri, set_name, storage_options) if ":" in name else None
+    if members is not None and name in members:
+        rest = [t for n, t in sorted(members.items()) if n != name]
+        uri = _set_uri(lake_uri, set_name)
+        if rest:
+            doc = {"set": set_name, "tags": [t.to_json() for t in rest]}
+            write_bytes_atomic(uri, json.dumps(doc, indent=1, sort_keys=True).encode(), storage_options)
+        else:
+            fs.rm_file(uri)
+    else:
+        fs.rm_file(_tag_uri(lake_uri, name))
     return tag

@@ -30,7 +30,7 @@ EXPECTED = {
             "--no-progress",
         ],
     ),
-    "info": (["lake"], ["--version", "--tag", "--split", "--json"]),
+    "info": (["lake"], ["--version", "--tag", "--split", "--json", "--episodes"]),
     "pack": (
         ["lake", "out"],
         [
