@@ -71,8 +71,7 @@ def _factories(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], str
             sim = "point"
     if sim == "metaworld" and args.init is None:
         from robolake.rl.policy import ModelPolicyFactory
-        from robolake.rl.sim_env import MetaWorldFactory
-        from robolake.sim import ACTION_DIM, STATE_DIM, require_sim, resolve_tasks
+        from robolake.sim import ACTION_DIM, STATE_DIM, MetaWorldFactory, require_sim, resolve_tasks
         from robolake.training.config import ModelConfig
         from robolake.training.model import GrootModel
 

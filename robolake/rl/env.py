@@ -1,9 +1,9 @@
-"""The environment protocol the RL pipeline drives, and a tiny real environment for tests.
+"""A tiny real environment for tests, speaking the closed-loop contract (`robolake.sim.contract`).
 
-An environment is reset with a seed (the same seed gives the same episode under the same
-actions), stepped one action at a time, and observed only when the policy needs an observation:
-once per action chunk. Rendering is what costs in a simulator, so `step` does not render;
-`observe` does.
+The RL pipeline drives any `Env` of the contract: reset with a seed (the same seed gives the same
+episode under the same actions), stepped one action at a time, and observed only when the policy
+needs an observation: once per action chunk. Rendering is what costs in a simulator, so `step`
+does not render; `observe` does.
 
 `PointReachEnv` is a real environment, not a mock of one: a point in the plane that must reach
 the goal its instruction names, rendered into a small image. It costs microseconds per step, so
@@ -14,65 +14,12 @@ a behaviour-cloned start policy be trained for it in the same test.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Env", "EnvFactory", "Observation", "PointReachEnv", "PointReachFactory", "StepResult"]
+from robolake.sim.contract import Env, Observation, StepResult
 
-
-@dataclass(frozen=True)
-class Observation:
-    """What the policy sees at one time step.
-
-    Attributes:
-        image: uint8 [V, H, W, 3] camera views (V >= 1).
-        state: float32 [state_dim] proprioceptive state in the environment's units.
-        instruction: The task's language instruction.
-    """
-
-    image: np.ndarray
-    state: np.ndarray
-    instruction: str
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """Outcome of one environment step.
-
-    Attributes:
-        reward: The environment's reward for this step.
-        success: The task's success flag at this step.
-        done: The episode is over (success ends it, or the time limit).
-        truncated: It ended on the time limit rather than by itself.
-    """
-
-    reward: float
-    success: bool
-    done: bool
-    truncated: bool
-
-
-@runtime_checkable
-class Env(Protocol):
-    """A seeded episodic environment (see the module docstring)."""
-
-    task: str
-    action_dim: int
-
-    def reset(self, seed: int) -> Observation: ...
-
-    def step(self, action: np.ndarray) -> StepResult: ...
-
-    def observe(self) -> Observation: ...
-
-    def close(self) -> None: ...
-
-
-class EnvFactory(Protocol):
-    """Builds one environment for a task inside an environment worker (must be picklable)."""
-
-    def __call__(self, task: str) -> Env: ...
+__all__ = ["PointReachEnv", "PointReachFactory"]
 
 
 _GOALS = {
@@ -125,7 +72,11 @@ class PointReachEnv:
         success = bool(np.linalg.norm(self.pos - self.goal) < self.radius)
         timeout = self.t >= self.max_steps
         return StepResult(
-            reward=float(success), success=success, done=success or timeout, truncated=timeout and not success
+            observation=Observation(image=None, state=self.pos.copy(), instruction=self.instruction),
+            reward=float(success),
+            success=success,
+            done=success or timeout,
+            truncated=timeout and not success,
         )
 
     def observe(self) -> Observation:

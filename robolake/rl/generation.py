@@ -29,7 +29,7 @@ import torch
 
 from robolake.rl.config import GenerationConfig, SamplerConfig
 from robolake.rl.messages import GenRequest, GenResponse
-from robolake.rl.policy import Policy, PolicyFactory
+from robolake.rl.policy import PolicyFactory, TrainablePolicy
 from robolake.rl.sampler import draw_noise, sample_chains
 from robolake.training.threads import set_torch_threads
 
@@ -50,7 +50,9 @@ def actor_device() -> torch.device:
     return torch.device("cpu")
 
 
-def generate(policy: Policy, requests: Sequence[GenRequest], sampler: SamplerConfig, version: int) -> list[GenResponse]:
+def generate(
+    policy: TrainablePolicy, requests: Sequence[GenRequest], sampler: SamplerConfig, version: int
+) -> list[GenResponse]:
     """Sample one chunk per request in one batch (the server's and the reference loop's shared code)."""
     model = policy.model
     c = model.config

@@ -30,7 +30,7 @@ import torch
 from robolake.rl.config import LearnerConfig, SamplerConfig
 from robolake.rl.messages import EpisodeKey, EpisodeRecord, Segment, Transition
 from robolake.rl.objective import GroupBaseline, policy_loss
-from robolake.rl.policy import Policy, PolicyFactory
+from robolake.rl.policy import PolicyFactory, TrainablePolicy
 from robolake.rl.sampler import chain_log_prob
 from robolake.training.threads import set_torch_threads
 
@@ -50,7 +50,9 @@ class _Sample:
 class Learner:
     """Ledger + micro-batch stream + PPO-clipped updates (see the module docstring)."""
 
-    def __init__(self, policy: Policy, config: LearnerConfig, sampler: SamplerConfig, *, record: bool = False) -> None:
+    def __init__(
+        self, policy: TrainablePolicy, config: LearnerConfig, sampler: SamplerConfig, *, record: bool = False
+    ) -> None:
         self.policy = policy
         self.config = config
         self.sampler = sampler

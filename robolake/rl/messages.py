@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robolake.rl.env import Observation
+from robolake.sim.contract import Observation
 
 __all__ = ["EpisodeKey", "EpisodeRecord", "GenRequest", "GenResponse", "Segment", "Transition", "chunk_seed"]
 

@@ -35,8 +35,8 @@ from typing import Any
 
 from robolake.lake import RolloutTarget
 from robolake.rl.config import RLConfig
-from robolake.rl.env import EnvFactory
 from robolake.rl.policy import PolicyFactory
+from robolake.sim.contract import EnvFactory
 
 __all__ = ["Pipeline", "RLResult", "run_rl", "success_curve"]
 

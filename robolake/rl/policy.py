@@ -1,12 +1,14 @@
 """How the RL pipeline talks to a model: observations in, normalised batches, env actions out.
 
-A `Policy` owns a `GrootModel` and the normalisation it was trained with. The generation server
-and the learner each build their own from one picklable `PolicyFactory`, so both see exactly the
-same batches for the same observations: the learner re-scores the very chains the server
-sampled. `ModelPolicy` is the plain implementation: one embodiment, the training `Normalizer`
-(none by default), byte-level instruction tokens and views resized by nearest neighbour, with
-the batch built by `robolake.training.observation.ObservationBatcher`, as the evaluator's is.
-`robolake.rl.sim_env.SimPolicy` adapts the simulator suite's checkpoint loader to it.
+Observations are the closed-loop contract's (`robolake.sim.contract`); what RL adds is the model
+side. A `TrainablePolicy` owns a `GrootModel` and the normalisation it was trained with. The
+generation server and the learner each build their own from one picklable `PolicyFactory`, so
+both see exactly the same batches for the same observations: the learner re-scores the very
+chains the server sampled. `ModelPolicy` is the plain implementation: one embodiment, the
+training `Normalizer` (none by default), byte-level instruction tokens and views resized by
+nearest neighbour, with the batch built by `robolake.training.observation.ObservationBatcher`,
+as the evaluator's is. The evaluator's `robolake.sim.learned.LearnedPolicy` is one as it is
+(`LearnedPolicyFactory` builds it from a checkpoint).
 """
 
 from __future__ import annotations
@@ -19,18 +21,18 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from robolake.rl.env import Observation
 from robolake.schemas.batch import PackedBatch
+from robolake.sim.contract import Observation
 from robolake.training.config import ModelConfig
 from robolake.training.model import GrootModel
 from robolake.training.normalize import Normalizer
 from robolake.training.observation import ObservationBatcher
 
-__all__ = ["ModelPolicy", "ModelPolicyFactory", "Policy", "PolicyFactory"]
+__all__ = ["ModelPolicy", "ModelPolicyFactory", "PolicyFactory", "TrainablePolicy"]
 
 
 @runtime_checkable
-class Policy(Protocol):
+class TrainablePolicy(Protocol):
     """A model plus its input/output conventions (see the module docstring)."""
 
     model: GrootModel
@@ -49,13 +51,19 @@ class Policy(Protocol):
 
 
 class PolicyFactory(Protocol):
-    """Builds a Policy inside an actor (must be picklable)."""
+    """Builds a TrainablePolicy inside an actor (must be picklable)."""
 
-    def __call__(self) -> Policy: ...
+    def __call__(self) -> TrainablePolicy: ...
 
 
-def _resize_views(image: np.ndarray, size: int) -> np.ndarray:
-    """uint8 [V, size, size, 3] by nearest-neighbour sampling (exact when sizes already match)."""
+def _resize_views(image: np.ndarray | None, size: int) -> np.ndarray:
+    """uint8 [V, size, size, 3] by nearest-neighbour sampling (exact when sizes already match).
+
+    Raises:
+        ValueError: the observation was not rendered (ask the environment's `observe()`).
+    """
+    if image is None:
+        raise ValueError("the policy needs camera frames: pass observations from Env.observe(), which renders")
     img = image if image.ndim == 4 else image[None]
     h, w = img.shape[1:3]
     if h == size and w == size:
@@ -71,7 +79,7 @@ def _no_normalization() -> Normalizer:
 
 @dataclass
 class ModelPolicy:
-    """Policy over a GrootModel acting for one embodiment.
+    """TrainablePolicy over a GrootModel acting for one embodiment.
 
     Attributes:
         model: The model.
@@ -158,7 +166,7 @@ class ModelPolicyFactory:
             embodiment_id=embodiment_id,
         )
 
-    def __call__(self) -> Policy:
+    def __call__(self) -> TrainablePolicy:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # a model without weights starts the same in every actor
             model = GrootModel(self.model_config)

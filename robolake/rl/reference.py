@@ -14,12 +14,12 @@ from typing import Any
 import torch
 
 from robolake.rl.config import RLConfig
-from robolake.rl.env import EnvFactory, Observation
 from robolake.rl.generation import generate
 from robolake.rl.learner import Learner
 from robolake.rl.messages import EpisodeKey, GenRequest, Segment, Transition, chunk_seed
 from robolake.rl.policy import PolicyFactory
 from robolake.rl.workers import env_seed
+from robolake.sim.contract import EnvFactory, Observation
 
 __all__ = ["run_reference"]
 

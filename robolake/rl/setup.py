@@ -8,8 +8,9 @@ smoke test of the pipeline that needs no simulator.
 
 from __future__ import annotations
 
-from robolake.rl.env import EnvFactory, PointReachEnv, PointReachFactory
+from robolake.rl.env import PointReachEnv, PointReachFactory
 from robolake.rl.policy import ModelPolicyFactory, PolicyFactory
+from robolake.sim.contract import EnvFactory
 
 __all__ = ["SIMS", "make_factories"]
 
@@ -29,17 +30,18 @@ def make_factories(
         ImportError: the sim extra is missing (metaworld).
     """
     if sim == "metaworld":
-        from robolake.rl.sim_env import MetaWorldFactory, SimPolicyFactory
-        from robolake.sim import require_sim, resolve_tasks
+        from robolake.sim import MetaWorldFactory, require_sim, resolve_tasks
+        from robolake.sim.learned import LearnedPolicyFactory
 
         require_sim()
         names = tuple(t.name for t in resolve_tasks(tasks))
         if init is None:
             raise ValueError(
-                "--init RUN is required with --sim metaworld: the behaviour-cloned run (robolake train / demo output) RL starts from"
+                "--init RUN is required with --sim metaworld: the behaviour-cloned run "
+                "(robolake train / demo output) RL starts from"
             )
         _check_init(init)
-        return SimPolicyFactory(init), MetaWorldFactory(image_size=image_size), names
+        return LearnedPolicyFactory(init), MetaWorldFactory(image_size=image_size), names
     if sim == "point":
         names = tuple(n.strip() for n in (tasks or ",".join(PointReachEnv.TASKS)).split(",") if n.strip())
         for n in names:
@@ -51,10 +53,10 @@ def make_factories(
         from robolake.training.model import GrootModel
 
         if init is not None:
-            from robolake.rl.sim_env import SimPolicyFactory
+            from robolake.sim.learned import LearnedPolicyFactory
 
             _check_init(init)
-            return SimPolicyFactory(init), PointReachFactory(image_size=32), names
+            return LearnedPolicyFactory(init), PointReachFactory(image_size=32), names
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             model = GrootModel(ModelConfig.preset("tiny", max_state_dim=2, max_action_dim=2, num_embodiments=1))

@@ -37,7 +37,6 @@ import numpy as np
 
 from robolake.lake import RolloutEpisode, RolloutTarget
 from robolake.rl.config import RLConfig
-from robolake.rl.env import Env, EnvFactory, Observation
 from robolake.rl.messages import (
     EpisodeKey,
     GenRequest,
@@ -46,6 +45,7 @@ from robolake.rl.messages import (
     Transition,
     chunk_seed,
 )
+from robolake.sim.contract import Env, EnvFactory, Observation
 
 __all__ = ["EnvSlot", "EnvWorker", "env_seed"]
 

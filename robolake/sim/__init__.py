@@ -8,13 +8,14 @@ The API, bottom up:
 
 - `tasks`: the suite (`SUITE`, `DEFAULT_TASKS`, `resolve_tasks`), one instruction per task, and
   the disjoint seed ranges of demonstrations (`TRAIN_SEEDS`) and evaluation (`EVAL_SEEDS`).
-- `env`: `SimEnv(task, SimEnvConfig)` with `reset(seed) -> Observation` and
-  `step(action) -> StepResult`; an `Observation` is {image, state, instruction} plus the raw
-  simulator observation for experts. One embodiment, `EMBODIMENT` ("sawyer"), 19-dim state,
-  4-dim action.
-- `policy`: the `Policy` protocol, `act(observations) -> [n, H, 4]` (one batched call for every
-  environment of a tick), and baselines `ExpertPolicy` (ceiling), `RandomPolicy` and
-  `MeanActionPolicy` (floors).
+- `contract`: the one closed-loop contract the evaluator, the recorder and robolake.rl share
+  (numpy only): `Observation` {image, state, instruction, raw, task}, `StepResult`, the `Env`
+  protocol and its `EnvFactory`, and `Policy`, `act(observations) -> [n, H, action_dim]` (one
+  batched call for every environment of a tick).
+- `env`: `SimEnv(task, SimEnvConfig)`, an `Env` of one Meta-World task; `MetaWorldFactory`, the
+  episodic `Env` RL drives (renders when observed, ends at success). One embodiment,
+  `EMBODIMENT` ("sawyer"), 19-dim state, 4-dim action.
+- `policy`: baselines `ExpertPolicy` (ceiling), `RandomPolicy` and `MeanActionPolicy` (floors).
 - `learned`: `LearnedPolicy.from_checkpoint(run_dir)`, a trained checkpoint as a Policy, with the
   lake's normalisation applied on the way in and undone on the way out (`build_batch` exposes the
   exact model inputs, for RL).
@@ -36,19 +37,20 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("LP_NUM_THREADS", "1")
 
 from robolake.sim._require import SIM_EXTRA_HINT, require_sim  # noqa: E402
+from robolake.sim.contract import Env, EnvFactory, Observation, Policy, StepResult
 from robolake.sim.env import (
     ACTION_DIM,
     ACTION_NAMES,
     EMBODIMENT,
     STATE_DIM,
     STATE_NAMES,
-    Observation,
+    MetaWorldEnv,
+    MetaWorldFactory,
     SimEnv,
     SimEnvConfig,
-    StepResult,
     state_vector,
 )
-from robolake.sim.policy import ExpertPolicy, MeanActionPolicy, Policy, RandomPolicy
+from robolake.sim.policy import ExpertPolicy, MeanActionPolicy, RandomPolicy
 from robolake.sim.rollout import (
     EnvPool,
     EnvWorker,
@@ -74,12 +76,16 @@ __all__ = [
     "DEFAULT_TASKS",
     "EMBODIMENT",
     "EVAL_SEEDS",
+    "Env",
+    "EnvFactory",
     "EnvPool",
     "EnvWorker",
     "EpisodeResult",
     "EpisodeSpec",
     "ExpertPolicy",
     "MeanActionPolicy",
+    "MetaWorldEnv",
+    "MetaWorldFactory",
     "Observation",
     "Policy",
     "RandomPolicy",

@@ -33,12 +33,15 @@ from typing import Any
 import numpy as np
 
 from robolake.sim._require import require_sim
-from robolake.sim.tasks import SimTask
+from robolake.sim.contract import Env, Observation, StepResult
+from robolake.sim.tasks import SimTask, resolve_tasks
 
 __all__ = [
     "ACTION_DIM",
     "ACTION_NAMES",
     "EMBODIMENT",
+    "MetaWorldEnv",
+    "MetaWorldFactory",
     "Observation",
     "STATE_DIM",
     "STATE_NAMES",
@@ -104,44 +107,11 @@ class SimEnvConfig:
             raise ValueError(f"image_size must be an even number >= 8, got {self.image_size}")
 
 
-@dataclass(frozen=True)
-class Observation:
-    """What a policy sees at one step.
-
-    Attributes:
-        image: uint8 [H, W, 3] camera frame, or None when rendering is off.
-        state: float32 [STATE_DIM] state vector.
-        instruction: The task's language instruction.
-        raw: The full Meta-World observation (for scripted experts only).
-        task: The task's short name.
-    """
-
-    image: np.ndarray | None
-    state: np.ndarray
-    instruction: str
-    raw: np.ndarray
-    task: str
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """Outcome of one `SimEnv.step`.
-
-    Attributes:
-        observation: The observation after the action.
-        reward: Meta-World's shaped reward.
-        success: The environment's own success flag for this step.
-        truncated: The step limit was reached.
-    """
-
-    observation: Observation
-    reward: float
-    success: bool
-    truncated: bool
-
-
 class SimEnv:
-    """A seeded Meta-World task giving `Observation`s and taking 4-D actions."""
+    """A seeded Meta-World task giving `Observation`s and taking 4-D actions (an `Env` whose
+    episodes end only on the step limit: stopping at success is the caller's choice)."""
+
+    action_dim = ACTION_DIM
 
     def __init__(self, task: SimTask, config: SimEnvConfig | None = None) -> None:
         metaworld, mujoco = require_sim()
@@ -185,6 +155,17 @@ class SimEnv:
         image = self._render() if self.config.render_images else None
         return Observation(image, state_vector(raw), self.task.instruction, raw.copy(), self.task.name)
 
+    def observe(self) -> Observation:
+        """The current observation with its camera frame (even with render_images off).
+
+        Raises:
+            RuntimeError: called before `reset`.
+        """
+        if self._raw is None:
+            raise RuntimeError("call SimEnv.reset(seed) before observe()")
+        raw = self._raw
+        return Observation(self._render(), state_vector(raw), self.task.instruction, raw.copy(), self.task.name)
+
     # -- episode --------------------------------------------------------------------------------
 
     def reset(self, seed: int) -> Observation:
@@ -213,10 +194,63 @@ class SimEnv:
         raw, reward, _, _, info = self._env.step(a)
         self.steps += 1
         obs = self._observation(np.asarray(raw, dtype=np.float64))
-        return StepResult(obs, float(reward), bool(info.get("success", 0.0) > 0.5), self.steps >= self.task.max_steps)
+        over = self.steps >= self.task.max_steps
+        success = bool(info.get("success", 0.0) > 0.5)
+        return StepResult(observation=obs, reward=float(reward), success=success, done=over, truncated=over)
 
     def close(self) -> None:
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
         self._env.close()
+
+
+class MetaWorldEnv:
+    """A suite task as the episodic `Env` RL drives: it renders only when observed (views
+    [1, H, W, 3], once per chunk rather than once per step: rendering is what a CPU simulator
+    spends its time on) and ends an episode at its first success, as the evaluator does."""
+
+    def __init__(self, task: str, image_size: int = 64, camera: str = "topview") -> None:
+        (spec,) = resolve_tasks([task])
+        self.task = spec.name
+        self.instruction = spec.instruction
+        self.action_dim = ACTION_DIM
+        self._env = SimEnv(spec, SimEnvConfig(image_size=image_size, camera=camera, render_images=False))
+        self._state = np.zeros(0, np.float32)
+
+    def reset(self, seed: int) -> Observation:
+        self._state = self._env.reset(seed).state
+        return self.observe()
+
+    def step(self, action: np.ndarray) -> StepResult:
+        r = self._env.step(action)
+        self._state = r.observation.state
+        return StepResult(
+            observation=r.observation,
+            reward=r.reward,
+            success=r.success,
+            done=r.success or r.truncated,
+            truncated=r.truncated and not r.success,
+        )
+
+    def observe(self) -> Observation:
+        return Observation(image=self._env.render()[None], state=self._state, instruction=self.instruction)
+
+    def close(self) -> None:
+        self._env.close()
+
+
+@dataclass(frozen=True)
+class MetaWorldFactory:
+    """`EnvFactory` of `MetaWorldEnv` (picklable).
+
+    Attributes:
+        image_size: Rendered frame side (the recorded demonstrations' resolution).
+        camera: Meta-World camera.
+    """
+
+    image_size: int = 64
+    camera: str = "topview"
+
+    def __call__(self, task: str) -> Env:
+        return MetaWorldEnv(task, self.image_size, self.camera)

@@ -13,13 +13,16 @@ is read by `robolake.training.checkpoint`, which never unpickles (safetensors an
 evaluating someone else's checkpoint cannot run their code.
 
 `build_batch` and `model` are public so that RL (robolake.rl) can score log-probabilities of
-chunks on exactly the inputs the policy acted on.
+chunks on exactly the inputs the policy acted on: `batch`, `action_mask` and `to_env_actions`
+make a LearnedPolicy RL's trainable policy as it is (`robolake.rl.policy.TrainablePolicy`), and
+`LearnedPolicyFactory` builds one inside an actor.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +31,13 @@ import torch
 
 from robolake.lake import decode_frame, encode_frame
 from robolake.schemas.batch import PackedBatch
-from robolake.sim.env import EMBODIMENT, Observation
-from robolake.sim.policy import Policy
+from robolake.sim.contract import Observation, Policy
+from robolake.sim.env import EMBODIMENT
 from robolake.training.config import ModelConfig
 from robolake.training.normalize import POLICY_CARD_KEY, PolicyCard
 from robolake.training.observation import ObservationBatcher
 
-__all__ = ["LearnedPolicy", "resolve_checkpoint"]
+__all__ = ["LearnedPolicy", "LearnedPolicyFactory", "resolve_checkpoint"]
 
 
 def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
@@ -133,9 +136,11 @@ class LearnedPolicy(Policy):
         return cls(model, PolicyCard.from_json(extra[POLICY_CARD_KEY]), **kwargs)
 
     def _view(self, image: np.ndarray | None) -> np.ndarray:
-        """uint8 [1, size, size, 3]: the frame as the model saw frames in training."""
+        """uint8 [1, size, size, 3]: the (first) frame as the model saw frames in training."""
         if image is None:
             raise ValueError("LearnedPolicy needs camera frames: create the environments with render_images=True")
+        if image.ndim == 4:
+            image = image[0]
         size = self.config.image_size
         if image.shape[:2] != (size, size):
             # The frame takes the training path: JPEG as the lake stores it, then the loader's
@@ -166,3 +171,33 @@ class LearnedPolicy(Policy):
         noise = torch.randn(shape, generator=self.generator, device=self.device) * self.noise_scale
         chunks = self.model.get_action(batch, self.num_steps, noise=noise)
         return self.unnormalize(chunks)
+
+    # -- RL's trainable side (robolake.rl.policy.TrainablePolicy) ---------------------------------
+
+    def batch(self, observations: Sequence[Observation]) -> PackedBatch:
+        """`build_batch` on the CPU (where RL's actors exchange batches)."""
+        return self.build_batch(observations).to("cpu")
+
+    def action_mask(self, observations: Sequence[Observation]) -> torch.Tensor:
+        """bool [n, max_action_dim]: the action dims the embodiment really has."""
+        mask: torch.Tensor = self.batcher.action_mask(len(observations))
+        return mask
+
+    def to_env_actions(self, chunks: np.ndarray, observations: Sequence[Observation]) -> list[np.ndarray]:
+        """Normalised chunks [n, H, max_action_dim] -> per observation [H, action_dim] in env units."""
+        out = self.unnormalize(torch.from_numpy(np.asarray(chunks)))
+        return [np.asarray(a, np.float32) for a in out]
+
+
+@dataclass(frozen=True)
+class LearnedPolicyFactory:
+    """Builds `LearnedPolicy.from_checkpoint(checkpoint)` (picklable: RL's actors each build one).
+
+    Attributes:
+        checkpoint: A checkpoint directory, checkpoints directory or run directory.
+    """
+
+    checkpoint: str
+
+    def __call__(self) -> LearnedPolicy:
+        return LearnedPolicy.from_checkpoint(self.checkpoint)

@@ -1,11 +1,7 @@
-"""The policy interface the evaluator, the recorder and RL share, and the baseline policies.
+"""The baseline policies of the suite.
 
-A `Policy` maps a batch of observations (one per environment, possibly of different tasks) to a
-batch of action chunks in the environment's own units: `act(observations) -> [n, H, ACTION_DIM]`.
-One call per tick for all environments is the point: a learned policy runs one batched forward
-pass instead of n small ones. Executing a chunk is the caller's business (the evaluator runs the
-first `replan` actions of each chunk before asking again), so a policy never keeps per-env state
-and can serve any mix of environments.
+Each is a `robolake.sim.contract.Policy` (`act(observations) -> [n, H, ACTION_DIM]`, one call per
+tick for every environment), the interface the evaluator, the recorder and RL share.
 
 Baselines:
 - `ExpertPolicy`, Meta-World's scripted experts (the ceiling; they read the privileged `raw`
@@ -16,33 +12,15 @@ Baselines:
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Sequence
 
 import numpy as np
 
-from robolake.sim.env import ACTION_DIM, Observation
+from robolake.sim.contract import Observation, Policy
+from robolake.sim.env import ACTION_DIM
 from robolake.sim.tasks import SUITE
 
 __all__ = ["Policy", "ExpertPolicy", "RandomPolicy", "MeanActionPolicy"]
-
-
-class Policy(abc.ABC):
-    """Batched observations -> batched action chunks.
-
-    Attributes:
-        name: Label in reports ("expert", "random", "policy").
-        needs_images: Whether `act` reads `Observation.image` (environments skip rendering if not).
-        chunk_size: H, actions per chunk that `act` returns.
-    """
-
-    name: str = "policy"
-    needs_images: bool = False
-    chunk_size: int = 1
-
-    @abc.abstractmethod
-    def act(self, observations: Sequence[Observation]) -> np.ndarray:
-        """float32 [len(observations), chunk_size, ACTION_DIM] actions in environment units."""
 
 
 class ExpertPolicy(Policy):

@@ -10,11 +10,12 @@ controller saw and the command it then sent (`action`, the expert's clean comman
 what the operator meant, the noise is what the arm did to it, as in DART, Laskey et al. 2017).
 Recording the executed, noisy action instead (`action_label="executed"`) teaches the policy the
 noise too (measured with the tiny preset at 3000 steps: held-out action MSE 0.15x of the
-mean-action baseline against 0.11x with the clean label; closed-loop success equal within noise). The noise is drawn from the episode seed alone, so
-`replay_states(task, seed, actions, action_noise)` re-applies it and reproduces the recorded
-states exactly (a test checks it). Episodes end a few steps after the environment's
-first success flag (`RecordConfig.steps_after_success`: the expert settling on the goal is part of
-the demonstration); demonstrations that never succeed are dropped and counted (`RecordResult.failed`).
+mean-action baseline against 0.11x with the clean label; closed-loop success equal within noise).
+The noise is drawn from the episode seed alone, so `replay_states(task, seed, actions,
+action_noise)` re-applies it and reproduces the recorded states exactly (a test checks it). Episodes
+end a few steps after the environment's first success flag (`RecordConfig.steps_after_success`: the
+expert settling on the goal is part of the demonstration); demonstrations that never succeed are
+dropped and counted (`RecordResult.failed`).
 
 The output format is one function (`OUTPUT_FORMATS`), a log writer with the signature of
 `write_hdf5`: by default ALOHA-layout HDF5, one file per episode (raw camera frames, state, the

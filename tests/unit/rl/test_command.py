@@ -108,8 +108,7 @@ def test_metaworld_env_runs_in_the_plain_loop(tmp_path):
     import torch
 
     from robolake.rl.policy import ModelPolicyFactory
-    from robolake.rl.sim_env import MetaWorldFactory
-    from robolake.sim import ACTION_DIM, STATE_DIM
+    from robolake.sim import ACTION_DIM, STATE_DIM, MetaWorldFactory
     from robolake.training.model import GrootModel
 
     from .conftest import small_config
