@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -78,6 +78,7 @@ __all__ = ["IngestConfig", "IngestResult", "ingest", "ensure_ray"]  # ensure_ray
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[str, int, int], None]
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,6 +208,83 @@ def _read_checked(reader: SourceReader, ref: EpisodeRef) -> TabularEpisode:
         ) from e
 
 
+@dataclass(frozen=True, kw_only=True)
+class Checked:
+    """Stage 1's verdict on one episode (it crosses the Ray boundary as `to_json()`).
+
+    Attributes:
+        ref: The episode's key (`_ref_key`: source root and episode index).
+        hash: Its content hash ("" when its rows could not be read).
+        notes: What its reader noticed.
+        quarantine: Its quarantine row when it is rejected; None when it passed.
+    """
+
+    ref: str
+    hash: str = ""
+    notes: tuple[str, ...] = ()
+    quarantine: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.quarantine is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ref": self.ref, "hash": self.hash, "notes": list(self.notes), "quarantine": self.quarantine}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Checked:
+        return cls(ref=d["ref"], hash=d["hash"], notes=tuple(d["notes"]), quarantine=d["quarantine"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Loaded:
+    """Stage 2's result for one chunk of episodes (it crosses the Ray boundary as `to_json()`).
+
+    Attributes:
+        episodes: The episodes table rows of the episodes it loaded.
+        quarantine: Quarantine rows of the episodes whose frames failed.
+        fragments: Per table of `ROW_TABLES`, the uncommitted fragments it wrote (`fragments_to_json`).
+        num_steps: Steps it wrote.
+        num_frames: Camera frames it wrote.
+        stats: `partial_stats` of its steps, per embodiment (merged on the driver).
+    """
+
+    episodes: list[dict[str, Any]]
+    quarantine: list[dict[str, Any]]
+    fragments: dict[str, list[str]]
+    num_steps: int = 0
+    num_frames: int = 0
+    stats: dict[str, str] = field(default_factory=dict)
+
+    def fragments_of(self, table: str) -> list[str]:
+        return self.fragments.get(table, [])
+
+    def without_rows(self) -> Loaded:
+        """The same chunk with its episodes taken out (its quarantine rows stay)."""
+        return replace(self, episodes=[], fragments={}, num_steps=0, num_frames=0, stats={})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "episodes": self.episodes,
+            "quarantine": self.quarantine,
+            "fragments": self.fragments,
+            "num_steps": self.num_steps,
+            "num_frames": self.num_frames,
+            "stats": self.stats,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Loaded:
+        return cls(
+            episodes=list(d["episodes"]),
+            quarantine=list(d["quarantine"]),
+            fragments={t: list(f) for t, f in d["fragments"].items()},
+            num_steps=int(d["num_steps"]),
+            num_frames=int(d["num_frames"]),
+            stats=dict(d["stats"]),
+        )
+
+
 class _CheckStage:
     """Ray Data stage 1: validate and hash tabular content (no video decode)."""
 
@@ -218,17 +296,16 @@ class _CheckStage:
         for ref in self.chunks[index]:
             try:
                 ep = _read_checked(self.readers[ref.source_uri], ref)
-                out.append(
-                    {
-                        "ok": True,
-                        "ref": _ref_key(ref),
-                        "hash": ep.content_hash,
-                        "notes": [str(n) for n in ep.metadata.get("notes", ())],
-                    }
-                )
+                notes = tuple(str(n) for n in ep.metadata.get("notes", ()))
+                out.append(Checked(ref=_ref_key(ref), hash=ep.content_hash, notes=notes))
             except SourceError as e:
-                out.append({"ok": False, "ref": _ref_key(ref), "quarantine": _quarantine_row(ref, e)})
-        return out
+                out.append(Checked(ref=_ref_key(ref), quarantine=_quarantine_row(ref, e)))
+        return [c.to_json() for c in out]
+
+    @staticmethod
+    def decode(raw: list[dict[str, Any]]) -> tuple[list[Checked], int]:
+        """A chunk's result back from JSON, and how many episodes it handled."""
+        return [Checked.from_json(c) for c in raw], len(raw)
 
 
 class _LoadStage:
@@ -272,15 +349,25 @@ class _LoadStage:
             if self.access_copy:
                 access += _access_tables(episode_id, ep, frames)
             episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames]))
-        out: dict[str, Any] = {"episodes": episodes, "quarantine": quarantine, **{t: [] for t in ROW_TABLES}}
+        fragments: dict[str, list[str]] = {t: [] for t in ROW_TABLES}
         for table, parts in (("steps", steps), ("media", media), ("streams", streams), ("access", access)):
             if parts:
                 frags = write_table_fragments(self.lake_uri, table, pa.concat_tables(parts), self.opts)
-                out[table] = fragments_to_json(frags)
-        out["num_steps"] = int(sum(t.num_rows for t in steps))
-        out["num_frames"] = int(sum(t.num_rows for t in media))
-        out["stats"] = partial_stats(pa.concat_tables(steps)) if steps else {}  # merged on the driver
-        return out
+                fragments[table] = fragments_to_json(frags)
+        return Loaded(
+            episodes=episodes,
+            quarantine=quarantine,
+            fragments=fragments,
+            num_steps=int(sum(t.num_rows for t in steps)),
+            num_frames=int(sum(t.num_rows for t in media)),
+            stats=partial_stats(pa.concat_tables(steps)) if steps else {},
+        ).to_json()
+
+    @staticmethod
+    def decode(raw: dict[str, Any]) -> tuple[Loaded, int]:
+        """A chunk's result back from JSON, and how many episodes it handled."""
+        loaded = Loaded.from_json(raw)
+        return loaded, len(loaded.episodes) + len(loaded.quarantine)
 
 
 def _ref_key(ref: EpisodeRef) -> str:
@@ -417,14 +504,21 @@ def _collapse_notes(notes: list[str]) -> list[str]:
 
 
 def _run_stage(
-    stage: Any, num_chunks: int, name: str, total: int, progress: ProgressFn | None, local: bool = False
-) -> list[Any]:
-    """Results of `stage` over every chunk, in chunk order (so the commit order is reproducible)."""
-    results: dict[int, Any] = {}
+    stage: Callable[[int], Any],
+    decode: Callable[[Any], tuple[_R, int]],
+    num_chunks: int,
+    name: str,
+    total: int,
+    progress: ProgressFn | None,
+    local: bool = False,
+) -> list[_R]:
+    """Results of `stage` over every chunk (decoded from JSON by `decode`, which also says how many
+    episodes a chunk handled), in chunk order (so the commit order is reproducible)."""
+    results: dict[int, _R] = {}
     done = 0
-    for index, res in _local_fan_out(stage, num_chunks) if local else fan_out(stage, num_chunks):
-        results[index] = res
-        done += len(res) if isinstance(res, list) else len(res["episodes"]) + len(res["quarantine"])
+    for index, raw in _local_fan_out(stage, num_chunks) if local else fan_out(stage, num_chunks):
+        results[index], handled = decode(raw)
+        done += handled
         if progress:
             progress(name, done, total)
     return [results[i] for i in sorted(results)]
@@ -622,14 +716,15 @@ def _ingest(
 
     # Stage 1: validate + hash; drop what the lake already holds.
     chunks = _chunks(refs, config.episodes_per_task, local)
-    checked = _run_stage(_CheckStage(by_root, chunks), len(chunks), "check", len(refs), progress, local)
+    check = _CheckStage(by_root, chunks)
+    checked = _run_stage(check, check.decode, len(chunks), "check", len(refs), progress, local)
     by_key = {_ref_key(r): r for r in refs}
     # Widths across datasets of one tag, set only by datasets with an episode that passed its own checks.
     results = [x for part in checked for x in part]
-    widths = _check_embodiments(lake, usable, passed={by_key[x["ref"]].source_uri for x in results if x["ok"]})
+    widths = _check_embodiments(lake, usable, passed={by_key[x.ref].source_uri for x in results if x.ok})
     results = [
-        {**x, "ok": False, "quarantine": _quarantine_row(by_key[x["ref"]], widths[by_key[x["ref"]].source_uri])}
-        if x["ok"] and by_key[x["ref"]].source_uri in widths
+        replace(x, quarantine=_quarantine_row(by_key[x.ref], widths[by_key[x.ref].source_uri]))
+        if x.ok and by_key[x.ref].source_uri in widths
         else x
         for x in results
     ]
@@ -638,15 +733,15 @@ def _ingest(
     todo: list[EpisodeRef] = []
     skipped = duplicates = 0
     for res in results:
-        notes += res.get("notes", ())
-        if not res["ok"]:
-            quarantine.append(res["quarantine"])
-        elif res["hash"] in existing:
+        notes += res.notes
+        if res.quarantine is not None:
+            quarantine.append(res.quarantine)
+        elif res.hash in existing:
             skipped += 1
-        elif res["hash"] in this_run:
+        elif res.hash in this_run:
             # The same content twice in one source: it lands once, and the copy is recorded (a
             # re-run finds both in the lake and skips them, so this row is written once).
-            ref, first = by_key[res["ref"]], this_run[res["hash"]]
+            ref, first = by_key[res.ref], this_run[res.hash]
             duplicates += 1
             quarantine.append(
                 _quarantine_row(
@@ -656,26 +751,27 @@ def _ingest(
                         _episode_path(ref),
                         (
                             f"episode {ref.episode_index} has the same content as episode {first.episode_index} "
-                            f"of {first.source_uri} (content hash {res['hash'][:12]}); it is ingested once, "
+                            f"of {first.source_uri} (content hash {res.hash[:12]}); it is ingested once, "
                             "as that one: delete the copy"
                         ),
                     ),
                 )
             )
         else:
-            this_run[res["hash"]] = by_key[res["ref"]]
-            todo.append(by_key[res["ref"]])
+            this_run[res.hash] = by_key[res.ref]
+            todo.append(by_key[res.ref])
     todo.sort(key=lambda r: (r.source_uri, r.episode_index))
 
     # Stage 2: decode frames and write fragments on workers.
     slot.start(lake)
     lake_uri, lake_opts = lake.uri, lake.storage_options
 
-    def load(todo: list[EpisodeRef]) -> list[dict[str, Any]]:
+    def load(todo: list[EpisodeRef]) -> list[Loaded]:
         chunks = _chunks(todo, config.episodes_per_task, local)
         slot.loading = True
         out = _run_stage(
             _LoadStage(by_root, chunks, lake_uri, lake_opts, config.access_copy),
+            _LoadStage.decode,
             len(chunks),
             "load",
             len(todo),
@@ -684,25 +780,28 @@ def _ingest(
         )
         slot.loading = False
         for t in ROW_TABLES:
-            slot.fragments.setdefault(t, []).extend(fragments_from_json([f for res in out for f in res[t]]))
+            slot.fragments.setdefault(t, []).extend(
+                fragments_from_json([f for res in out for f in res.fragments_of(t)])
+            )
         faults.hook("fragments_written")
         return out
 
     loaded = load(todo)
-    quarantine += [q for res in loaded for q in res["quarantine"]]
+    quarantine += [q for res in loaded for q in res.quarantine]
     quarantine_list = [(q["source_path"], q["reason"]) for q in quarantine]
     for path, reason in quarantine_list:
         log.info("quarantined %s: %s", path, reason)  # reported in the result (the CLI prints it once)
     to_record = _new_quarantine(lake, quarantine)
-    if not _episode_rows(loaded) and not to_record:
+
+    def result(version: int) -> IngestResult:
         return IngestResult(
-            lake_version=lake.version,
+            lake_version=version,
             discovered=discovered,
-            ingested=0,
+            ingested=len(_episode_rows(loaded)),
             skipped=skipped,
             quarantined=len(quarantine),
-            steps=0,
-            frames=0,
+            steps=sum(res.num_steps for res in loaded),
+            frames=sum(res.num_frames for res in loaded),
             seconds=time.perf_counter() - t0,
             quarantine=quarantine_list,
             unrecognised=list(found_units.unrecognised),
@@ -710,6 +809,9 @@ def _ingest(
             notes=_collapse_notes(notes),
             execution="local" if local else "ray",
         )
+
+    if not _episode_rows(loaded) and not to_record:
+        return result(lake.version)
 
     # One lake version: media, steps, episodes, quarantine, then statistics, then the manifest,
     # under the write lease; a lost race re-reads the lake and tries again on top of it.
@@ -726,38 +828,24 @@ def _ingest(
             "ingested": len(_episode_rows(loaded)),
             "skipped": skipped,
             "quarantined": len(quarantine),
-            "steps": sum(res["num_steps"] for res in loaded),
-            "frames": sum(res["num_frames"] for res in loaded),
+            "steps": sum(res.num_steps for res in loaded),
+            "frames": sum(res.num_frames for res in loaded),
         }
         return _commit(current, slot, loaded, to_record, by_root, summary)
 
     published = commit_with_retries(lake, attempt, what="this ingest")
     slot.fragments = {}  # committed (or nothing left to commit): no longer this ingest's to delete
-    return IngestResult(
-        lake_version=published.version,
-        discovered=discovered,
-        ingested=len(_episode_rows(loaded)),
-        skipped=skipped,
-        quarantined=len(quarantine),
-        steps=sum(res["num_steps"] for res in loaded),
-        frames=sum(res["num_frames"] for res in loaded),
-        seconds=time.perf_counter() - t0,
-        quarantine=quarantine_list,
-        unrecognised=list(found_units.unrecognised),
-        duplicates=duplicates,
-        notes=_collapse_notes(notes),
-        execution="local" if local else "ray",
-    )
+    return result(published.version)
 
 
-def _episode_rows(loaded: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for res in loaded for e in res["episodes"]]
+def _episode_rows(loaded: list[Loaded]) -> list[dict[str, Any]]:
+    return [e for res in loaded for e in res.episodes]
 
 
 def _commit(
     lake: Lake,
     slot: _WriterSlot,
-    loaded: list[dict[str, Any]],
+    loaded: list[Loaded],
     to_record: list[dict[str, Any]],
     by_root: dict[str, SourceReader],
     summary: dict[str, Any],
@@ -767,7 +855,7 @@ def _commit(
     with lake.begin(writer=slot.writer) as tx:
         tx.acquire()
         for table in ("media", "streams", "access", "steps"):
-            tx.append(table, fragments_from_json([f for res in loaded for f in res[table]]))
+            tx.append(table, fragments_from_json([f for res in loaded for f in res.fragments_of(table)]))
         if episode_rows:
             tx.append_table("episodes", pa.Table.from_pylist(episode_rows, schema=schema_for_table("episodes")))
         if to_record:
@@ -777,7 +865,7 @@ def _commit(
                 tx,
                 _landed_specs(by_root, episode_rows),
                 Counter(e["embodiment"] for e in episode_rows),
-                [res["stats"] for res in loaded],
+                [res.stats for res in loaded],
             )
             tx.index_episodes()
             if needs_compaction(tx):  # many small ingests: keep reads from opening thousands of files
@@ -787,26 +875,28 @@ def _commit(
 
 def _recheck(
     lake: Lake,
-    loaded: list[dict[str, Any]],
+    loaded: list[Loaded],
     by_key: dict[str, EpisodeRef],
     slot: _WriterSlot,
-    load: Callable[[list[EpisodeRef]], list[dict[str, Any]]],
-) -> tuple[list[dict[str, Any]], int]:
+    load: Callable[[list[EpisodeRef]], list[Loaded]],
+) -> tuple[list[Loaded], int]:
     """Load results less the episodes the lake now holds (another writer ingested them meanwhile).
 
     A chunk with such an episode is written again without it (its old fragment files deleted);
     the others are kept as they are. Returns (results, episodes dropped).
     """
     have = lake.content_hashes()
-    keep, redo, dropped = [], [], 0
+    keep: list[Loaded] = []
+    redo: list[EpisodeRef] = []
+    dropped = 0
     for res in loaded:
-        clash = [e for e in res["episodes"] if e["content_hash"] in have]
+        clash = [e for e in res.episodes if e["content_hash"] in have]
         if not clash:
             keep.append(res)
             continue
         dropped += len(clash)
         for t in ROW_TABLES:
-            mine = fragments_from_json(res[t])
+            mine = fragments_from_json(res.fragments_of(t))
             delete_fragment_files(lake.uri, t, mine, lake.storage_options)
             ids = {json.dumps(f.to_json(), sort_keys=True) for f in mine}
             slot.fragments[t] = [
@@ -814,12 +904,10 @@ def _recheck(
             ]
         redo += [
             by_key[f"{e['source_uri']}#{e['source_episode_index']}"]
-            for e in res["episodes"]
+            for e in res.episodes
             if e["content_hash"] not in have
         ]
-        keep.append(
-            {**res, "episodes": [], **{t: [] for t in ROW_TABLES}, "num_steps": 0, "num_frames": 0, "stats": {}}
-        )
+        keep.append(res.without_rows())
     if redo:
         keep += load(sorted(redo, key=lambda r: (r.source_uri, r.episode_index)))
     return keep, dropped

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TypedDict
 
 from robolake.lake.protocol.versions import META_DIR, list_versions
 from robolake.storage import join_uri, list_names, read_json, write_json_atomic
 
-__all__ = ["dependents", "record_dependent"]
+__all__ = ["DependentRecord", "dependents", "record_dependent"]
+
+
+class DependentRecord(TypedDict):
+    """A clone's record in its source lake, `_robolake/dependents/<id>.json`."""
+
+    uri: str  # the clone
+    tables: dict[str, int]  # table -> the Lance version of this lake's table it references
+    created_at: float
+    created_by: str  # user@host
 
 
 def _dir(lake_uri: str) -> str:
@@ -32,11 +41,16 @@ def record_dependent(
     storage_options: dict[str, str] | None = None,
 ) -> None:
     """Note that `clone_uri` references `tables` (table -> Lance version) of this lake."""
-    record = {"uri": clone_uri, "tables": dict(tables), "created_at": time.time(), "created_by": created_by}
+    record: DependentRecord = {
+        "uri": clone_uri,
+        "tables": dict(tables),
+        "created_at": time.time(),
+        "created_by": created_by,
+    }
     write_json_atomic(join_uri(_dir(lake_uri), f"{uuid.uuid4().hex}.json"), record, storage_options)
 
 
-def dependents(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def dependents(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[DependentRecord]:
     """Records of lakes cloned from this one that still exist: [{"uri", "tables": {table: version}}]."""
     out = []
     for name in list_names(_dir(lake_uri), storage_options):

@@ -24,7 +24,7 @@ import json
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from robolake.schemas.tables import TABLES
 from robolake.schemas.version import (
@@ -46,7 +46,9 @@ from robolake.storage import (
 )
 
 __all__ = [
+    "FormatMarker",
     "LakeVersion",
+    "LakeVersionJSON",
     "CommitConflictError",
     "DamagedManifestError",
     "last_good_version",
@@ -74,6 +76,24 @@ class DamagedManifestError(ValueError):
         self.version, self.path, self.last_good = version, path, last_good
 
 
+class LakeVersionJSON(TypedDict):
+    """A lake-version manifest as written to `_robolake/versions/<N>.json` (`LakeVersion.to_json`)."""
+
+    version: int
+    tables: dict[str, int]
+    operation: str
+    created_at: float
+    summary: dict[str, Any]
+
+
+class FormatMarker(TypedDict):
+    """The lake's format marker, `_robolake/lake.json`: what makes a directory a robolake lake."""
+
+    format: str  # always "robolake-lake"
+    format_version: int
+    created_at: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class LakeVersion:
     """One committed state of the lake.
@@ -92,7 +112,7 @@ class LakeVersion:
     created_at: float
     summary: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LakeVersionJSON:
         return {
             "version": self.version,
             "tables": dict(self.tables),
@@ -137,11 +157,8 @@ def _versions_dir(lake_uri: str) -> str:
 
 
 def write_format_marker(lake_uri: str, storage_options: dict[str, str] | None = None) -> None:
-    write_json_atomic(
-        _marker_uri(lake_uri),
-        {"format": "robolake-lake", "format_version": LAKE_FORMAT_VERSION, "created_at": time.time()},
-        storage_options,
-    )
+    marker: FormatMarker = {"format": "robolake-lake", "format_version": LAKE_FORMAT_VERSION, "created_at": time.time()}
+    write_json_atomic(_marker_uri(lake_uri), marker, storage_options)
 
 
 def read_format_marker(lake_uri: str, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
