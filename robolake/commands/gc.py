@@ -22,6 +22,9 @@ def run(args: argparse.Namespace) -> int:
 
     r = gc(args.lake, parse_age(args.older_than), dry_run=args.dry_run)
     verb = "would remove" if r.dry_run else "removed"
+    if r.half_created:
+        print(f"gc {args.lake}: a half-created lake (a killed select/merge --into): {verb} it whole")
+        return 0
     n_lance = sum(len(v) for v in r.lance_versions.values())
     print(
         f"gc {args.lake}: keeping lake versions {r.retained}; {verb} {len(r.removed_versions)} older lake versions, "

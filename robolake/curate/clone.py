@@ -31,7 +31,10 @@ from robolake.lake import (
     LakeTransaction,
     LakeVersion,
     add_embodiments,
+    clear_half_created,
+    faults,
     list_versions,
+    mark_creating,
     new_embodiment_row,
     parse_where,
     record_dependent,
@@ -39,6 +42,7 @@ from robolake.lake import (
     select_episode_ids,
     sql_in,
     table_uri,
+    unmark_creating,
     who,
     write_format_marker,
     write_table_fragments,
@@ -57,14 +61,18 @@ _ROWS_PER_WRITE = 4096
 def _check_new(into: str, storage_options: dict[str, str] | None) -> None:
     if list_versions(into, storage_options):
         raise FileExistsError(f"a lake already exists at {into}; choose a new --into")
+    if clear_half_created(into, storage_options):  # a killed select/merge --into left it: start again
+        log.warning("%s was left half-created by a killed run; cleared it", into)
     if "://" not in into and filesystem(into).exists(into) and filesystem(into).ls(into):
         raise FileExistsError(f"{into} exists and is not empty; choose a new --into")
 
 
-def _clone(source: Lake, into: str, storage_options: dict[str, str] | None) -> LakeTransaction:
+def _clone(source: Lake, into: str, storage_options: dict[str, str] | None, operation: str) -> LakeTransaction:
     """Shallow-clone every table of `source` into `into`; returns a transaction for its version 1."""
     if "://" not in into:
         filesystem(into).makedirs(into, exist_ok=True)
+    mark_creating(into, operation, storage_options)  # before anything else: a kill from here on is debris
+    faults.hook("creating:marked")
     write_format_marker(into, storage_options)
     tables: dict[str, int] = {}
     for table in TABLES:
@@ -111,7 +119,7 @@ def select_into(
         if e not in kept
     )
     touched: set[str] = set()
-    with _clone(src, into, storage_options) as tx:
+    with _clone(src, into, storage_options, "select --into") as tx:
         if drop:
             for chunk in id_batches(drop):
                 touched.update(
@@ -134,6 +142,7 @@ def select_into(
             "episodes_kept": len(keep),
         }
         lv = tx.commit("select", summary)
+    unmark_creating(into, storage_options)
     return CurationResult(lake=into, version=lv.version, episodes=tuple(sorted(keep)), summary=summary)
 
 
@@ -183,7 +192,7 @@ def merge(
     added: list[str] = []
     duplicates: list[dict[str, str]] = []
     touched: set[str] = set()
-    with _clone(first, into, storage_options) as tx:
+    with _clone(first, into, storage_options, "merge") as tx:
         for lk in rest:
             rows = lk.episodes(columns=["episode_id", "content_hash", "embodiment"]).to_pylist()
             new = []
@@ -215,6 +224,7 @@ def merge(
             "duplicates": duplicates,
         }
         lv = tx.commit("merge", summary)
+    unmark_creating(into, storage_options)
     return CurationResult(lake=into, version=lv.version, episodes=tuple(sorted(added)), summary=summary)
 
 

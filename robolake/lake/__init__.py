@@ -41,6 +41,8 @@ from robolake.lake.media.frames import (
     standalone_images,
 )
 from robolake.lake.media.record import StreamIndex
+from robolake.lake.protocol import faults
+from robolake.lake.protocol.creation import clear_half_created, half_created, mark_creating, unmark_creating
 from robolake.lake.protocol.dependents import record_dependent
 from robolake.lake.protocol.offsets import row_offsets
 from robolake.lake.protocol.tags import (
@@ -98,6 +100,11 @@ from robolake.lake.upkeep.upgrade import upgrade
 from robolake.lake.where import Where, WhereError, parse_where, select_episode_ids, source_path_of
 
 __all__ = [
+    "clear_half_created",
+    "faults",
+    "half_created",
+    "mark_creating",
+    "unmark_creating",
     "CommitConflictError",
     "DEFAULT_MAX_READ_BYTES",
     "EPISODE_TABLES",

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from robolake.lake.media.codecs import fidelity
 from robolake.lake.media.frames import FrameReader
+from robolake.lake.protocol.creation import clear_half_created
 from robolake.lake.protocol.lease import Writer
 from robolake.lake.protocol.tags import Tag, read_tag
 from robolake.lake.protocol.transaction import LakeTransaction, table_uri
@@ -82,6 +83,7 @@ class Lake:
             if exist_ok:
                 return cls.open(uri, storage_options=storage_options)
             raise FileExistsError(f"a lake already exists at {uri}; open it with Lake.open({uri!r})")
+        clear_half_created(uri, storage_options)  # what a killed select/merge --into left there
         if "://" not in uri:
             filesystem(uri).makedirs(uri, exist_ok=True)
         write_format_marker(uri, storage_options)

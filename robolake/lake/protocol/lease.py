@@ -84,6 +84,7 @@ __all__ = [
     "put_if_absent",
     "lease_records",
     "presence_records",
+    "identity",
     "is_dead",
 ]
 
@@ -197,7 +198,8 @@ _HOST = socket.gethostname()
 _BOOT = _boot_id()
 
 
-def _identity() -> dict[str, Any]:
+def identity() -> dict[str, Any]:
+    """Where this process runs (host, boot, pid and its start), for `is_dead` to judge later."""
     pid = os.getpid()
     return {"host": _HOST, "boot": _BOOT, "pid": pid, "pid_start": _proc_start(pid) or ""}
 
@@ -417,7 +419,7 @@ class Writer:
     def _write_presence(self) -> None:
         rec = {
             "writer": self.id,
-            **_identity(),
+            **identity(),
             "started_at": self.started_at,
             "expires_at": time.time() + self.config.ttl_s,
         }
@@ -458,7 +460,7 @@ class Writer:
                     base_version=base_version,
                     acquired_at=now,
                     expires_at=now + self.config.ttl_s,
-                    **_identity(),
+                    **identity(),
                 )
                 try:
                     put_if_absent(_epoch_uri(self.lake_uri, mine.epoch), mine.to_bytes(), self.storage_options)
@@ -501,7 +503,7 @@ class Writer:
         if clean:
             _delete(self._presence_uri, self.storage_options)
         else:
-            rec = {"writer": self.id, **_identity(), "started_at": self.started_at, "expires_at": 0.0, "exited": True}
+            rec = {"writer": self.id, **identity(), "started_at": self.started_at, "expires_at": 0.0, "exited": True}
             write_bytes_atomic(self._presence_uri, json.dumps(rec, sort_keys=True).encode(), self.storage_options)
 
     def __enter__(self) -> Writer:

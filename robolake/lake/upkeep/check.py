@@ -25,6 +25,7 @@ from typing import Any
 
 import lance
 
+from robolake.lake.protocol.creation import half_created
 from robolake.lake.protocol.lease import is_dead, lease_records, presence_records
 from robolake.lake.protocol.transaction import table_uri
 from robolake.lake.protocol.versions import (
@@ -189,6 +190,17 @@ def _check(
             cached.append(_restore_advice(uri, target, storage_options, quick))
         return cached[0]
 
+    making = half_created(uri, storage_options)
+    if making is not None:
+        op = making.get("operation") or "select --into / merge"
+        report.problems.append(
+            Problem(
+                what=f"lake {uri} is half-created: `robolake {op}` was stopped before it published it",
+                fix=f"run that command again (it clears the half-made target first), or `robolake gc {uri}` "
+                "to remove it",
+            )
+        )
+        return report
     try:
         read_format_marker(uri, storage_options)
     except Exception as e:
@@ -253,7 +265,8 @@ def _open_tables(
         except Exception as e:
             report.problems.append(
                 Problem(
-                    what=f"table {table} cannot be opened at Lance version {lv.tables[table]} ({type(e).__name__}: {str(e)[:200]})",
+                    what=f"table {table} cannot be opened at Lance version {lv.tables[table]} "
+                    f"({type(e).__name__}: {str(e)[:200]})",
                     fix=advice(),
                 )
             )
@@ -289,7 +302,8 @@ def _open_tables(
             except Exception as e:
                 report.problems.append(
                     Problem(
-                        what=f"table {table} of version {lv.version} has an unreadable data file ({type(e).__name__}: {str(e)[:200]})",
+                        what=f"table {table} of version {lv.version} has an unreadable data file "
+                        f"({type(e).__name__}: {str(e)[:200]})",
                         fix=advice(),
                     )
                 )
@@ -327,7 +341,8 @@ def _check_consistency(uri: str, ds: dict[str, lance.LanceDataset], report: Chec
         if foreign:
             report.problems.append(
                 Problem(
-                    what=f"table {table} holds rows of {len(foreign)} episodes the episodes table does not list (first: {foreign[0]})",
+                    what=f"table {table} holds rows of {len(foreign)} episodes the episodes table does not list "
+                    f"(first: {foreign[0]})",
                     fix=redo,
                 )
             )
@@ -336,7 +351,8 @@ def _check_consistency(uri: str, ds: dict[str, lance.LanceDataset], report: Chec
             i, have, want = wrong[0]
             report.problems.append(
                 Problem(
-                    what=f"{len(wrong)} episodes have the wrong number of {table} rows (first: {i} has {have}, expected {want})",
+                    what=f"{len(wrong)} episodes have the wrong number of {table} rows "
+                    f"(first: {i} has {have}, expected {want})",
                     fix=redo,
                 )
             )
@@ -381,8 +397,9 @@ def _check_writers(
         latest = lance.dataset(table_uri(uri, table), storage_options=opts).version
         if latest != d.version:
             report.notes.append(
-                f"table {table} has commits after version {lv.version} names (Lance {d.version}..{latest}): an unpublished "
-                "write in progress or from a writer that died; readers never see them and the next writer rolls them back"
+                f"table {table} has commits after version {lv.version} names (Lance {d.version}..{latest}): an "
+                "unpublished write in progress or from a writer that died; readers never see them and the next "
+                "writer rolls them back"
             )
     if last_good_version(uri, None, opts) != list_versions(uri, opts)[-1]:
         report.notes.append("the newest manifest is damaged")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import lance
 
+from robolake.lake.protocol.creation import clear_half_created, half_created
 from robolake.lake.protocol.dependents import dependents
 from robolake.lake.protocol.lease import is_dead, presence_records
 from robolake.lake.protocol.tags import list_tags
@@ -62,6 +63,8 @@ class GcReport:
         orphan_files: Unreferenced data files removed.
         skipped_orphans: Why unreferenced files were left, if they were.
         dry_run: Nothing was deleted.
+        half_created: The target was a half-created lake (a killed select/merge --into), removed whole
+            (or, with dry_run, would be).
     """
 
     retained: list[int] = field(default_factory=list)
@@ -71,6 +74,7 @@ class GcReport:
     orphan_files: int = 0
     skipped_orphans: str = ""
     dry_run: bool = False
+    half_created: bool = False
 
 
 def parse_age(text: str) -> dt.timedelta:
@@ -106,6 +110,10 @@ def gc(
     from robolake.lake.lake import Lake
 
     uri = normalize_uri(uri)
+    if half_created(uri, storage_options) is not None:  # debris of a killed select/merge --into: all of it goes
+        if not dry_run:
+            clear_half_created(uri, storage_options)
+        return GcReport(dry_run=dry_run, half_created=True)
     lake = Lake.open(uri, storage_options=storage_options)  # raises on a damaged head: restore first
     cutoff = time.time() - older_than.total_seconds()
     report = GcReport(dry_run=dry_run)
