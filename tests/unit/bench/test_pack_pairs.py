@@ -9,7 +9,7 @@ from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
 @pytest.mark.slow  # two ingests, five packs: ~20-30 s here
-def test_pairs_are_kept_and_their_ratio_summarised(tmp_path, ray_session) -> None:
+def test_pairs_are_kept_and_their_ratio_summarised(tmp_path) -> None:
     src = tmp_path / "src"
     generate_synthetic(src, SyntheticConfig.tiny())
     got = pack_pairs(str(src), str(tmp_path / "work"), pairs=2, image_size=32)

@@ -9,7 +9,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def base_lake(ray_session, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def base_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from robolake.lake.intake.ingest import ingest
     from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 

@@ -50,7 +50,7 @@ def test_a_curation_session_on_the_command_line(lake_dir: Path, tmp_path: Path, 
     assert code == 2 and "unknown function" in err and err.count("\n") == 1
 
 
-def test_pack_reads_a_split(lake_dir: Path, tmp_path: Path, capsys, ray_session):
+def test_pack_reads_a_split(lake_dir: Path, tmp_path: Path, capsys):
     from robolake.curate import SplitConfig, split
     from robolake.packers import read_manifest
 

@@ -95,7 +95,7 @@ def test_tag_selection_scopes_every_read(lake_dir: Path):
         curate.delete(lake, episodes=list(r.episodes), reason="x")
 
 
-def test_frames_and_packing_after_deleting_episodes_in_the_middle(lake_dir: Path, tmp_path: Path, ray_session):
+def test_frames_and_packing_after_deleting_episodes_in_the_middle(lake_dir: Path, tmp_path: Path):
     """A deletion file shifts row offsets: reads must still return each episode's own rows."""
     from robolake.packers import PackSpec, TokenLengthConfig, build_sample_index
 
@@ -121,7 +121,7 @@ def test_frames_and_packing_after_deleting_episodes_in_the_middle(lake_dir: Path
         assert row == {"episode_id": eid, "step_index": 0}
 
 
-def test_a_split_packs_only_its_episodes(lake_dir: Path, tmp_path: Path, ray_session):
+def test_a_split_packs_only_its_episodes(lake_dir: Path, tmp_path: Path):
     from robolake.packers import PackSpec, TokenLengthConfig, build_sample_index
 
     s = curate.split(str(lake_dir), curate.SplitConfig(val=0.5, stratify=("embodiment",), seed=1))
@@ -130,7 +130,7 @@ def test_a_split_packs_only_its_episodes(lake_dir: Path, tmp_path: Path, ray_ses
     assert set(index.episodes["episode_id"].to_pylist()) == set(s.parts["val"])
 
 
-def test_shards_of_deleted_episodes_are_refused_unless_allowed(lake_dir: Path, tmp_path: Path, ray_session):
+def test_shards_of_deleted_episodes_are_refused_unless_allowed(lake_dir: Path, tmp_path: Path):
     from robolake.loaders import LoaderConfig, open_batches
     from robolake.packers import LineageError, PackSpec, TokenLengthConfig, pack
 

@@ -260,7 +260,7 @@ BROKEN = {
 }
 
 
-def test_bad_datasets_are_quarantined_and_the_good_one_lands(make, tmp_path, ray_session, capsys):
+def test_bad_datasets_are_quarantined_and_the_good_one_lands(make, tmp_path, capsys):
     src = tmp_path / "src"
     make(src / "a_good", seed=0)
     for seed, (name, breaks) in enumerate(BROKEN.items(), start=1):
@@ -301,7 +301,7 @@ def test_only_bad_datasets_fail_in_one_line_and_leave_no_lake(make, tmp_path, ca
     assert not (tmp_path / "lake").exists()
 
 
-def test_same_tag_different_widths_in_one_run_never_mix(make, tmp_path, ray_session):
+def test_same_tag_different_widths_in_one_run_never_mix(make, tmp_path):
     make(tmp_path / "src/a_arm", seed=0)
     other = make(tmp_path / "src/b_bimanual", seed=1, robot="bimanual_14dof")
     _edit_info(other, _set("robot_type", "single_arm_7dof"))
@@ -324,7 +324,7 @@ def _add_copy_of_episode_0(ds: Path) -> None:
     (ds / "meta/episodes.jsonl").write_text("\n".join(eps) + "\n")
 
 
-def test_a_duplicate_episode_is_recorded_and_a_rerun_skips_it(make, tmp_path, ray_session):
+def test_a_duplicate_episode_is_recorded_and_a_rerun_skips_it(make, tmp_path):
     ds = make(tmp_path / "ds")
     _add_copy_of_episode_0(ds)
     first = ingest(str(ds), str(tmp_path / "lake"))
@@ -339,7 +339,7 @@ def test_a_duplicate_episode_is_recorded_and_a_rerun_skips_it(make, tmp_path, ra
     assert Lake.open(str(tmp_path / "lake")).count("quarantine") == 1
 
 
-def test_an_episode_listed_twice_identically_is_read_once_with_a_note(make, tmp_path, ray_session, capsys):
+def test_an_episode_listed_twice_identically_is_read_once_with_a_note(make, tmp_path, capsys):
     ds = make(tmp_path / "ds")
     lines = (ds / "meta/episodes.jsonl").read_text().splitlines()
     (ds / "meta/episodes.jsonl").write_text("\n".join([*lines, lines[1]]) + "\n")
@@ -350,7 +350,7 @@ def test_an_episode_listed_twice_identically_is_read_once_with_a_note(make, tmp_
 
 
 @pytest.mark.parametrize("version", ["v2.1", "v3.0"])
-def test_missing_declared_videos_quarantine_unless_state_only(make, tmp_path, ray_session, version):
+def test_missing_declared_videos_quarantine_unless_state_only(make, tmp_path, version):
     ds = make(tmp_path / "ds", version=version)
     shutil.rmtree(ds / "videos")
     lake_uri = str(tmp_path / "lake")
@@ -397,7 +397,7 @@ def test_v3_unlisted_and_twice_listed_episodes_are_quarantined_not_dropped(make,
     assert info.value.reason_code == "duplicate_index" and "more than once" in info.value.message
 
 
-def test_a_rerun_over_bad_datasets_records_them_once(make, tmp_path, ray_session):
+def test_a_rerun_over_bad_datasets_records_them_once(make, tmp_path):
     src = tmp_path / "src"
     make(src / "a_good", seed=0)
     _edit_info(make(src / "b_fps_null", seed=1), _set("fps", None))
@@ -410,7 +410,7 @@ def test_a_rerun_over_bad_datasets_records_them_once(make, tmp_path, ray_session
     assert lake.count("quarantine") == EPISODES
 
 
-def test_state_only_leaves_out_only_the_missing_video(make, tmp_path, ray_session):
+def test_state_only_leaves_out_only_the_missing_video(make, tmp_path):
     ds = make(tmp_path / "ds")
     next((ds / "videos/chunk-000").glob("*/episode_000001.mp4")).unlink()
     result = ingest(str(ds), str(tmp_path / "lake"), IngestConfig(state_only=True))

@@ -182,7 +182,7 @@ def check_layout(root: Path, lake: Lake, *, min_psnr: float = MIN_PSNR_DB) -> di
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, ray_session):
+def exported(tmp_path_factory):
     """Synthetic data of three embodiments in two ingests (lake versions 2 and 3), exported whole."""
     root = tmp_path_factory.mktemp("export")
     cfg = SyntheticConfig.tiny(episodes_per_embodiment=3, version="v2.1")
@@ -256,7 +256,7 @@ def test_modality_and_stats(exported):
         assert "stats/observation.state/q01" in meta.column_names
 
 
-def test_older_version_filter_and_single_embodiment_layout(exported, tmp_path, ray_session):
+def test_older_version_filter_and_single_embodiment_layout(exported, tmp_path):
     root, lake, _, _, _ = exported
     # Lake version 2 holds only the first ingest; with one embodiment OUT is the dataset itself.
     (r,) = export_lerobot(str(root / "lake"), tmp_path / "v2", version=2)
@@ -270,7 +270,7 @@ def test_older_version_filter_and_single_embodiment_layout(exported, tmp_path, r
     assert assert_round_trip(lake, Lake.open(str(tmp_path / "lake_one")), tmp_path / "one") >= MIN_PSNR_DB
 
 
-def test_small_files_roll_over_like_lerobot(exported, tmp_path, ray_session):
+def test_small_files_roll_over_like_lerobot(exported, tmp_path):
     _, lake, _, _, _ = exported
     config = ExportConfig(data_files_size_in_mb=0.004, video_files_size_in_mb=0.004, chunks_size=2)
     (r,) = export_lerobot(lake, tmp_path / "small", filter=EpisodeFilter(embodiment="humanoid_44dof"), config=config)
@@ -308,7 +308,7 @@ def test_task_order_keeps_each_episodes_order():
     assert _task_order([["a", "b"], ["b", "a"]]) == ["a", "b"]  # contradicting orders: first appearance
 
 
-def test_a_lake_built_from_ros_bags_exports_and_comes_back(tmp_path, ray_session):
+def test_a_lake_built_from_ros_bags_exports_and_comes_back(tmp_path):
     pytest.importorskip("rosbags")
     from robolake.testing.ros import Layout, write_ros2
 
@@ -349,7 +349,7 @@ def test_cli_export(exported, tmp_path, capsys):
 # --- copying the record's packets (--copy-video) ------------------------------------------------
 
 
-def test_copy_video_writes_the_source_packets_and_a_re_ingest_is_bit_exact(exported, tmp_path, ray_session):
+def test_copy_video_writes_the_source_packets_and_a_re_ingest_is_bit_exact(exported, tmp_path):
     _, lake, _, _, _ = exported
     results = export_lerobot(lake, tmp_path / "out", config=ExportConfig(copy_video=True))
     for r in results:

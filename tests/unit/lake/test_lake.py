@@ -14,7 +14,7 @@ from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory, ray_session) -> Lake:
+def lake(tmp_path_factory) -> Lake:
     root = tmp_path_factory.mktemp("lake")
     generate_synthetic(root / "syn", SyntheticConfig.tiny())
     ingest(str(root / "syn"), str(root / "lake"))
@@ -40,7 +40,7 @@ def test_filters(lake):
         EpisodeFilter(episode_ids="abc")
 
 
-def test_ray_dataset_is_pinned_to_the_version(lake):
+def test_ray_dataset_is_pinned_to_the_version(lake, ray_session):
     ds = lake.to_ray("steps", columns=["episode_id", "state"], where=EpisodeFilter(embodiment="humanoid_44dof"))
     rows = ds.take_all()
     assert (
@@ -92,7 +92,7 @@ def test_info_cli(lake, capsys):
     assert cli_main(["info", lake.uri + "-missing"]) == 2
 
 
-def test_timestamps_start_at_zero_and_the_source_offset_is_kept(pick_n_place, tmp_path, ray_session):
+def test_timestamps_start_at_zero_and_the_source_offset_is_kept(pick_n_place, tmp_path):
     import json
 
     from robolake.lake.intake.ingest import ingest

@@ -19,7 +19,7 @@ LAYOUTS = [("v2.0", "h264"), ("v2.1", "h264"), ("v3.0", "av1")]
 
 
 @pytest.fixture(scope="module", params=LAYOUTS, ids=[f"{v}-{c}" for v, c in LAYOUTS])
-def layout(request, tmp_path_factory, ray_session):
+def layout(request, tmp_path_factory):
     version, codec = request.param
     root = tmp_path_factory.mktemp(version)
     cfg = SyntheticConfig.tiny(version=version, codec=codec, episodes_per_embodiment=3, episodes_per_file=2)

@@ -27,7 +27,7 @@ def test_lake_stream_packs_every_sample_once(packed_data):
     assert sorted(again) == sorted(keys) and again != keys
 
 
-def test_stream_dispatches_on_source(packed_data):
+def test_stream_dispatches_on_source(packed_data, ray_session):
     cfg = LoaderConfig(sequences_per_batch=4, image_size=8, num_workers=0)
     from_shards = list(stream(str(packed_data.packed), config=cfg))
     assert sum(b.num_samples for b in from_shards) == packed_data.num_samples
@@ -95,7 +95,7 @@ def test_sources_refuse_what_they_cannot_honour(packed_data):
         open_batches(str(packed_data.packed), backend="ray", rank=0, world_size=2)
 
 
-def test_ray_stream_resumes_only_at_epoch_boundaries(packed_data):
+def test_ray_stream_resumes_only_at_epoch_boundaries(packed_data, ray_session):
     from robolake.loaders import PackedLoader, RayPackedStream
 
     s = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=8))

@@ -5,7 +5,7 @@ import threading
 from robolake.loaders import LoaderConfig, RayPackedStream
 
 
-def test_epoch_reads_every_sample_once(packed_data):
+def test_epoch_reads_every_sample_once(packed_data, ray_session):
     stream = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=2, image_size=16, seed=4))
     keys = [k for batch in stream for k in batch.sample_keys]
     assert len(keys) == packed_data.num_samples == len(set(keys))
@@ -13,7 +13,7 @@ def test_epoch_reads_every_sample_once(packed_data):
     assert tuple(batch.pixels.shape[1:]) == (3, 16, 16)
 
 
-def test_streaming_split_is_disjoint_and_complete(packed_data):
+def test_streaming_split_is_disjoint_and_complete(packed_data, ray_session):
     stream = RayPackedStream(str(packed_data.packed), LoaderConfig(sequences_per_batch=1, image_size=8, shuffle=False))
     parts = stream.split(2, equal=False)
     got: list[list] = [[], []]

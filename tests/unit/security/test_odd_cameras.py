@@ -17,7 +17,7 @@ from robolake.lake.intake.ingest import ingest
 from robolake.testing.hdf5 import write_aloha
 
 
-def test_grayscale_lands_and_a_5d_camera_is_a_note(tmp_path: Path, ray_session) -> None:
+def test_grayscale_lands_and_a_5d_camera_is_a_note(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     path = write_aloha(src / "ep.hdf5", steps=12, cams=("cam_high",), size=(16, 16))

@@ -38,7 +38,7 @@ def _one_reason(result) -> str:
     return reasons.pop()
 
 
-def test_a_template_with_a_nul_byte_is_refused_naming_the_field(tmp_path: Path, ray_session) -> None:
+def test_a_template_with_a_nul_byte_is_refused_naming_the_field(tmp_path: Path) -> None:
     src, bad = _source(tmp_path)
     info = _info(bad)
     info["data_path"] = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}\0.parquet"
@@ -50,7 +50,7 @@ def test_a_template_with_a_nul_byte_is_refused_naming_the_field(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("which", ["data", "video"])
-def test_a_file_that_is_a_symlink_out_of_the_dataset_is_never_read(tmp_path: Path, which: str, ray_session) -> None:
+def test_a_file_that_is_a_symlink_out_of_the_dataset_is_never_read(tmp_path: Path, which: str) -> None:
     """The link's target is a valid copy of the episode: following it would land it silently."""
     src, bad = _source(tmp_path)
     info = _info(bad)
@@ -71,7 +71,7 @@ def test_a_file_that_is_a_symlink_out_of_the_dataset_is_never_read(tmp_path: Pat
     assert {r["reason_code"] for r in lake.to_arrow("quarantine").to_pylist()} == {"bad_metadata"}
 
 
-def test_a_metadata_file_that_is_a_symlink_out_is_refused(tmp_path: Path, ray_session) -> None:
+def test_a_metadata_file_that_is_a_symlink_out_is_refused(tmp_path: Path) -> None:
     src, bad = _source(tmp_path)
     secret = tmp_path / "credentials"
     secret.write_text('{"codebase_version": "v2.1"}')
@@ -124,7 +124,7 @@ def _tree(root: Path, skip: tuple[Path, ...]) -> set[str]:
 
 
 @pytest.mark.slow
-def test_pack_view_and_record_samples_write_only_inside_out(tmp_path: Path, ray_session) -> None:
+def test_pack_view_and_record_samples_write_only_inside_out(tmp_path: Path) -> None:
     """Task texts that look like paths travel as data: pack, the rerun export and the sample
     records write only names robolake chooses, inside OUT."""
     pytest.importorskip("rerun")

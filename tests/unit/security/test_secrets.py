@@ -42,7 +42,7 @@ def _files_holding(root: Path, needle: bytes) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_secret_in_storage_options_never_leaves_them(s3, tmp_path: Path, caplog, capsys, ray_session) -> None:
+def test_a_secret_in_storage_options_never_leaves_them(s3, tmp_path: Path, caplog, capsys) -> None:
     from robolake.training.run import RunConfig, train_on
 
     client, options = s3

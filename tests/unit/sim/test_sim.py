@@ -136,7 +136,7 @@ def test_demonstrations_go_on_past_the_first_success(tmp_path) -> None:
     assert flags.index(True) == lengths[0] - 1  # the short episode ended exactly at the first success
 
 
-def test_hdf5_demos_ingest_as_a_raw_log_with_what_the_simulator_saw(tmp_path, ray_session) -> None:
+def test_hdf5_demos_ingest_as_a_raw_log_with_what_the_simulator_saw(tmp_path) -> None:
     # The default output is a raw rig log (ALOHA-layout HDF5); ingest reads it through the front
     # door, keeps the robot's tag and instruction, and the lake's state replays from the seed.
     import h5py

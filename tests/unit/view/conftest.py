@@ -23,7 +23,7 @@ class ViewLakes:
 
 
 @pytest.fixture(scope="session")
-def view_lakes(ray_session, tmp_path_factory: pytest.TempPathFactory) -> ViewLakes:
+def view_lakes(tmp_path_factory: pytest.TempPathFactory) -> ViewLakes:
     from robolake.curate import delete
     from robolake.lake import Lake
     from robolake.lake.intake.ingest import IngestConfig, ingest

@@ -180,7 +180,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("corrupt", CASES, ids=[c.__name__ for c in CASES])
-def test_bad_episode_is_quarantined_and_the_rest_lands(corrupt, dataset, tmp_path, ray_session):
+def test_bad_episode_is_quarantined_and_the_rest_lands(corrupt, dataset, tmp_path):
     code, bad_path = corrupt(dataset)
     result = ingest(str(dataset), str(tmp_path / "lake"))
     assert (result.ingested, result.quarantined) == (EPISODES - 1, 1)
@@ -197,7 +197,7 @@ def test_bad_episode_is_quarantined_and_the_rest_lands(corrupt, dataset, tmp_pat
     assert lake.count("media") == sum(e["num_steps"] for e in eps)
 
 
-def test_fixing_a_quarantined_episode_and_reingesting_adds_it(pristine, dataset, tmp_path, ray_session):
+def test_fixing_a_quarantined_episode_and_reingesting_adds_it(pristine, dataset, tmp_path):
     nan_state(dataset)
     ingest(str(dataset), str(tmp_path / "lake"))
     shutil.copy(_parquet(pristine), _parquet(dataset))
@@ -206,7 +206,7 @@ def test_fixing_a_quarantined_episode_and_reingesting_adds_it(pristine, dataset,
     assert Lake.open(str(tmp_path / "lake")).count("episodes") == EPISODES
 
 
-def test_cli_exit_status(dataset, tmp_path, ray_session, capsys):
+def test_cli_exit_status(dataset, tmp_path, capsys):
     nan_state(dataset)
     assert cli_main(["ingest", str(dataset), str(tmp_path / "lake"), "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -216,7 +216,7 @@ def test_cli_exit_status(dataset, tmp_path, ray_session, capsys):
     assert cli_main(["ingest", str(dataset), str(tmp_path / "lake2"), "--no-progress"]) == 1
 
 
-def test_embodiment_width_conflict_is_quarantined(dataset, tmp_path, ray_session):
+def test_embodiment_width_conflict_is_quarantined(dataset, tmp_path):
     ingest(str(dataset), str(tmp_path / "lake"))
     info = json.loads((dataset / "meta/info.json").read_text())
     other = tmp_path / "other"
@@ -231,7 +231,7 @@ def test_embodiment_width_conflict_is_quarantined(dataset, tmp_path, ray_session
     assert "--embodiment" in result.quarantine[0][1]
 
 
-def test_rerun_over_a_bad_file_reports_it_but_records_it_once(dataset, tmp_path, ray_session):
+def test_rerun_over_a_bad_file_reports_it_but_records_it_once(dataset, tmp_path):
     nan_state(dataset)
     first = ingest(str(dataset), str(tmp_path / "lake"))
     again = ingest(str(dataset), str(tmp_path / "lake"))

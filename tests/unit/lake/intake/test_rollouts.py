@@ -161,7 +161,7 @@ def test_mismatched_rollouts_are_refused(tmp_path):
         decode_chunks({"source": "recorded"})
 
 
-def test_a_rollout_lake_packs_like_any_other(tmp_path, ray_session):
+def test_a_rollout_lake_packs_like_any_other(tmp_path):
     from robolake.loaders import LoaderConfig, open_batches
     from robolake.packers import PackSpec, TokenLengthConfig, pack
 

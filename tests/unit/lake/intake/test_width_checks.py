@@ -45,7 +45,7 @@ def _declare_state_width(ds: Path, width: int) -> None:
 
 
 @pytest.mark.parametrize("width", [10**12, 9])
-def test_a_dataset_whose_every_episode_failed_never_blocks_a_good_one(pristine, tmp_path, width, ray_session, capsys):
+def test_a_dataset_whose_every_episode_failed_never_blocks_a_good_one(pristine, tmp_path, width, capsys):
     bad = tmp_path / "src" / "a_bad"  # first in path order: the one that used to set the width
     shutil.copytree(pristine[11], bad)
     shutil.copytree(pristine[12], tmp_path / "src" / "b_good")
@@ -58,7 +58,7 @@ def test_a_dataset_whose_every_episode_failed_never_blocks_a_good_one(pristine, 
     assert {e.split("/")[0] for e in lake.episode_ids()} == {"b_good"}
 
 
-def test_the_cli_lands_the_good_dataset(pristine, tmp_path, ray_session, capsys):
+def test_the_cli_lands_the_good_dataset(pristine, tmp_path, capsys):
     for h in list(logging.getLogger("robolake").handlers):  # earlier in-process main() calls left handlers
         logging.getLogger("robolake").removeHandler(h)
     bad = tmp_path / "src" / "a_bad"
@@ -70,7 +70,7 @@ def test_the_cli_lands_the_good_dataset(pristine, tmp_path, ray_session, capsys)
     assert Lake.open(str(tmp_path / "lake")).count("episodes") == EPISODES
 
 
-def test_a_good_dataset_still_refuses_another_width_of_its_tag(pristine, tmp_path, ray_session):
+def test_a_good_dataset_still_refuses_another_width_of_its_tag(pristine, tmp_path):
     """Both datasets' episodes pass their own checks but their widths differ: the first sets the
     width, the second is quarantined (the rule the width check exists for)."""
     first = tmp_path / "src" / "a_first"

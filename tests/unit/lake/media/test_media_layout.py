@@ -103,7 +103,7 @@ def test_each_encoding_says_how_faithful_it_is() -> None:
 
 
 @pytest.fixture(scope="module")
-def media_root(tmp_path_factory, ray_session):
+def media_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("media")
     generate_synthetic(root / "syn", SyntheticConfig.tiny(image_size=64))
     ingest(str(root / "syn"), str(root / "lake"), IngestConfig(video_frames="jpeg"))

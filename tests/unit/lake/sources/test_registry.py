@@ -56,7 +56,7 @@ def test_nothing_readable_leaves_no_lake(tmp_path: Path, kind: str):
     assert not os.path.exists(lake)
 
 
-def test_one_tag_one_width(tmp_path: Path, ray_session):
+def test_one_tag_one_width(tmp_path: Path):
     """Discovery opens both; ingest gives the tag the first one's width (it passed its own checks)
     and quarantines the other's episodes (tests/unit/lake/test_width_checks.py has the rest)."""
     from robolake.lake.sources import SourceOptions

@@ -71,7 +71,7 @@ def sources(tmp_path_factory):
     return root, out
 
 
-def test_successive_ingests_merge(sources, ray_session) -> None:
+def test_successive_ingests_merge(sources) -> None:
     root, srcs = sources
     uri = str(root / "lake")
     for s in srcs:
@@ -86,7 +86,7 @@ def test_successive_ingests_merge(sources, ray_session) -> None:
         assert NormStatsAccumulator.from_json(emb[tag]["stats_json"]) is not None
 
 
-def test_lake_without_accumulators_is_upgraded_once(sources, ray_session) -> None:
+def test_lake_without_accumulators_is_upgraded_once(sources) -> None:
     root, srcs = sources
     uri = str(root / "legacy")
     ingest(str(srcs[0]), uri)
@@ -106,7 +106,7 @@ def test_lake_without_accumulators_is_upgraded_once(sources, ray_session) -> Non
     assert emb["bimanual_14dof"]["num_episodes"] == 4
 
 
-def test_index_segments_cover_new_fragments(sources, ray_session) -> None:
+def test_index_segments_cover_new_fragments(sources) -> None:
     root, srcs = sources
     lake = Lake.open(str(root / "lake"))
     for table in ("episodes", "steps", "media"):

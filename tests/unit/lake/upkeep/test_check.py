@@ -20,7 +20,7 @@ from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, ray_session) -> tuple[Path, dict[str, Path]]:
+def built(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
     """A lake at version 3: v1 created, v2 ingests source A, v3 source B (built once)."""
     root = tmp_path_factory.mktemp("checked")
     srcs = {}

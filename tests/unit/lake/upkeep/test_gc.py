@@ -37,7 +37,7 @@ def _lance_versions(uri: str, table: str) -> list[int]:
 
 
 @pytest.fixture()
-def messy_lake(tmp_path, ray_session) -> str:
+def messy_lake(tmp_path) -> str:
     """Two ingests, a rolled-back commit of a dead writer, and a dead writer's orphan fragments."""
     for i in range(2):
         generate_synthetic(

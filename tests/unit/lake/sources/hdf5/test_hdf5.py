@@ -120,7 +120,7 @@ def _corrupt(path: Path, key: str, fn) -> None:
         f.create_dataset(key, data=data)
 
 
-def test_mixed_directory_ingests_with_bad_files_quarantined(tmp_path: Path, ray_session):
+def test_mixed_directory_ingests_with_bad_files_quarantined(tmp_path: Path):
     src = tmp_path / "recordings"
     (src / "aloha" / "sim_transfer_cube").mkdir(parents=True)
     (src / "robomimic").mkdir()
@@ -172,7 +172,7 @@ def test_mixed_directory_ingests_with_bad_files_quarantined(tmp_path: Path, ray_
     assert Lake.open(str(tmp_path / "lake")).to_arrow("quarantine").num_rows == 4
 
 
-def test_mapped_recordings_bad_clocks_quarantined(tmp_path: Path, ray_session):
+def test_mapped_recordings_bad_clocks_quarantined(tmp_path: Path):
     src = tmp_path / "logs"
     src.mkdir()
     write_custom(src / "good_a.h5", seed=1)

@@ -69,7 +69,7 @@ def test_tfds_directory_defaults(tmp_path: Path):
     assert root.is_dir()
 
 
-def test_rlds_ingest_quarantines_bad_records(tmp_path: Path, ray_session):
+def test_rlds_ingest_quarantines_bad_records(tmp_path: Path):
     bad = episode_example(10, 5)
     bad["steps/observation/state"][4, 2] = np.inf
     two = episode_example(10, 6, first_flags=[1, 0, 0, 0, 0, 1, 0, 0, 0, 0])

@@ -21,7 +21,7 @@ from .ros_expected import expected_episode, lake_frames, lake_steps, quarantine_
 pytest.importorskip("mcap")
 
 
-def test_json_mcap_with_no_mapping_lands_resampled(ray_session, tmp_path: Path):
+def test_json_mcap_with_no_mapping_lands_resampled(tmp_path: Path):
     path = tmp_path / "src" / "teleop_0001.mcap"
     rec = write_mcap_json(
         path, Layout(seconds=1.0, extra={"/task_instruction": ("string", [(0.0, "open the drawer")])})
@@ -65,7 +65,7 @@ def test_ros2_profile_mcap_goes_to_the_ros2_reader(tmp_path: Path):
     assert reader.format_name == "ros2-mcap"
 
 
-def test_bad_mcaps_are_quarantined(ray_session, tmp_path: Path):
+def test_bad_mcaps_are_quarantined(tmp_path: Path):
     src = tmp_path / "src"
     write_mcap_json(src / "good.mcap", Layout(seconds=0.4))
     write_mcap_json(src / "proto.mcap", Layout(seconds=0.4, seed=1), foreign_topic="/odom")

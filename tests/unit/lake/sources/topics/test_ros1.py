@@ -19,7 +19,7 @@ from .ros_expected import expected_episode, lake_frames, lake_steps, quarantine_
 pytest.importorskip("rosbags")
 
 
-def test_ros1_bag_with_no_mapping_lands_resampled(ray_session, tmp_path: Path):
+def test_ros1_bag_with_no_mapping_lands_resampled(tmp_path: Path):
     src = tmp_path / "src" / "day1"
     src.mkdir(parents=True)
     rec = write_ros1(src / "take_01.bag", Layout(seconds=1.0, seed=3))
@@ -65,7 +65,7 @@ def test_custom_type_decodes_from_the_bags_own_definition(tmp_path: Path):
     assert set(np.unique(ep.action[:, 4])) <= {0.0, 1.0}
 
 
-def test_truncated_bag_is_quarantined_beside_a_good_one(ray_session, tmp_path: Path):
+def test_truncated_bag_is_quarantined_beside_a_good_one(tmp_path: Path):
     src = tmp_path / "src"
     src.mkdir()
     write_ros1(src / "good.bag", Layout(seconds=0.5))
@@ -82,7 +82,7 @@ def test_truncated_bag_is_quarantined_beside_a_good_one(ray_session, tmp_path: P
     assert "rosbag reindex" in row["reason"]
 
 
-def test_split_by_gap_and_by_file(ray_session, tmp_path: Path):
+def test_split_by_gap_and_by_file(tmp_path: Path):
     src = tmp_path / "src"
     src.mkdir()
     write_ros1(src / "session.bag", Layout(seconds=0.5, gaps=(3.0, 3.0)))

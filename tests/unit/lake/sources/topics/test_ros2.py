@@ -28,7 +28,7 @@ def _one_episode(lake: Lake) -> str:
     return ids[0]
 
 
-def test_sqlite3_bag_with_no_mapping_lands_resampled(ray_session, tmp_path: Path):
+def test_sqlite3_bag_with_no_mapping_lands_resampled(tmp_path: Path):
     rec = write_ros2(tmp_path / "src" / "rig_a", Layout(seconds=1.0), storage="sqlite3")
     res = ingest(str(tmp_path / "src"), str(tmp_path / "lake"))
     assert (res.ingested, res.quarantined) == (1, 0)
@@ -51,7 +51,7 @@ def test_sqlite3_bag_with_no_mapping_lands_resampled(ray_session, tmp_path: Path
     assert (again.ingested, again.skipped) == (0, 1)
 
 
-def test_mcap_storage_raw_image_version_8_and_action_from_state(ray_session, tmp_path: Path):
+def test_mcap_storage_raw_image_version_8_and_action_from_state(tmp_path: Path):
     rec = write_ros2(
         tmp_path / "src" / "bag", Layout(seconds=0.6, cmd_hz=None, camera="raw"), storage="mcap", version=8
     )
@@ -149,7 +149,7 @@ def test_split_bag_is_one_recording(tmp_path: Path, with_metadata: bool):
     )
 
 
-def test_mapping_selects_joints_fields_task_and_splits_by_topic(ray_session, tmp_path: Path):
+def test_mapping_selects_joints_fields_task_and_splits_by_topic(tmp_path: Path):
     flags = [(0.0, True), (0.4, False), (0.5, True), (0.95, False)]
     poses = [(t, [t, 2 * t, 3 * t, 0.0, 0.0, 0.0, 1.0]) for t in np.arange(0, 1.0, 0.02)]
     grip = [(t, float(t > 0.5)) for t in np.arange(0, 1.0, 0.05)]
@@ -200,7 +200,7 @@ def test_mapping_selects_joints_fields_task_and_splits_by_topic(ray_session, tmp
     )
 
 
-def test_split_by_gap(ray_session, tmp_path: Path):
+def test_split_by_gap(tmp_path: Path):
     write_ros2(tmp_path / "src" / "bag", Layout(seconds=0.5, gaps=(2.0,)), storage="sqlite3")
     mapping = mapping_from_dict(
         {"state": ["/joint_states"], "action": ["/arm/joint_command"], "split": {"by": "gap", "seconds": 1.0}}
@@ -234,7 +234,7 @@ def _write_custom(bag: Path, storage: str, seed: int = 0) -> None:
     write_ros2(bag, Layout(seconds=0.5, extra=extra, seed=seed), storage=storage, custom_types=_custom_types())
 
 
-def test_custom_type_needs_a_definition_in_old_sqlite3_bags(ray_session, tmp_path: Path):
+def test_custom_type_needs_a_definition_in_old_sqlite3_bags(tmp_path: Path):
     mapping = mapping_from_dict(
         {"state": ["/joint_states", {"source": "/telemetry", "field": "torques"}], "action": ["/arm/joint_command"]}
     )
@@ -328,7 +328,7 @@ def _truncate(bag: Path) -> None:
     db.write_bytes(data[: len(data) // 3])
 
 
-def test_bad_bags_are_quarantined_and_the_rest_lands(ray_session, tmp_path: Path):
+def test_bad_bags_are_quarantined_and_the_rest_lands(tmp_path: Path):
     src = tmp_path / "src"
     write_ros2(src / "good", Layout(seconds=0.4), storage="sqlite3")
     write_ros2(src / "nan", Layout(seconds=0.4, nan_at=10), storage="sqlite3")
