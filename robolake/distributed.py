@@ -1,9 +1,11 @@
 """Where this process sits in data-parallel training: the one place robolake reads it.
 
 torchrun exports RANK, WORLD_SIZE and LOCAL_RANK before the script starts; an initialised
-`torch.distributed` process group knows the same numbers. Everything that shards data (the batch
-sources, `open_batches`, the trainer) asks `data_parallel_rank()` or takes rank and world size
-explicitly, so a loader built before the process group starts still reads only its own share.
+`torch.distributed` process group knows the same numbers. They are read here, once, by the entry
+points (`open_batches` when no rank is given, the trainer's `setup_distributed`), and passed
+on explicitly: the loader classes take rank and world size as constructor arguments
+(rank 0 of 1 by default) and never read the environment, so a loader built before the process
+group starts still reads only the share it was given.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from robolake.distributed import resolve_rank
+from robolake.distributed import DataParallelRank
 from robolake.lake import Lake
 from robolake.loaders.collate import CollateConfig, collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
@@ -82,8 +82,8 @@ class LakeStream(ResumableSource):
         spec: PackSpec | None = None,
         config: LoaderConfig | None = None,
         *,
-        rank: int | None = None,
-        world_size: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
         num_threads: int | None = None,
         storage_options: dict[str, str] | None = None,
     ) -> None:
@@ -95,21 +95,22 @@ class LakeStream(ResumableSource):
                 (`spec.where`) and their mixture (`spec.mix`); default `PackSpec(algorithm="window")`.
             config: Batch size, image size, shuffle seed, drop_last; padded widths default to the
                 widest embodiment of the lake's selected episodes.
-            rank: This process's data-parallel rank (with `world_size`, or neither: torchrun's).
-            world_size: Number of data-parallel ranks.
+            rank: This process's data-parallel rank (default 0: one process). The stream never
+                reads the environment; `open_batches` reads torchrun's once and passes it here.
+            world_size: Number of data-parallel ranks (default 1).
             num_threads: Batches materialised in parallel (default: `config.num_workers`, at least 1).
             storage_options: Object-store options, when `lake` is a URI.
 
         Raises:
             ValueError: no episodes to stream (see `build_sample_index`), a setting this stream
-                cannot honour (see `check_lake_stream_config`), or a mixture value that names no
-                episode (`spec.mix`).
+                cannot honour (see `check_lake_stream_config`), a mixture value that names no
+                episode (`spec.mix`), or a rank outside [0, world_size).
         """
         self.lake = lake if isinstance(lake, Lake) else Lake.open(lake, storage_options=storage_options)
         self.spec = spec or PackSpec(algorithm="window")
         self.config = config or LoaderConfig()
         check_lake_stream_config(self.spec, self.config)
-        where = resolve_rank(rank, world_size)
+        where = DataParallelRank(rank=rank, world_size=world_size)  # validates them
         self.rank, self.world_size = where.rank, where.world_size
         self.num_threads = max(1, num_threads if num_threads is not None else self.config.num_workers)
         self.index: SampleIndex = build_sample_index(self.lake, self.spec)

@@ -9,8 +9,9 @@ The "shards or lake?" decision is made here and nowhere else:
   by `mix` when given (a mixture of embodiments, tasks, sources or tags: `packers/mix.py`).
 
 Rank and world size come from the caller or, when neither is given, from torchrun's environment
-(`robolake.distributed`), so under `torchrun` every rank opens only its own share whether or not
-the process group has started yet.
+(`robolake.distributed`), read here once and passed to the loader class as constructor arguments
+(the loader classes never read the environment themselves). So under `torchrun` every rank opens
+only its own share whether or not the process group has started yet.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ def open_batches(
         raise ValueError(f"backend must be 'torch' or 'ray', got {backend!r}")
     config = config or LoaderConfig()
     where = resolve_rank(rank, world_size)
-    shards_given = isinstance(source, PackedShards)
-    if shards_given or (isinstance(source, str) and is_pack_output(source, storage_options)):
+    if isinstance(source, PackedShards) or (isinstance(source, str) and is_pack_output(source, storage_options)):
+        shards: PackedShards | str = source
         if spec is not None or mix is not None:
             raise ValueError(
                 f"{source} holds packed shards, whose packing (and mixture) is fixed; drop `spec`/`mix`, stream from "
@@ -91,13 +92,13 @@ def open_batches(
             from robolake.loaders.ray_stream import RayPackedStream
 
             return RayPackedStream(
-                source, config, lake=lake, storage_options=storage_options, rank=where.rank, world_size=where.world_size
-            )  # type: ignore[arg-type]
+                shards, config, lake=lake, storage_options=storage_options, rank=where.rank, world_size=where.world_size
+            )
         from robolake.loaders.torch_loader import PackedLoader
 
         return PackedLoader(
-            source, config, lake=lake, storage_options=storage_options, rank=where.rank, world_size=where.world_size
-        )  # type: ignore[arg-type]
+            shards, config, lake=lake, storage_options=storage_options, rank=where.rank, world_size=where.world_size
+        )
     if backend == "ray":
         raise ValueError(
             "streaming straight from a lake runs on a thread pool (backend='torch'); to stream with Ray, "

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from robolake.distributed import resolve_rank
+from robolake.distributed import DataParallelRank
 from robolake.lake import Lake
 from robolake.loaders.collate import CollateConfig, collate_rows, decode_views
 from robolake.loaders.config import LoaderConfig, batch_layout
@@ -147,8 +147,8 @@ class RayPackedStream(ResumableSource):
         lake: Lake | str | None = None,
         storage_options: dict[str, str] | None = None,
         decode_concurrency: int | None = None,
-        rank: int | None = None,
-        world_size: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         """Open and validate the shards (as `open_shards`); Ray starts on first use.
 
@@ -158,15 +158,16 @@ class RayPackedStream(ResumableSource):
             lake: If given, the shards must come from this lake at its version.
             storage_options: Object-store options, when `shards` is a URI.
             decode_concurrency: Ray tasks decoding frames at once (default: Ray decides).
-            rank: Data-parallel rank (with `world_size`, or neither: torchrun's environment).
+            rank: Data-parallel rank (default 0); `open_batches` reads torchrun's once and passes it.
             world_size: Must be 1: this stream does not shard across torchrun ranks (see `split`).
 
         Raises:
             FileNotFoundError, ValueError, LineageError: as for `open_shards`; ValueError for a
-                world size > 1 or loader settings this stream cannot honour.
+                world size > 1, a rank outside [0, world_size), or loader settings this stream
+                cannot honour.
         """
         self.config = config or LoaderConfig()
-        where = resolve_rank(rank, world_size)
+        where = DataParallelRank(rank=rank, world_size=world_size)  # validates them
         self.rank, self.world_size = where.rank, where.world_size
         check_ray_config(self.config, self.world_size)
         self.shards = (

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from robolake.distributed import resolve_rank
+from robolake.distributed import DataParallelRank
 from robolake.fork_server import PRELOAD, start_fork_server
 from robolake.lake import Lake
 from robolake.loaders.collate import collate_rows
@@ -267,8 +267,8 @@ class PackedLoader(ResumableSource):
         config: LoaderConfig | None = None,
         *,
         lake: Lake | str | None = None,
-        rank: int | None = None,
-        world_size: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
         storage_options: dict[str, str] | None = None,
     ) -> None:
         """Open the shards (validating them) and plan this rank's reads.
@@ -277,14 +277,16 @@ class PackedLoader(ResumableSource):
             shards: A pack output directory / URI, or shards already opened with `open_shards`.
             config: Loader settings (default `LoaderConfig()`).
             lake: If given, the shards must come from this lake at its version.
-            rank: This process's data-parallel rank; with `world_size`, or neither to take both
-                from `robolake.distributed.data_parallel_rank()` (torchrun's environment).
-            world_size: Number of data-parallel ranks.
+            rank: This process's data-parallel rank (default 0: one process). The loader never
+                reads the environment; `open_batches` reads torchrun's once and passes it here.
+            world_size: Number of data-parallel ranks (default 1).
             storage_options: Object-store options, when `shards` is a URI.
 
         Raises:
-            FileNotFoundError, ValueError, LineageError: as for `open_shards`.
+            FileNotFoundError, ValueError, LineageError: as for `open_shards`; ValueError for a
+                rank outside [0, world_size).
         """
+        where = DataParallelRank(rank=rank, world_size=world_size)  # validates them
         self.config = config or LoaderConfig()
         self.shards = (
             shards
@@ -292,7 +294,6 @@ class PackedLoader(ResumableSource):
             else open_shards(shards, lake=lake, storage_options=storage_options)
         )
         check_not_stale(self.shards, self.config.allow_stale)
-        where = resolve_rank(rank, world_size)
         self.rank, self.world_size = where.rank, where.world_size
         self.dataset = PackedShardDataset(self.shards, self.config, rank=self.rank, world_size=self.world_size)
         self.epoch = 0

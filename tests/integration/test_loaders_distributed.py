@@ -88,10 +88,10 @@ def test_resume_after_kill_9(packed, tmp_path):
 def _ddp(packed: str, rdv: str, rank: str, out: str) -> None:
     import torch.distributed as dist
 
-    from robolake.loaders import PackedLoader
+    from robolake.loaders import open_batches
 
     dist.init_process_group("gloo", init_method=f"file://{rdv}", rank=int(rank), world_size=2)
-    loader = PackedLoader(packed, _config())
+    loader = open_batches(packed, _config())  # the entry point reads the rank once; loader classes never do
     assert (loader.rank, loader.world_size) == (int(rank), 2)
     res = {}
     for epoch in range(2):
