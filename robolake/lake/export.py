@@ -66,6 +66,7 @@ from robolake.lake.media.record import StreamIndex, decode_runs, rgb
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
 from robolake.lake.sources.lerobot.reader import embodiment_tag
 from robolake.schemas.embodiment import EmbodimentSpec
+from robolake.storage import under_root
 from robolake.writers.lerobot import LeRobotFeatures, LeRobotFiles, LeRobotWriter, safe_path_part
 from robolake.writers.video import REMUX_CODECS, EncodedSegment, VideoOptions
 
@@ -183,11 +184,7 @@ def export_lerobot(
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for tag, episodes in by_tag.items():
-        dest = out if len(by_tag) == 1 else out / tag
-        if not os.path.realpath(dest).startswith(os.path.realpath(out) + os.sep) and os.path.realpath(
-            dest
-        ) != os.path.realpath(out):
-            raise ValueError(f"export: {dest} resolves outside {out} (a symlink); remove it and export again")
+        dest = out if len(by_tag) == 1 else Path(under_root(out, tag, what="embodiment tag"))
         results.append(
             _export_one(lake, specs[tag], episodes, dest, filter, _codec_for(lake, episodes, config), progress)
         )

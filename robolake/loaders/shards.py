@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from robolake.lake import Lake, list_versions, read_version
 from robolake.packers.manifest import SHARDS_NAME, LineageError, PackManifest, read_manifest
 from robolake.schemas.packed import packed_schema
-from robolake.storage import exists, join_uri, normalize_uri
+from robolake.storage import ensure_within, exists, join_uri, normalize_uri
 
 __all__ = ["PackedShards", "open_shards", "check_lineage", "check_not_stale", "stale_deletions"]
 
@@ -251,6 +251,7 @@ def open_shards(
     if lake is not None:
         check_lineage(manifest, lake, root, storage_options)
     uri = join_uri(root, SHARDS_NAME)
+    ensure_within(root, join_uri(uri, "data"))  # shards.lance (or its data) linked out of the pack: refused
     ds = _open_lance(uri, manifest.shards_version, storage_options)
     _check_schema(ds, uri)
     _check_fragments(ds, uri, storage_options)

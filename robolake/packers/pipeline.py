@@ -81,7 +81,7 @@ from robolake.packers.samples import SampleIndex, build_sample_index
 from robolake.packers.spec import PackSpec
 from robolake.ray_tasks import chunk, cluster_cpus, ensure_ray, fan_out, ray_running
 from robolake.schemas.packed import packed_schema
-from robolake.storage import exists, filesystem, join_uri, normalize_uri
+from robolake.storage import ensure_within, exists, filesystem, join_uri, normalize_uri
 
 # The planning helpers live in `plan.py` (Ray-free, shared with the lake stream); they are
 # re-exported here, where they were first defined, so that `robolake.packers.pipeline` imports hold.
@@ -492,7 +492,7 @@ def _pack_stages(
 ) -> PackManifest:
     """pack() past the plan (of one range; several are planned here): decode, write, commit, manifest."""
     opts = lake.storage_options
-    shards_uri = join_uri(out, SHARDS_NAME)
+    shards_uri = ensure_within(out, join_uri(out, SHARDS_NAME))  # a shards.lance linked elsewhere: never written
     schema = packed_schema()
     if len(ranges) == 1:  # decoded before the shards are touched: a damaged stream fails with them as they were
         packed_ids = np.concatenate(sequences) if sequences else np.zeros(0, np.int64)
