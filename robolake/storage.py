@@ -256,7 +256,7 @@ def parse_yaml(text: str, name: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> 
         loader.flatten_mapping(node)
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = loader.construct_object(key_node, deep=True)
             try:
                 duplicate = key in out
             except TypeError:  # an unhashable key: the constructor below names it
@@ -266,7 +266,7 @@ def parse_yaml(text: str, name: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> 
                     f"{name} line {key_node.start_mark.line + 1}: key {key!r} appears twice; keep one (YAML would "
                     "silently keep the last)"
                 )
-            out[key] = loader.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+            out[key] = loader.construct_object(value_node, deep=True)
         return out
 
     _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)

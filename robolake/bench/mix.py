@@ -207,8 +207,8 @@ def _mixture_case(lake: Lake, text: str, share: str, algorithm: str, repeats: in
 
     base = PackSpec(
         max_tokens=2048,
-        algorithm=algorithm,
-        window=8192,  # type: ignore[arg-type]
+        algorithm=algorithm,  # type: ignore[arg-type]
+        window=8192,
         tokens=TokenLengthConfig(tokens_per_view=64, state_tokens=0),
         seed=0,
     )

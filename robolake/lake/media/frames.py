@@ -28,13 +28,14 @@ compared with decoding the source file with PyAV; reads are random frames agains
 seek-and-decode from the source with PyAV's default decoder settings, 3 paired runs, median
 (range), taken on a shared 2-core machine: sizes and exactness do not depend on load, timings do):
 
-    data                  layout                      bytes x source  fidelity            1 a call            64 a call
-    real GR00T (h264)     record (default)            1.004           bit-exact           1.94x (1.86-2.11)   6.36x (6.18-6.57)
-    real GR00T (h264)     access copy h264 (derived)  +0.584          37.5 dB (min 35.2)  17.3x (16.8-20.8)   63.5x (47.8-63.6)
-    real GR00T (h264)     --frames jpeg               5.158           34.2 dB (min 32.9)  37.4x (33.9-46.8)   154x (117-191)
-    real GR00T (h264)     --frames h264               0.584           37.5 dB (min 35.2)  15.7x (12.9-17.6)   59.2x (58.2-60.1)
-    synthetic AV1 v3.0    record                      1.054           bit-exact           1.26x (1.23-1.69)   5.04x (4.60-5.84)
-    synthetic h264 64 px  record                      1.020           bit-exact           1.77x (1.52-1.78)   4.76x (4.62-5.86)
+    data, layout                    bytes x source  fidelity            1 a call            64 a call
+    real GR00T (h264)
+      record (default)              1.004           bit-exact           1.94x (1.86-2.11)   6.36x (6.18-6.57)
+      access copy h264 (derived)    +0.584          37.5 dB (min 35.2)  17.3x (16.8-20.8)   63.5x (47.8-63.6)
+      --frames jpeg                 5.158           34.2 dB (min 32.9)  37.4x (33.9-46.8)   154x (117-191)
+      --frames h264                 0.584           37.5 dB (min 35.2)  15.7x (12.9-17.6)   59.2x (58.2-60.1)
+    synthetic AV1 v3.0, record      1.054           bit-exact           1.26x (1.23-1.69)   5.04x (4.60-5.84)
+    synthetic h264 64 px, record    1.020           bit-exact           1.77x (1.52-1.78)   4.76x (4.62-5.86)
 
 The record's packets alone are 0.91-0.99x the source's video bytes; the rest is its index, 21
 bytes a packet (step, pts, dts, keyframe), which on the 128 px synthetic AV1 (about 260 bytes a
@@ -157,8 +158,9 @@ def _keyframes(ds: lance.LanceDataset, offsets: np.ndarray, rows: pa.Table) -> l
         want = int(steps[i] - back[i])
         if k_ep[u] != eps[i] or int(k_step[u]) != want:
             raise ValueError(
-                f"media row of episode {eps[i]} step {int(steps[i])} expects its keyframe (step {want}) {int(back[i])} rows "
-                f"earlier, but finds episode {k_ep[u]} step {int(k_step[u])}; the media table is out of order: "
+                f"media row of episode {eps[i]} step {int(steps[i])} expects its keyframe (step {want}) "
+                f"{int(back[i])} rows earlier, but finds episode {k_ep[u]} step {int(k_step[u])}; "
+                "the media table is out of order: "
                 "run `robolake check` and re-ingest the episode"
             )
         out[i] = k_data[u]
@@ -359,10 +361,11 @@ class FrameReader:
         data = self._ds.take([offs[j] for j in order], columns=["data"])["data"].to_pylist() if offs else []
         packets = {need[j]: data[n] for n, j in enumerate(order.tolist())}
         for sk, runs in plans.items():
-            frames = {
-                s: rgb(f, size)
-                for s, f in decode_runs(self._streams[sk], runs, lambda s, sk=sk: packets[(sk[0], sk[1], s)])
-            }  # type: ignore[misc]
+
+            def packet(s: int, sk: tuple[str, str] = sk) -> bytes:
+                return packets[(sk[0], sk[1], s)]
+
+            frames = {s: rgb(f, size) for s, f in decode_runs(self._streams[sk], runs, packet)}
             for i in groups[sk]:
                 out[i] = frames[keys[i][2]]
 
