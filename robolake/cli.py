@@ -2,9 +2,10 @@
 of `robolake.commands.COMMANDS`), quiets the libraries' logs, and runs the chosen command.
 
 Errors reach a CLI user as one line naming what went wrong and what to do; `--debug` shows the
-traceback instead. Ctrl-C and SIGTERM print one line whenever they come (SIGTERM exits 143), also while the command's imports
-(Lance, Ray, torch: seconds) are still loading. A reader that stops early (`robolake info --json |
-head`) ends the command quietly, as it ends `cat`. A misspelt command gets the names it is closest to.
+traceback instead. Ctrl-C and SIGTERM print one line whenever they come (SIGTERM exits 143),
+also while the command's imports (Lance, Ray, torch: seconds) are still loading. A reader that
+stops early (`robolake info --json | head`) ends the command quietly, as it ends `cat`. A
+misspelt command gets the names it is closest to.
 """
 
 from __future__ import annotations

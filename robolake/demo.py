@@ -17,8 +17,8 @@ the newest checkpoint an interrupted demo left (a finished run starts over and k
 last checkpoint). The packed-vs-padded training comparison runs only where padding the
 packer's batches would cost something: samples of one length (the sim's single camera and short
 instructions, bucketed by the packer) pad to nothing, and a padded run would then measure the
-attention kernels, not padding, so the report says that instead of a ratio. Closed-loop episodes run to each task's own step limit, so the
-expert's score is the expert's, not a cut-off's.
+attention kernels, not padding, so the report says that instead of a ratio. Closed-loop episodes
+run to each task's own step limit, so the expert's score is the expert's, not a cut-off's.
 """
 
 from __future__ import annotations
@@ -287,7 +287,8 @@ def run_demo(
         "max_tokens": max_tokens,
     }
     print(
-        f"      {m.num_samples} samples -> {m.num_sequences} sequences; fill bfd {fills['bfd']:.3f}, ffd {fills['ffd']:.3f}, "
+        f"      {m.num_samples} samples -> {m.num_sequences} sequences; "
+        f"fill bfd {fills['bfd']:.3f}, ffd {fills['ffd']:.3f}, "
         f"window {fills['window']:.3f}; padded batches {m.padded_fill:.3f}"
     )
     group = "task" if use_sim else "embodiment"
@@ -300,7 +301,8 @@ def run_demo(
     )
     batch = next(iter(loader))
     print(
-        f"      one batch: {batch.num_samples} samples, {batch.total_tokens} tokens, cu_seqlens[:6]={batch.cu_seqlens[:6].tolist()}, "
+        f"      one batch: {batch.num_samples} samples, {batch.total_tokens} tokens, "
+        f"cu_seqlens[:6]={batch.cu_seqlens[:6].tolist()}, "
         f"pixels {tuple(batch.pixels.shape)}"
     )
 
@@ -375,7 +377,8 @@ def run_demo(
         "data_wait_fraction": packed_result.data_wait_fraction,
     }
     line = (
-        f"      loss {fig['train']['loss_first']:.3f} -> {fig['train']['loss_last_mean10']:.3f} in {fig['train_s']:.0f}s; "
+        f"      loss {fig['train']['loss_first']:.3f} -> {fig['train']['loss_last_mean10']:.3f} "
+        f"in {fig['train_s']:.0f}s; "
         f"effective tokens/s packed {fig['train']['packed_tokens_per_s']:,.0f}"
     )
     if padded_m:
@@ -445,7 +448,8 @@ def run_demo(
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(fig, f, indent=2)
     print(
-        f"      whole demo {fig['total_s']:.0f}s; report {os.path.join(out, 'report.md')}; checkpoint {fig['checkpoint']}"
+        f"      whole demo {fig['total_s']:.0f}s; report {os.path.join(out, 'report.md')}; "
+        f"checkpoint {fig['checkpoint']}"
     )
     return fig
 
@@ -488,16 +492,19 @@ def _closed_loop(config: DemoConfig, out: str, run_dir: str, progress: ProgressF
     for name, t in result["tasks"].items():
         lo, hi = t["ci95"]
         print(
-            f"      {name:<14} {t['success_rate']:>7.2f} {f'[{lo:.2f}, {hi:.2f}]':>13} {expert[name]['success_rate']:>7.2f} {floor[name]:>6.2f}"
+            f"      {name:<14} {t['success_rate']:>7.2f} {f'[{lo:.2f}, {hi:.2f}]':>13} "
+            f"{expert[name]['success_rate']:>7.2f} {floor[name]:>6.2f}"
         )
     print(
         f"      mean success {result['mean_success']:.2f} (expert {result['expert_mean_success']:.2f}, floor "
-        f"{result['floor_mean_success']:.2f}) over {episodes} episodes per task; {result['actions_per_s']:.0f} actions/s; "
+        f"{result['floor_mean_success']:.2f}) over {episodes} episodes per task; "
+        f"{result['actions_per_s']:.0f} actions/s; "
         f"eval JSON {result['json']}"
     )
     if result.get("videos"):
         print(
-            f"      success.png and {len(result['videos'])} rollout GIFs (videos/, each saying success or failure) in {out}"
+            f"      success.png and {len(result['videos'])} rollout GIFs (videos/, each saying success or failure) "
+            f"in {out}"
         )
     return result
 
@@ -517,8 +524,10 @@ def _closed_loop_lines(out: str, cl: dict[str, Any]) -> list[str]:
     lines = [
         "## Closed loop: success in simulation",
         "",
-        f"The trained policy in Meta-World on {n} unseen initial scenes per task (seeds disjoint from the demonstrations), "
-        f"replanning every {cl['config']['replan']} actions of each 16-step chunk; the scripted expert (ceiling) and the "
+        f"The trained policy in Meta-World on {n} unseen initial scenes per task "
+        "(seeds disjoint from the demonstrations), "
+        f"replanning every {cl['config']['replan']} actions of each 16-step chunk; "
+        "the scripted expert (ceiling) and the "
         "better of a random and a mean-action policy (floor) on the same seeds. Intervals are Wilson 95%. "
         f"Every episode runs until success or its task's own step limit ({limits} steps), never a shorter cap"
         + (f"; the expert's failures on {', '.join(short)} happened within that limit." if short else "."),
@@ -529,10 +538,12 @@ def _closed_loop_lines(out: str, cl: dict[str, Any]) -> list[str]:
     for name, t in cl["tasks"].items():
         lo, hi = t["ci95"]
         lines.append(
-            f"| {name} | {t['success_rate']:.2f} | [{lo:.2f}, {hi:.2f}] | {expert[name]['success_rate']:.2f} | {floor[name]:.2f} | {t['mean_length']:.0f} |"
+            f"| {name} | {t['success_rate']:.2f} | [{lo:.2f}, {hi:.2f}] | "
+            f"{expert[name]['success_rate']:.2f} | {floor[name]:.2f} | {t['mean_length']:.0f} |"
         )
     lines += [
-        f"| **mean** | **{cl['mean_success']:.2f}** | | {cl['expert_mean_success']:.2f} | {cl['floor_mean_success']:.2f} | |",
+        f"| **mean** | **{cl['mean_success']:.2f}** | | "
+        f"{cl['expert_mean_success']:.2f} | {cl['floor_mean_success']:.2f} | |",
         "",
         f"{cl['actions_per_s']:.0f} closed-loop actions/s ({cl['config']['num_workers']} env workers x "
         f"{cl['config']['envs_per_worker']} environments, {cl['mean_batch']:.1f} observations per policy call). "
@@ -584,7 +595,8 @@ def _write_report(out: str, fig: dict[str, Any], pngs: dict[str, str]) -> None:
         )
     else:
         intro = (
-            f"Synthetic multi-embodiment teleoperation data: {ing['episodes']} episodes, {ing['steps']} steps, {ing['frames']} camera frames "
+            f"Synthetic multi-embodiment teleoperation data: {ing['episodes']} episodes, {ing['steps']} steps, "
+            f"{ing['frames']} camera frames "
             "(7-DoF arm with 1 camera, 14-DoF bimanual rig with 3, 44-DoF humanoid with 1)."
         )
     lines = [
@@ -595,14 +607,19 @@ def _write_report(out: str, fig: dict[str, Any], pngs: dict[str, str]) -> None:
         "| stage | figure |",
         "| --- | --- |",
         f"| pack | {pk['samples']} samples -> {pk['sequences']} sequences of <= {pk['max_tokens']} tokens |",
-        f"| fill (real tokens / tokens computed) | bfd {pk['fill']['bfd']:.3f}, ffd {pk['fill']['ffd']:.3f}, window {pk['fill']['window']:.3f}; padded batches of randomly drawn samples {pk['padded_fill']:.3f} |",
-        f"| training loss, lower is better (tiny, {tr['steps']} steps) | {tr['loss_first']:.3f} -> {tr['loss_last_mean10']:.3f} (mean of the last 10); held-out {ev.get('heldout_loss', float('nan')):.3f} |",
+        f"| fill (real tokens / tokens computed) | bfd {pk['fill']['bfd']:.3f}, ffd {pk['fill']['ffd']:.3f}, "
+        f"window {pk['fill']['window']:.3f}; padded batches of randomly drawn samples {pk['padded_fill']:.3f} |",
+        f"| training loss, lower is better (tiny, {tr['steps']} steps) | "
+        f"{tr['loss_first']:.3f} -> {tr['loss_last_mean10']:.3f} (mean of the last 10); "
+        f"held-out {ev.get('heldout_loss', float('nan')):.3f} |",
         _throughput_row(tr),
         f"| checkpoint | `{os.path.relpath(fig['checkpoint'], out)}`"
         + (f" (`robolake eval --checkpoint {os.path.join(out, 'train_packed')}`) |" if fig.get("sim") else " |"),
         f"| waiting for the next batch (packed run) | {tr.get('data_wait_fraction', 0.0):.1%} of its wall time |",
-        f"| held-out action MSE, lower is better | {ev['mse']:.4f} vs mean-action baseline {ev['baseline_mse']:.4f} (the policy's error is {ev['ratio_to_baseline']:.2f}x the baseline's; below 1 beats it) |",
-        f"| training-episode action MSE | {fig['eval_train']['mse']:.4f} vs mean-action baseline {fig['eval_train']['baseline_mse']:.4f} |",
+        f"| held-out action MSE, lower is better | {ev['mse']:.4f} vs mean-action baseline {ev['baseline_mse']:.4f} "
+        f"(the policy's error is {ev['ratio_to_baseline']:.2f}x the baseline's; below 1 beats it) |",
+        f"| training-episode action MSE | {fig['eval_train']['mse']:.4f} "
+        f"vs mean-action baseline {fig['eval_train']['baseline_mse']:.4f} |",
         f"| whole demo | {fig.get('total_s', 0.0):.0f} s |",
         "",
         _throughput_note(tr),

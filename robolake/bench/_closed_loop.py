@@ -147,7 +147,8 @@ def closed_loop_rows(res: dict[str, Any]) -> list[tuple[str, Any]]:
         rows.append(
             (
                 f"{arm}: frame bytes x record, PSNR vs record",
-                f"{a['frame_bytes'] / record_bytes:.2f}x, {a['psnr_db_vs_record']:.1f} dB ({', '.join(a['encodings'])})",
+                f"{a['frame_bytes'] / record_bytes:.2f}x, {a['psnr_db_vs_record']:.1f} dB "
+                f"({', '.join(a['encodings'])})",
             )
         )
     tasks = list(next(iter(res["arms"].values()))["tasks"])

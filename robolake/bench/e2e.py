@@ -37,8 +37,9 @@ timing, each layout runs two warm-up steps, and every loader is built once, with
 workers (robolake's and LeRobot's default), and runs one untimed epoch: each timed epoch starts
 from warm workers and a warm file cache, as every epoch after the first does in training (worker
 start-up is a once-per-run cost, not a per-epoch one). The four configurations then run in turn
-(naive, padded, packed, limit, naive, ...), three (quick) or five times. Every ratio is taken within one repeat and the median over repeats is reported with its
-spread (`spread`); each configuration's median epoch is shown, all epochs are in `epoch_s_runs`. The trainer
+(naive, padded, packed, limit, naive, ...), three (quick) or five times. Every ratio is taken
+within one repeat and the median over repeats is reported with its spread (`spread`); each
+configuration's median epoch is shown, all epochs are in `epoch_s_runs`. The trainer
 runs with one torch thread in every configuration: the 2 loader workers and the trainer share
 the machine's cores, as they do on a training node whose CPUs feed its accelerators.
 
@@ -258,15 +259,17 @@ def note(res: dict[str, Any]) -> str:
         f"Measured {res['speedup']:.1f}x on CPU time (wall clock {res['spread']['speedup']['wall']['median']:.1f}x, "
         f"{n['epoch_s']:.1f} s -> {r['epoch_s']:.1f} s per epoch of {res['samples']} samples) "
         f"on {cpus} shared CPU cores, fp32, no FP8, tiny model ({res['model_params'] / 1e6:.2f} M parameters). "
-        f"Data path: {res['data_path_gain']:.2f}x (per-frame JPEGs in packed Lance shards instead of an mp4 seek + decode "
-        f"per frame with a keyframe every {res['dataset']['keyframe_interval']} frames; the naive trainer waited on data "
-        f"{n['data_wait_fraction']:.0%} of its epoch, and its steps ran slower, {n['train_compute_s']:.1f} s of compute vs "
-        f"{dp['train_compute_s']:.1f} s, because decoding workers took the trainer's cores and random per-sample batches pad "
-        f"more: {n['padding_fraction']:.0%} against {dp['padding_fraction']:.0%} for length-bucketed packed batches). "
-        f"Packing: {res['packing_gain']:.2f}x (varlen attention instead of {dp['padding_fraction']:.0%} padding); it can "
-        "save at most the padded share of the backbone's work, and in a model this small the vision encoder, action head "
-        f"and optimizer dominate a step. The published {PUBLISHED['speedup']:.0f}x ({PUBLISHED['before']} -> "
-        f"{PUBLISHED['after']}) is {PUBLISHED['setup']}, with an N1.5-sized backbone where padding costs far more, FP8 "
+        f"Data path: {res['data_path_gain']:.2f}x (per-frame JPEGs in packed Lance shards instead of an mp4 seek + "
+        f"decode per frame with a keyframe every {res['dataset']['keyframe_interval']} frames; the naive trainer "
+        f"waited on data {n['data_wait_fraction']:.0%} of its epoch, and its steps ran slower, "
+        f"{n['train_compute_s']:.1f} s of compute vs {dp['train_compute_s']:.1f} s, because decoding workers took "
+        f"the trainer's cores and random per-sample batches pad more: {n['padding_fraction']:.0%} against "
+        f"{dp['padding_fraction']:.0%} for length-bucketed packed batches). "
+        f"Packing: {res['packing_gain']:.2f}x (varlen attention instead of {dp['padding_fraction']:.0%} padding); it "
+        "can save at most the padded share of the backbone's work, and in a model this small the vision encoder, "
+        f"action head and optimizer dominate a step. The published {PUBLISHED['speedup']:.0f}x "
+        f"({PUBLISHED['before']} -> {PUBLISHED['after']}) is {PUBLISHED['setup']}, "
+        "with an N1.5-sized backbone where padding costs far more, FP8 "
         "as its own factor, and accelerators that starve on a per-sample loader; none of that is reproduced on "
         f"{cpus} CPU cores shared by the loader workers and the trainer. This run is not a reproduction of the 40x."
     )

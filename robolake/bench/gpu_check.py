@@ -241,7 +241,8 @@ def print_table(result: dict[str, Any]) -> None:
         for name in ("packed", "padded", "unpadded_limit"):
             print(f"  {name:<16} {pv[name]['effective_tokens_per_s']:>10.0f} tok/s {pv[name]['step_ms']:>8.1f} ms")
         print(
-            f"  padding {pv['padding_fraction']:.3f}  speedup {pv['speedup_packed_vs_padded']:.2f} (target {pv['target_speedup']:.2f})  ratio_to_limit {pv['ratio_to_limit']:.2f}"
+            f"  padding {pv['padding_fraction']:.3f}  speedup {pv['speedup_packed_vs_padded']:.2f} "
+            f"(target {pv['target_speedup']:.2f})  ratio_to_limit {pv['ratio_to_limit']:.2f}"
         )
     for name, val in result["fp8"].items():
         print(f"  fp8 {name:<8} {val}")

@@ -394,7 +394,10 @@ def run(quick: bool, data: str | None = None, formats: bool = True) -> dict[str,
         cfg = SyntheticConfig(seed=0, episodes_per_embodiment=4 if quick else 12)
         src = os.path.join(work, "synthetic")
         generate_synthetic(src, cfg)
-        what = f"synthetic: 3 embodiments x {cfg.episodes_per_embodiment} episodes, {cfg.image_size}px, {cfg.version} {cfg.codec}"
+        what = (
+            f"synthetic: 3 embodiments x {cfg.episodes_per_embodiment} episodes, "
+            f"{cfg.image_size}px, {cfg.version} {cfg.codec}"
+        )
     else:
         src = os.path.abspath(data)
         what = src

@@ -23,8 +23,9 @@ most in `--quick`, whose epochs are short). The baseline reads the same (episode
 packed epoch delivered (checked: `same_samples`).
 
 Data: `--data PATH` (any LeRobot dataset), else the real GR00T PickNPlace dataset in ../shared
-(256 px h264, one camera, keyframes every 250 frames, as exported) when present, and a synthetic multi-embodiment dataset at 224 px h264
-(1-3 cameras, keyframes every 40 frames) always. The headline figures come from the real data
+(256 px h264, one camera, keyframes every 250 frames, as exported) when present, and a synthetic
+multi-embodiment dataset at 224 px h264 (1-3 cameras, keyframes every 40 frames) always. The
+headline figures come from the real data
 when it is there, from the synthetic data otherwise; both are reported under `datasets`. The
 cost of a random mp4 read grows with the keyframe interval, which is reported per dataset
 (`keyframe_interval`): the speedup is a property of the source encoding as much as of robolake.

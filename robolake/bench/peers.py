@@ -178,7 +178,8 @@ def find_python(minor: str) -> Path:
     if on_path:
         return Path(on_path)
     raise PeerError(
-        f"no Python {minor} on this machine (looked in {root}/versions and PATH); install one (e.g. `pyenv install {minor}`)"
+        f"no Python {minor} on this machine (looked in {root}/versions and PATH); "
+        f"install one (e.g. `pyenv install {minor}`)"
     )
 
 
@@ -225,11 +226,13 @@ def ensure_env(peer: PeerEnv, cache: Path, *, log: Callable[[str], None] = print
                 proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=INSTALL_TIMEOUT_S)
             except subprocess.TimeoutExpired as e:
                 raise PeerError(
-                    f"cannot build the {peer.name} environment: {what} ran past {INSTALL_TIMEOUT_S} s; see {install_log}"
+                    f"cannot build the {peer.name} environment: {what} ran past {INSTALL_TIMEOUT_S} s; "
+                    f"see {install_log}"
                 ) from e
             if proc.returncode != 0:
                 raise PeerError(
-                    f"cannot build the {peer.name} environment: {what} failed ({_last_line(install_log)}); see {install_log}"
+                    f"cannot build the {peer.name} environment: {what} failed ({_last_line(install_log)}); "
+                    f"see {install_log}"
                 )
     marker.write_text(
         json.dumps({"requirements": list(peer.requirements), "python": str(base), "version": peer.version})
@@ -487,7 +490,10 @@ def _convert_real(src: str, work: Path, step_stride: int) -> tuple[Any, Path, di
         "source": src,
         "source_layout": "LeRobot v2.0 (GR00T), h264 256x256",
         "to": "LeRobot v3.0 (LeRobot 0.6 reads only v3.0)",
-        "how": "robolake ingest, then robolake export --copy-video: the source h264 packets copied into v3.0's mp4, not re-encoded",
+        "how": (
+            "robolake ingest, then robolake export --copy-video: "
+            "the source h264 packets copied into v3.0's mp4, not re-encoded"
+        ),
         "episodes": result.episodes,
         "frames": result.frames,
         "robolake_offline_s": offline,
@@ -724,7 +730,8 @@ def run(quick: bool, *, cache: Path, data: str | None = None, only: str | None =
             real, real_root, conversion = _convert_real(src, work, stride)
             av1, av1_root, av1_info = _make_av1(first, work, quick, stride)
             if ours:
-                ray.shutdown()  # Ray's processes are this process's children: they would be charged to robolake's CPU time
+                # Ray's processes are this process's children: they would be charged to robolake's CPU time
+                ray.shutdown()
             peers = dict(zip(BACKENDS, (first, second), strict=True))
             loaders["real"] = measure_loaders("real", real, real_root, peers, quick=quick, step_stride=stride)
             loaders["av1"] = measure_loaders("av1", av1, av1_root, peers, quick=quick, step_stride=stride)

@@ -92,7 +92,9 @@ def _h264_gop(xs: list[np.ndarray], gop: int, crf: int) -> list[bytes]:
     ctx.options = {
         "crf": str(crf),
         "preset": "medium",
-        "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:repeat-headers=1:rc-lookahead=0:sync-lookahead=0",
+        "x264-params": (
+            f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:repeat-headers=1:rc-lookahead=0:sync-lookahead=0"
+        ),
     }
     out: list[bytes] = []
     for i, x in enumerate(xs):

@@ -291,13 +291,15 @@ def print_table(result: dict[str, Any]) -> None:
         flag = "  below target" if result[key] < t[key] else ""
         two = result[key + "_spread"]
         print(
-            f"{label:<28}cpu {spread(two['cpu'])}  (target >= {t[key]:.2f}, on CPU time){flag}; wall {spread(two['wall'])}"
+            f"{label:<28}cpu {spread(two['cpu'])}  (target >= {t[key]:.2f}, on CPU time){flag}; "
+            f"wall {spread(two['wall'])}"
         )
     f = result["fp8"]
     print(
         f"fp8 weight-only: linear weight bytes vs bf16 {f['weight_bytes_ratio_vs_bf16']:.3f}, "
         f"model bytes vs bf16 {f['model_bytes_ratio_vs_bf16']:.3f}, action rel. error {f['action_rel_error']:.4f} "
-        f"(fp8 weights + bf16 compute: {f['action_rel_error_fp8_bf16_compute']:.4f}, bf16: {f['action_rel_error_bf16']:.4f})"
+        f"(fp8 weights + bf16 compute: {f['action_rel_error_fp8_bf16_compute']:.4f}, "
+        f"bf16: {f['action_rel_error_bf16']:.4f})"
     )
 
 

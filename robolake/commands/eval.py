@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--noise-scale",
         type=float,
         default=0.0,
-        help="scale of the flow's starting noise: 0 acts deterministically (default), 1 samples the learned distribution",
+        help="scale of the flow's starting noise: 0 acts deterministically (default), "
+        "1 samples the learned distribution",
     )
     s.add_argument("--workers", type=int, default=2, help="environment worker actors (0: in this process)")
     s.add_argument("--envs-per-worker", type=int, default=4, help="environments per worker")
@@ -135,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     if "recorded" in result:
         r = result["recorded"]
         print(
-            f"recorded {r['written']} rollout episodes ({r['successes']} successful, {r['steps']} steps) into {r['lake']} "
+            f"recorded {r['written']} rollout episodes ({r['successes']} successful, {r['steps']} steps) "
+            f"into {r['lake']} "
             f"version {r['lake_version']}" + (f"; {r['skipped']} were there already" if r["skipped"] else "")
         )
     return 0

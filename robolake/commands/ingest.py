@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--map",
         default=None,
         metavar="FILE",
-        help="YAML/JSON mapping: which topics/keys become state, action, cameras, task (see `robolake inspect`; default: the format's own)",
+        help="YAML/JSON mapping: which topics/keys become state, action, cameras, task "
+        "(see `robolake inspect`; default: the format's own)",
     )
     s.add_argument(
         "--state-only",

@@ -168,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
         print(with_map[0]["suggested_mapping"], end="")
         for r in with_map[1:]:
             print(
-                f"# also under {args.src}: {r['path']} ({r.get('format')}); `robolake inspect {r['path']} --suggest-map` for its own"
+                f"# also under {args.src}: {r['path']} ({r.get('format')}); "
+                f"`robolake inspect {r['path']} --suggest-map` for its own"
             )
         return 0
     if args.json:

@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     for rank, ledger in sorted((lin.get("samples") or {}).items()):
         if ledger:
             print(
-                f"  samples of rank {rank}: {ledger['lines']} batches in {ledger['file']} (sha256 {ledger['sha256'][:16]}...)"
+                f"  samples of rank {rank}: {ledger['lines']} batches in {ledger['file']} "
+                f"(sha256 {ledger['sha256'][:16]}...)"
             )
     for note in report.notes:
         print(f"  note: {note}")

@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         choices=["h264", "none"],
         help="h264: derive a key-referenced h264 access copy of every recorded video that has none (fast random "
-        "reads; rebuilt from the record); none: drop it (gc frees its files) (default: leave access copies as they are)",
+        "reads; rebuilt from the record); none: drop it (gc frees its files) "
+        "(default: leave access copies as they are)",
     )
     p.set_defaults(fn=run)
 
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"lake {args.lake}: already format {u.to_format}")
         else:
             print(
-                f"lake {args.lake}: upgraded from format {u.from_format} to {u.to_format} (created {', '.join(u.created) or 'nothing'})"
+                f"lake {args.lake}: upgraded from format {u.from_format} to {u.to_format} "
+                f"(created {', '.join(u.created) or 'nothing'})"
             )
     if args.access_copy is not None:
         from robolake.lake import Lake, build_access_copy, drop_access_copy

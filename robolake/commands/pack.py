@@ -148,5 +148,6 @@ def _advise_capacity(lake: Any, spec: Any, m: Any) -> None:
         print("  packing gains nothing over padding on these lengths (they barely differ)")
     if s.max_tokens != spec.max_tokens and s.fill > s.current_fill + 0.005:
         print(
-            f"  suggestion: --max-tokens {s.max_tokens} packs these lengths to fill {s.fill:.3f} (vs {s.current_fill:.3f})"
+            f"  suggestion: --max-tokens {s.max_tokens} packs these lengths to fill {s.fill:.3f} "
+            f"(vs {s.current_fill:.3f})"
         )

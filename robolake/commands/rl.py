@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--init",
         default=None,
         metavar="RUN",
-        help="behaviour-cloned run directory or checkpoint to start from (default: none; --sim metaworld needs one, --sim point starts from a fresh tiny model)",
+        help="behaviour-cloned run directory or checkpoint to start from "
+        "(default: none; --sim metaworld needs one, --sim point starts from a fresh tiny model)",
     )
     s.add_argument("--mode", default="async", choices=["async", "sync"], help="asynchronous pipeline or lockstep")
     s.add_argument("--steps", type=int, default=20_000, help="environment-step budget")
@@ -148,13 +149,16 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{s['mode']}: {s['env_steps']} env steps in {s['wall_s']:.1f}s ({s['env_steps_per_s']:.1f}/s), "
         f"{s['learner_updates']} updates ({s['learner_samples_per_s']:.1f} samples/s), "
-        f"success {s['success_rate'] if s['success_rate'] is not None else float('nan'):.2f} over {s['episodes_finished']} episodes, "
+        f"success {s['success_rate'] if s['success_rate'] is not None else float('nan'):.2f} "
+        f"over {s['episodes_finished']} episodes, "
         f"stale chunks dropped {s['staleness']['dropped']}"
     )
     for task, t in s["tasks"].items():
         first, second = t["success_first_half"], t["success_second_half"]
         print(
-            f"  {task:<14} episodes {t['episodes']:>4}  success first half {first if first is not None else float('nan'):.2f}  second half {second if second is not None else float('nan'):.2f}"
+            f"  {task:<14} episodes {t['episodes']:>4}  "
+            f"success first half {first if first is not None else float('nan'):.2f}  "
+            f"second half {second if second is not None else float('nan'):.2f}"
         )
     print(f"wrote {metrics}, {out / 'summary.json'}, {out / 'rl.png'}, {ckpt}")
     if result.recorded is not None:

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--stratify",
         default="",
         metavar="COLS",
-        help="comma-separated episode columns each of whose values gets its share, e.g. task,embodiment (default: none)",
+        help="comma-separated episode columns each of whose values gets its share, "
+        "e.g. task,embodiment (default: none)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the assignment (default 0)")
     p.add_argument("--version", type=int, default=None, help="split this lake version (default: the newest)")

@@ -175,7 +175,8 @@ def split(
             except KeyError:
                 continue
             raise TagExistsError(
-                f"lake {lake.uri} is already split (tag {old.name!r} names version {old.version}); pass --replace to re-split"
+                f"lake {lake.uri} is already split (tag {old.name!r} names version {old.version}); "
+                "pass --replace to re-split"
             )
     reason = json.dumps(
         {

@@ -365,8 +365,8 @@ class LoaderState:
             if theirs != mine:
                 raise ValueError(
                     f"loader state has {key}={theirs!r} but this loader has {mine!r}: resuming would repeat or skip "
-                    f"samples; open the {self.loader} source on the same data ({old.source} version {old.version}), pack "
-                    "spec and loader config, or start over without the loader state (set_epoch())"
+                    f"samples; open the {self.loader} source on the same data ({old.source} version {old.version}), "
+                    "pack spec and loader config, or start over without the loader state (set_epoch())"
                 )
         boundary = old.batches_done in (0, old.num_batches)
         for key in ("world_size", "rank"):
@@ -411,11 +411,13 @@ class BatchSource(abc.ABC):
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """Where this rank is (`LoaderState.to_json()`); `load_state_dict` of a source over the same data continues from it."""
+        """Where this rank is (`LoaderState.to_json()`); `load_state_dict` of a source over the same data
+        continues from it."""
 
     @abc.abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state` (see `LoaderState.resume_from`); raises ValueError where that would repeat or skip samples."""
+        """Continue from `state` (see `LoaderState.resume_from`); raises ValueError where that would repeat or
+        skip samples."""
 
     @property
     @abc.abstractmethod

@@ -335,7 +335,8 @@ def varlen_attention(
         raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} disagree in heads/head_dim")
     if cu_seqlens_q.shape != cu_seqlens_k.shape:
         raise ValueError(
-            f"cu_seqlens_q {tuple(cu_seqlens_q.shape)} and cu_seqlens_k {tuple(cu_seqlens_k.shape)} differ in segment count"
+            f"cu_seqlens_q {tuple(cu_seqlens_q.shape)} and cu_seqlens_k {tuple(cu_seqlens_k.shape)} "
+            "differ in segment count"
         )
     chosen = resolve_backend(q.device, q.dtype, backend)
     if chosen == "cpu":

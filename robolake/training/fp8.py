@@ -377,7 +377,10 @@ def apply_fp8(model: nn.Module, recipe: FP8Recipe) -> FP8Conversion:
     elif _has("torchao") and recipe.scaling != "delayed":
         return _apply_torchao(model, recipe)
     else:
-        reason = "neither transformer_engine nor torchao is installed (pip install 'robolake[gpu]'); training in high precision"
+        reason = (
+            "neither transformer_engine nor torchao is installed (pip install 'robolake[gpu]'); "
+            "training in high precision"
+        )
     _warn_once(f"fp8='auto': {reason}")
     return FP8Conversion(model, "none", reason=reason)
 

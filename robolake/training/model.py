@@ -109,7 +109,8 @@ class GrootModel(nn.Module):
             raise ValueError(f"batch has tokens_per_view={b.tokens_per_view} but the model expects {c.tokens_per_view}")
         if b.max_seqlen > c.max_positions:
             raise ValueError(
-                f"a sample has {b.max_seqlen} tokens, more than max_positions={c.max_positions}; raise it or pack shorter samples"
+                f"a sample has {b.max_seqlen} tokens, more than max_positions={c.max_positions}; "
+                "raise it or pack shorter samples"
             )
         if b.state.shape[-1] != c.max_state_dim or b.action.shape[-1] != c.max_action_dim:
             raise ValueError(

@@ -128,7 +128,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.total_steps < 1 or self.warmup_steps < 0:
             raise ValueError(
-                f"need lr > 0, total_steps >= 1, warmup_steps >= 0; got {self.lr}, {self.total_steps}, {self.warmup_steps}"
+                "need lr > 0, total_steps >= 1, warmup_steps >= 0; "
+                f"got {self.lr}, {self.total_steps}, {self.warmup_steps}"
             )
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
@@ -144,7 +145,8 @@ class TrainConfig:
             raise ValueError(f"stop_at_step must be >= 1, got {self.stop_at_step}")
         if (self.torch_threads is not None and self.torch_threads < 1) or self.reserved_cores < 0:
             raise ValueError(
-                f"need torch_threads >= 1 (or None) and reserved_cores >= 0; got {self.torch_threads}, {self.reserved_cores}"
+                "need torch_threads >= 1 (or None) and reserved_cores >= 0; "
+                f"got {self.torch_threads}, {self.reserved_cores}"
             )
 
 
@@ -308,7 +310,8 @@ def _restore(
     if restored.world_size != dist_info.world_size:
         log.warning(
             "%s was saved by %s ranks and this run has %d: rank %d continues from the loader state rank %d saved, "
-            "which the batch source accepts only if no sample is repeated or skipped (robolake's: at an epoch boundary)",
+            "which the batch source accepts only if no sample is repeated or skipped "
+            "(robolake's: at an epoch boundary)",
             ckpt,
             restored.world_size,
             dist_info.world_size,

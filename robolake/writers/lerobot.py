@@ -288,7 +288,8 @@ class LeRobotWriter:
                 if frame.dtype != np.uint8 or frame.shape != (*size, 3):
                     raise ValueError(
                         f"episode {episode}: {key} has a frame of {frame.dtype} {frame.shape}, earlier ones are uint8 "
-                        f"{(*size, 3)}; a LeRobot video feature has one size, so write these episodes as separate datasets"
+                        f"{(*size, 3)}; a LeRobot video feature has one size, "
+                        "so write these episodes as separate datasets"
                     )
                 pending.append(self._pool.submit(pixel_counts, frame))
                 yield frame

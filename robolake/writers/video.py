@@ -139,7 +139,8 @@ class Mp4Writer:
 
         if width % 2 or height % 2:
             raise ValueError(
-                f"{path}: frames are {height}x{width} (h x w), but {PIX_FMT} video needs even frame sizes; resize or crop them"
+                f"{path}: frames are {height}x{width} (h x w), but {PIX_FMT} video needs even frame sizes; "
+                "resize or crop them"
             )
         options = options or VideoOptions()
         codec = CODECS[options.codec]

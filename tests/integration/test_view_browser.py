@@ -65,7 +65,11 @@ const [k, camera, done] = [arguments[0], arguments[1], arguments[arguments.lengt
   const ctx = c.getContext('2d');
   ctx.drawImage(img, 0, 0);
   const px = ctx.getImageData(0, 0, c.width, c.height).data;
-  const b64 = (a) => { let s = ''; for (let i = 0; i < a.length; i += 8192) s += String.fromCharCode.apply(null, a.subarray(i, i + 8192)); return btoa(s); };
+  const b64 = (a) => {
+    let s = '';
+    for (let i = 0; i < a.length; i += 8192) s += String.fromCharCode.apply(null, a.subarray(i, i + 8192));
+    return btoa(s);
+  };
   done({bytes: b64(b), pixels: b64(px), width: c.width, height: c.height, type: r.headers.get('content-type'),
         label: document.getElementById('position').textContent});
 })().catch((e) => done({error: String(e)}));

@@ -71,7 +71,8 @@ class ReadLimits:
             "too_large",
             path,
             f"{field}: {what}; refused before reading it (read budget {human_bytes(self.max_read_bytes)} per read, "
-            f"{self.max_frame_pixels / 1e6:.0f} Mpx per frame); the file is damaged or not a robot log, or raise the budget "
+            f"{self.max_frame_pixels / 1e6:.0f} Mpx per frame); the file is damaged or not a robot log, "
+            "or raise the budget "
             "(ingest --max-read-gb, IngestConfig.max_read_bytes)",
         )
 
@@ -113,7 +114,8 @@ def bounded_decompress(kind: str, limit: int, path: str, field: str) -> Callable
         return SourceError(
             "too_large",
             path,
-            f"{field}: a {kind} chunk expands past the read budget of {human_bytes(limit)}; refused while decompressing "
+            f"{field}: a {kind} chunk expands past the read budget of {human_bytes(limit)}; "
+            "refused while decompressing "
             "(a damaged or hostile file, or raise the budget: ingest --max-read-gb, IngestConfig.max_read_bytes)",
         )
 

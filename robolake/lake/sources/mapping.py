@@ -386,6 +386,7 @@ def check_sources(mapping: Mapping, available: Iterable[str], file: str) -> None
             raise SourceError(
                 "missing_key",
                 file,
-                f"mapping {mapping.path} {key} names {source!r}, which this recording lacks; it has: {listed or 'nothing'}; "
+                f"mapping {mapping.path} {key} names {source!r}, which this recording lacks; "
+                f"it has: {listed or 'nothing'}; "
                 "fix the mapping (see `robolake inspect`)",
             )

@@ -281,7 +281,8 @@ def check_frame_sizes(sizes: Sequence[tuple[int, int]], camera: str, path: str) 
             raise SourceError(
                 "shape",
                 path,
-                f"camera {camera!r} changes image size mid-episode: {first[0]}x{first[1]} until frame {i}, then {s[0]}x{s[1]}; "
+                f"camera {camera!r} changes image size mid-episode: "
+                f"{first[0]}x{first[1]} until frame {i}, then {s[0]}x{s[1]}; "
                 "split the recording where the camera was reconfigured, or resize the frames",
             )
     return int(first[0]), int(first[1])

@@ -30,7 +30,8 @@ def _run_without_tests(tmp_path: Path, body: str) -> dict:
         "before = set(sys.modules)\n"
         f"{body}\n"
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
-        "loaded = sorted(m for m, v in sys.modules.items() if v is not None and (m == 'tests' or m.startswith('tests.')))\n"
+        "loaded = sorted(m for m, v in sys.modules.items() if v is not None "
+        "and (m == 'tests' or m.startswith('tests.')))\n"
         f"print(json.dumps({{'result': result, 'tests': loaded, 'heavy': sorted(new & set({list(HEAVY)!r}))}}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)

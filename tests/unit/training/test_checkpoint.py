@@ -157,7 +157,8 @@ def dying(tensors, path, *a, **k):
 st.save_file = dying
 model = GrootModel(ModelConfig.preset("tiny"))
 opt = build_optimizer(model, TrainConfig())
-save_checkpoint({str(tmp_path)!r}, step=4, model=model, optimizer=opt, scheduler=build_scheduler(opt, warmup_steps=1, total_steps=10, min_lr_ratio=0.1))
+scheduler = build_scheduler(opt, warmup_steps=1, total_steps=10, min_lr_ratio=0.1)
+save_checkpoint({str(tmp_path)!r}, step=4, model=model, optimizer=opt, scheduler=scheduler)
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]

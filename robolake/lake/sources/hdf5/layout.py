@@ -123,7 +123,8 @@ def check_links(f: Any, root: str) -> None:
         return SourceError(
             "outside_source",
             root,
-            f"{name}: {what} {target!r}, outside the file's folder {folder}; robolake reads data inside the source only: "
+            f"{name}: {what} {target!r}, outside the file's folder {folder}; "
+            "robolake reads data inside the source only: "
             "copy that file beside this one (or fix the link) and ingest again",
         )
 
@@ -270,8 +271,9 @@ class _Resolver:
             "missing_key",
             self.root,
             "HDF5 layout not recognised (not ALOHA /observations/qpos + /action, robomimic "
-            f"data/demo_N/obs, robosuite data/demo_N/states, or states_N/actions_N families); it holds {', '.join(keys[:12])}"
-            f"{' ...' if len(keys) > 12 else ''}; write a mapping (`robolake inspect {self.root} --suggest-map`) and pass --map",
+            "data/demo_N/obs, robosuite data/demo_N/states, or states_N/actions_N families); "
+            f"it holds {', '.join(keys[:12])}{' ...' if len(keys) > 12 else ''}; "
+            f"write a mapping (`robolake inspect {self.root} --suggest-map`) and pass --map",
         )
 
     def aloha(self) -> Layout:
@@ -315,7 +317,8 @@ class _Resolver:
         )
 
     def env_info(self, data: Any) -> tuple[str, str, float, str]:
-        """(env name, robot, control rate, where the rate came from) from robomimic env_args or robosuite env/env_info."""
+        """(env name, robot, control rate, where the rate came from) from robomimic env_args or robosuite
+        env/env_info."""
         env, robot, fps, source = "", "", 0.0, ""
         for key in ("env_args", "env_info"):
             if key in data.attrs:
@@ -515,7 +518,8 @@ class _Resolver:
             partial = sorted(set.union(*have) - set(keys), key=int)
             if partial:
                 self.notes.append(
-                    f"{self.root}: index(es) {', '.join(partial[:10])} lack some of {', '.join(templated)}; not ingested"
+                    f"{self.root}: index(es) {', '.join(partial[:10])} lack some of {', '.join(templated)}; "
+                    "not ingested"
                 )
             episodes = tuple((int(k), "", k) for k in keys)
         else:
@@ -552,7 +556,8 @@ class _Resolver:
             for c in m.cameras:
                 if c not in kept:
                     self.notes.append(
-                        f"{self.root}: camera {c.name!r} ({c.source}) is not in the file; --state-only ingests without it"
+                        f"{self.root}: camera {c.name!r} ({c.source}) is not in the file; "
+                        "--state-only ingests without it"
                     )
             m = _replace_cameras(m, kept)
         check_sources(_concrete_mapping(m, first_ep[2]), listed, self.root)
@@ -573,7 +578,8 @@ class _Resolver:
         fps, fps_source = m.fps, "mapping fps"
         if fps is None and not stamps:
             raise ValueError(
-                f"{m.path}: the mapped datasets of {self.root} carry no `stamps:` and the mapping gives no `fps:`; add one"
+                f"{m.path}: the mapped datasets of {self.root} carry no `stamps:` "
+                "and the mapping gives no `fps:`; add one"
             )
         if fps is None:
             clock = concrete(m.state[0].stamps if m.state[0].stamps else str(stamps[0]))

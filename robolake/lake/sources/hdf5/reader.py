@@ -221,7 +221,8 @@ class HDF5Reader:
                         raise SourceError(
                             "shape",
                             self.root,
-                            f"split source {lay.split_source!r} has {len(flags)} rows but {path} has {len(t)}; they must be row-aligned",
+                            f"split source {lay.split_source!r} has {len(flags)} rows but {path} has {len(t)}; "
+                            "they must be row-aligned",
                         )
                     spans = segments_by_flag(t, flags)
                 for a, b in spans:

@@ -487,8 +487,9 @@ class LeRobotMeta:
             index = int(index)
             if index in episodes and episodes[index] != d:
                 self.duplicates[index] = (
-                    f"{where} lists episode_index {index} more than once with different content ({places[index][0]} and "
-                    f"{place}); one episode's files cannot be both: remove the wrong entry and ingest again"
+                    f"{where} lists episode_index {index} more than once with different content "
+                    f"({places[index][0]} and {place}); "
+                    "one episode's files cannot be both: remove the wrong entry and ingest again"
                 )
             elif index in episodes:
                 self.notes.append(

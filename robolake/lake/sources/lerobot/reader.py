@@ -302,7 +302,8 @@ class LeRobotReader:
             raise SourceError(
                 "unknown_task",
                 path,
-                f"episode {ref.episode_index}: task_index {', '.join(map(str, unknown))} ({rows} rows) is not in {table_name} "
+                f"episode {ref.episode_index}: task_index {', '.join(map(str, unknown))} ({rows} rows) "
+                f"is not in {table_name} "
                 f"(it has {len(tasks_table)} tasks); add the task there or fix the task_index column",
             )
         tasks = tuple(tasks_table[t] for t in unique)

@@ -75,7 +75,8 @@ def is_tfds_directory(path: str) -> bool:
 
 
 def flatten_features(node: dict[str, Any], prefix: str = "") -> dict[str, dict[str, Any]]:
-    """features.json tree -> {"steps/observation/image": {"kind": "image"|"tensor"|"text", "shape", "dtype", "encoding"}}."""
+    """features.json tree ->
+    {"steps/observation/image": {"kind": "image"|"tensor"|"text", "shape", "dtype", "encoding"}}."""
     out: dict[str, dict[str, Any]] = {}
     if "featuresDict" in node:
         for name, child in node["featuresDict"].get("features", {}).items():
@@ -182,7 +183,8 @@ class RLDSReader:
             if not self.state_keys or not self.action_keys:
                 raise ValueError(
                     f"{self.root}: no state/action features found (steps/observation/state, steps/action); "
-                    f"it has {', '.join(sorted(steps)[:20])}; write a mapping (`robolake inspect {self.root}`) and pass --map"
+                    f"it has {', '.join(sorted(steps)[:20])}; "
+                    f"write a mapping (`robolake inspect {self.root}`) and pass --map"
                 )
         self.tag = self.options.embodiment or (m.embodiment if m and m.embodiment else _tag(self.name))
         self.cameras = tuple(self._cams)
@@ -253,7 +255,8 @@ class RLDSReader:
             raise SourceError(
                 "missing_key",
                 path,
-                f"record at byte {offset} has no feature {key!r}; it has {', '.join(sorted(ex)[:20])}; fix the mapping or the dataset",
+                f"record at byte {offset} has no feature {key!r}; it has {', '.join(sorted(ex)[:20])}; "
+                "fix the mapping or the dataset",
             )
         v = np.asarray(ex[key], dtype=np.float64)
         if n == 0 or v.size % n:
@@ -282,7 +285,8 @@ class RLDSReader:
                 raise SourceError(
                     "shape",
                     path,
-                    f"record at byte {offset} holds {len(firsts)} episodes (is_first at steps {firsts.tolist()[:5]}); RLDS keeps one per record",
+                    f"record at byte {offset} holds {len(firsts)} episodes (is_first at steps {firsts.tolist()[:5]}); "
+                    "RLDS keeps one per record",
                 )
         ts = np.arange(n, dtype=np.float64) / self.fps
         state = np.concatenate(
@@ -361,7 +365,8 @@ class RLDSReader:
                 raise SourceError(
                     "missing_video",
                     path,
-                    f"record at byte {episode.ref.get('offset')} has no images for camera {cam!r} ({key}); pass --state-only to ingest without it",
+                    f"record at byte {episode.ref.get('offset')} has no images for camera {cam!r} ({key}); "
+                    "pass --state-only to ingest without it",
                 )
             if len(images) != n:
                 raise SourceError("frame_count", path, f"camera {cam!r} ({key}) has {len(images)} images for {n} steps")

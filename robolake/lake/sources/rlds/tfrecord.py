@@ -135,7 +135,8 @@ def read_record(path: str, offset: int, limits: ReadLimits | None = None) -> byt
         raise SourceError(
             "corrupt_file",
             path,
-            f"TFRecord at byte {offset} is truncated ({len(data)} of {length} bytes); re-download or re-export the file",
+            f"TFRecord at byte {offset} is truncated ({len(data)} of {length} bytes); "
+            "re-download or re-export the file",
         )
     if masked_crc(data) != struct.unpack("<I", tail)[0]:
         raise SourceError(

@@ -8,8 +8,9 @@ that a user edits instead of writing from scratch.
 
 Per topic: the type and encoding, the message count read from the storage (not its metadata),
 the rate as measured ((n - 1) / span of the log times, not rounded), the header-stamp rate where
-messages carry one (and the rate of distinct stamps where messages share them), the shape and fields of the first message, its time span as seconds from the
-recording's start (absolute times are ISO 8601, UTC), how many messages share a stamp with
+messages carry one (and the rate of distinct stamps where messages share them), the shape and
+fields of the first message, its time span as seconds from the recording's start (absolute
+times are ISO 8601, UTC), how many messages share a stamp with
 another (what resampling would average), and for TF topics the frames they hold. Numeric topics
 are decoded for this up to `DECODE_CAP` messages each, so a long recording stays quick to
 describe; counts, rates and spans always cover every message.

@@ -427,7 +427,8 @@ class TopicLogReader:
                     "shape",
                     path,
                     f"{r.s.source} has {got} values per message here but {want} in {self.recordings[0][0]}; "
-                    "one unit must keep one layout: ingest it with its own --embodiment, or select joints with `names:`",
+                    "one unit must keep one layout: ingest it with its own --embodiment, "
+                    "or select joints with `names:`",
                 )
         state_perm, action_perm = stream_columns(parts[:n_state]), stream_columns(parts[n_state:])
         cams = {
@@ -560,7 +561,8 @@ class TopicLogReader:
                         "frame_count",
                         rec.path,
                         f"camera {cam.name!r}: {cam.source} holds {len(stamps)} messages in the episode window but "
-                        f"{len(missing)} frames the episode needs are missing; the recording changed since it was checked",
+                        f"{len(missing)} frames the episode needs are missing; "
+                        "the recording changed since it was checked",
                     )
                 codecs = {encoded[i][1] for i in set(index.tolist())}
                 if len(codecs) > 1:

@@ -235,8 +235,9 @@ class _McapRecording(Recording):
             raise SourceError(
                 "missing_type",
                 self.path,
-                f"topic {topic} uses message encoding {enc!r}{'' if schema is not None else ' with no schema'}; robolake reads "
-                f"{', '.join(ENCODINGS)} channels of MCAP files; convert the topic or drop it from the mapping",
+                f"topic {topic} uses message encoding {enc!r}{'' if schema is not None else ' with no schema'}; "
+                f"robolake reads {', '.join(ENCODINGS)} channels of MCAP files; "
+                "convert the topic or drop it from the mapping",
             )
         try:
             if enc == "protobuf":

@@ -217,7 +217,8 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
             "missing_video",
             path,
             f"no camera: the recording has no sensor_msgs/Image or CompressedImage topic (topics: {listed or 'none'}); "
-            "map `cameras:` to image topics, or pass --state-only (or `cameras: {}` in a mapping) to ingest it without frames",
+            "map `cameras:` to image topics, or pass --state-only (or `cameras: {}` in a mapping) "
+            "to ingest it without frames",
         )
     for c in plan.cameras:
         kind = topics[c.source].kind if c.source in topics else ""
@@ -225,7 +226,8 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
             raise SourceError(
                 "shape",
                 path,
-                f"camera {c.name!r} maps {c.source!r} of type {topics[c.source].msgtype if c.source in topics else '?'}, "
+                f"camera {c.name!r} maps {c.source!r} "
+                f"of type {topics[c.source].msgtype if c.source in topics else '?'}, "
                 "not an Image or CompressedImage; map an image topic",
             )
     return plan

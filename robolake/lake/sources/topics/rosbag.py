@@ -345,7 +345,8 @@ class _RosRecording(Recording):
             raise SourceError(
                 "corrupt_file",
                 self.path,
-                f"topic {topic} ({msgtype}): a message does not decode ({type(e).__name__}: {e}); the bag is corrupt or its "
+                f"topic {topic} ({msgtype}): a message does not decode ({type(e).__name__}: {e}); "
+                "the bag is corrupt or its "
                 "definition differs from the one used to record; re-record or give the right .msg file",
             ) from None
 
@@ -469,8 +470,9 @@ def _check_storage_paths(root: str, meta: str) -> None:
             raise SourceError(
                 "bad_metadata",
                 meta,
-                f"relative_file_paths: {rel!r} points outside the bag directory ({full}); robolake reads a bag's own files "
-                "only: move the storage file into the bag directory and fix metadata.yaml",
+                f"relative_file_paths: {rel!r} points outside the bag directory ({full}); "
+                "robolake reads a bag's own files only: "
+                "move the storage file into the bag directory and fix metadata.yaml",
             )
 
 

@@ -127,7 +127,8 @@ class NumericStream:
                     + (
                         "several publishers share the topic: list the joints to keep under `names:` in the mapping"
                         if several
-                        else "select fixed joints with `names:` in the mapping or split the recording where the robot changed"
+                        else "select fixed joints with `names:` in the mapping "
+                        "or split the recording where the robot changed"
                     ),
                 )
             key = tuple(n for n in self.names if n in have)
