@@ -35,12 +35,14 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 T = TypeVar("T")
 STABLE_WITHIN = 0.15  # a ratio's min and max within +-15% of its median
 
 __all__ = [
+    "MachineInfo",
+    "RatioSummary",
     "STABLE_WITHIN",
     "Stopwatch",
     "Timing",
@@ -58,7 +60,28 @@ __all__ = [
 ]
 
 
-def machine() -> dict[str, Any]:
+class MachineInfo(TypedDict):
+    """Where a benchmark ran (every bench JSON has one, under "machine")."""
+
+    cpus: int | None
+    python: str
+    platform: str
+    load_average: list[float]
+
+
+class RatioSummary(TypedDict):
+    """Paired ratios summarised (`ratio_summary`): the median, its range and whether it is stable."""
+
+    median: float
+    min: float
+    max: float
+    values: list[float]
+    repeats: int
+    spread: float
+    stable: bool
+
+
+def machine() -> MachineInfo:
     return {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -172,12 +195,11 @@ def interleave(arms: Mapping[str, Callable[[], T]], *, repeats: int, warmup: int
     return out
 
 
-def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
+def ratio_summary(ratios: Sequence[float]) -> RatioSummary:
     """Median of paired ratios with their spread.
 
-    Returns {"median", "min", "max", "values", "repeats", "spread", "stable"}: `spread` is the
-    largest distance of min or max from the median, as a fraction of the median; `stable` says
-    whether it is within STABLE_WITHIN.
+    Returns a RatioSummary: `spread` is the largest distance of min or max from the median, as a
+    fraction of the median; `stable` says whether it is within STABLE_WITHIN.
     """
     if not ratios:
         raise ValueError("no paired measurements")
@@ -195,7 +217,7 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def paired(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, Any]:
+def paired(numerators: Sequence[float], denominators: Sequence[float]) -> RatioSummary:
     """`ratio_summary` of numerators[i] / denominators[i] (values measured in the same round)."""
     return ratio_summary([a / b for a, b in zip(numerators, denominators, strict=True)])
 
@@ -227,7 +249,7 @@ def two_clock_ratios(
     return out
 
 
-def spread(summary: dict[str, Any]) -> str:
+def spread(summary: RatioSummary | dict[str, Any]) -> str:
     """ "2.05x (1.91-2.20, 5 pairs)" for a `ratio_summary`, "unstable" when its range strays > 15%."""
     text = f"{summary['median']:.2f}x ({summary['min']:.2f}-{summary['max']:.2f}, {summary['repeats']} pairs)"
     return text if summary.get("stable", True) else text + " unstable"

@@ -37,7 +37,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from robolake.bench._common import bench_arguments, machine, ratio_summary, spread, write_json
+from robolake.bench._common import RatioSummary, bench_arguments, machine, ratio_summary, spread, write_json
 from robolake.schemas.batch import PackedBatch, PaddedBatch, make_packed_batch
 from robolake.training import (
     GrootModel,
@@ -161,7 +161,7 @@ def measure(
     }
 
 
-def paired(timing: dict[str, dict[str, Any]], a: str, b: str, clock: str = "wall") -> dict[str, Any]:
+def paired(timing: dict[str, dict[str, Any]], a: str, b: str, clock: str = "wall") -> RatioSummary:
     """Median and spread of a/b over the repeats (each repeat measured both in the same pass).
 
     `clock` is "wall" (tokens per second) or "cpu" (tokens per CPU second).
