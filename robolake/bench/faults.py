@@ -409,6 +409,8 @@ def _canary_file(p: Path, fx: Fixture) -> Path:
 def _canary_twin(p: Path, fx: Fixture) -> Path:
     """The same file kind in the canary lake (a Lance file of the same table, its manifest, ...)."""
     parts = p.parts
+    if "lake" not in parts:  # a pack output's file: the canary lake's steps stand in for its shards
+        parts = (fx.canary.root / "lake" / "steps.lance" / p.relative_to(p.parents[1])).parts
     i = parts.index("lake")
     rel = Path(*parts[i + 1 :])
     twin = fx.canary.root / "lake" / rel

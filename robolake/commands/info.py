@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
 from robolake.commands.common import add_tag_arguments, open_lake_at, print_summary
+
+if TYPE_CHECKING:
+    from robolake.lake import Lake
 
 __all__ = ["register", "run"]
 
@@ -48,8 +52,23 @@ def run(args: argparse.Namespace) -> int:
         return 0
     summary = lake.summary()
     if args.json:
-        summary["versions"] = [v.to_json() for v in lake.versions()]
+        summary["versions"] = _versions_json(lake)
         print(json.dumps(summary, indent=2))
     else:
         print_summary(summary)
     return 0
+
+
+def _versions_json(lake: Lake) -> list[dict[str, Any]]:
+    """Every version's manifest; one that does not read is listed as damaged, with the reason in one
+    line, instead of failing the summary of a version that is intact (`robolake check` says what to do)."""
+    from robolake.errors import one_line
+    from robolake.lake import list_versions, read_version
+
+    out: list[dict[str, Any]] = []
+    for v in list_versions(lake.uri, lake.storage_options):
+        try:
+            out.append(dict(read_version(lake.uri, v, lake.storage_options).to_json()))
+        except (ValueError, OSError) as e:  # damaged, hostile (a name refused) or linked out of the lake
+            out.append({"version": v, "damaged": one_line(e)})
+    return out

@@ -27,6 +27,7 @@ writes, and nothing takes a path from a request: ids are values compared against
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -34,10 +35,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from robolake.lake import Lake, LakeVersion, Tag, list_tags, sql_quote
+from robolake.errors import one_line
+from robolake.lake import Lake, LakeVersion, Tag, list_tags, list_versions, read_version, sql_quote
 from robolake.schemas.embodiment import EmbodimentSpec
 
 __all__ = ["LakeCatalog", "joint_groups", "joint_names"]
+
+log = logging.getLogger(__name__)
 
 _SHOWN_IDS = 20  # episode ids listed per version change (the counts are always complete)
 
@@ -98,6 +102,7 @@ class LakeCatalog:
         self._lock = threading.RLock()
         self._versions: list[LakeVersion] | None = None
         self._tags: list[Tag] | None = None
+        self._damaged: list[str] = []  # versions and tags that did not read: shown, never fatal to the page
         self._handles: dict[int, Lake] = {}
         self._ids: dict[int, pa.Array] = {}  # Lance version of the episodes table -> sorted ids
         self._changes: list[dict[str, Any]] | None = None
@@ -110,18 +115,38 @@ class LakeCatalog:
     # --- versions and tags -----------------------------------------------------------------
 
     def versions(self) -> list[LakeVersion]:
-        """Every lake version, oldest first (read once)."""
+        """Every lake version whose manifest reads, oldest first (read once); a damaged older one is
+        left out and named in `damaged` (the version shown does not depend on it)."""
         with self._lock:
             if self._versions is None:
-                self._versions = self._lake.versions()
+                uri, opts = self._lake.uri, self._lake.storage_options
+                self._versions = []
+                for v in list_versions(uri, opts):
+                    try:
+                        self._versions.append(read_version(uri, v, opts))
+                    except (ValueError, OSError) as e:
+                        self._note(f"version {v}: {one_line(e)}")
             return self._versions
 
     def tags(self) -> list[Tag]:
-        """Every tag of the lake, by name (read once)."""
+        """Every tag of the lake, by name (read once); none, with a note in `damaged`, when a tag file
+        does not read (the lake itself is still shown)."""
         with self._lock:
             if self._tags is None:
-                self._tags = list_tags(self._lake.uri, self._lake.storage_options)
+                try:
+                    self._tags = list_tags(self._lake.uri, self._lake.storage_options)
+                except (ValueError, OSError) as e:
+                    self._tags = []
+                    self._note(f"tags: {one_line(e)}")
             return self._tags
+
+    def damaged(self) -> list[str]:
+        """One line per version manifest or tag file that did not read."""
+        return list(self._damaged)
+
+    def _note(self, line: str) -> None:
+        log.warning("%s: %s", self._lake.uri, line)
+        self._damaged.append(line)
 
     def at(self, version: int) -> Lake:
         """An unscoped handle on lake version `version` (kept for reuse)."""
@@ -277,6 +302,7 @@ class LakeCatalog:
             "tags": [{**_tag_json(t), "version_episodes": self._count_at(t.version)} for t in tags],
             "embodiments": self.embodiments(),
             "quarantine": self.quarantine_reasons(),
+            "damaged": self.damaged(),
         }
 
     def quarantine_page(self, reason: str | None, offset: int, limit: int) -> dict[str, Any]:
