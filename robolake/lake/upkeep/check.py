@@ -18,6 +18,7 @@ steps and media, far less than a pack; `quick=True` only checks that files exist
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from robolake.lake.protocol.creation import half_created
 from robolake.lake.protocol.lease import is_dead, lease_records, presence_records
 from robolake.lake.protocol.transaction import table_uri
 from robolake.lake.protocol.versions import (
+    META_DIR,
     DamagedManifestError,
     LakeVersion,
     last_good_version,
@@ -128,6 +130,28 @@ def _outside(lake_uri: str, turi: str, files: list[tuple[str, str | None]]) -> s
     return None
 
 
+_META_FOLDERS = ("versions", "tags", "dependents", "lease", "writers")
+
+
+def _meta_outside(lake_uri: str) -> str | None:
+    """Where `_robolake/`, one of its folders, or a version manifest or tag file leads outside the
+    lake (a symlink), or None. Object stores have no links (`ensure_within` passes them)."""
+    meta = join_uri(lake_uri, META_DIR)
+    paths = [meta] + [join_uri(meta, f) for f in _META_FOLDERS] + [join_uri(meta, "lake.json")]
+    try:
+        for path in paths:
+            ensure_within(lake_uri, path)
+        if "://" not in meta:
+            for folder in ("versions", "tags"):
+                d = join_uri(meta, folder)
+                names = sorted(os.listdir(d)) if os.path.isdir(d) else []
+                for name in names:
+                    ensure_within(lake_uri, join_uri(d, name))
+    except OutsideRootError as e:
+        return str(e)
+    return None
+
+
 def _restore_advice(lake_uri: str, below: int, storage_options: dict[str, str] | None, quick: bool) -> str:
     """Which earlier version checks clean, by the same checks as this one, and how to go back to it.
 
@@ -198,6 +222,16 @@ def _check(
                 what=f"lake {uri} is half-created: `robolake {op}` was stopped before it published it",
                 fix=f"run that command again (it clears the half-made target first), or `robolake gc {uri}` "
                 "to remove it",
+            )
+        )
+        return report
+    linked = _meta_outside(uri)
+    if linked is not None:
+        report.problems.append(
+            Problem(
+                what=f"the lake's own records are linked outside it: {linked}",
+                fix="nothing of another folder is read as this lake's; put the lake's own folder or file back "
+                "(from a copy) in place of the link",
             )
         )
         return report
