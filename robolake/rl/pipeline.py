@@ -25,6 +25,7 @@ with fewer cores than components, overlap cannot buy more than the idle cores of
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -36,7 +37,9 @@ from typing import Any
 from robolake.lake import RolloutTarget
 from robolake.rl.config import RLConfig
 from robolake.rl.policy import PolicyFactory
+from robolake.rl.workers import WorkerSlots, restart_slots
 from robolake.sim.contract import EnvFactory
+from robolake.sim.worker import start_worker
 
 __all__ = ["Pipeline", "RLResult", "run_rl", "success_curve"]
 
@@ -106,7 +109,6 @@ class Pipeline:
 
         from robolake.rl.generation import GenerationServer
         from robolake.rl.learner import LearnerActor
-        from robolake.rl.workers import EnvWorker
 
         self.ray = ray
         self.config = config
@@ -117,7 +119,6 @@ class Pipeline:
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.rows: list[dict[str, Any]] = []
         g, lc = config.generation, config.learner
-        self._worker_cls = ray.remote(EnvWorker)
         server_cls: Any = ray.remote(GenerationServer)
         learner_cls: Any = ray.remote(LearnerActor)
         self.server: Any = server_cls.options(max_concurrency=10_000, **g.resources.ray_options()).remote(
@@ -150,7 +151,7 @@ class Pipeline:
             [
                 self.server.restart.remote(config.generation, config.sampler),
                 self.learner.restart.remote(config.learner, config.sampler),
-                *[w.restart.remote(config) for w in self.workers],
+                *[w.rebuild.remote(functools.partial(restart_slots, config)) for w in self.workers],
             ]
         )
 
@@ -167,7 +168,7 @@ class Pipeline:
     def write_recorded(self) -> dict[str, Any]:
         """Take every worker's recorded episodes and write them into the `RolloutTarget`'s lake."""
         assert self.record_to is not None  # run() calls this only with a target
-        episodes = [e for part in self.ray.get([w.take_recorded.remote() for w in self.workers]) for e in part]
+        episodes = [e for part in self.ray.get([w.take.remote() for w in self.workers]) for e in part]
         if not episodes:
             return {
                 "lake": self.record_to.lake,
@@ -189,9 +190,12 @@ class Pipeline:
 
     def _new_worker(self, index: int) -> Any:
         c = self.config
-        return self._worker_cls.options(
-            max_concurrency=c.envs_per_worker + 8, **c.worker_resources.ray_options()
-        ).remote(index, self.incarnations[index], c, self.env_factory, self.server, self.learner, self.record_to)
+        slots = WorkerSlots(
+            index, self.incarnations[index], c, self.env_factory, self.server, self.learner, self.record_to
+        )
+        return start_worker(
+            slots, index=index, threads=True, slots=c.envs_per_worker, resources=c.worker_resources.ray_options()
+        )
 
     # -- measuring -------------------------------------------------------------------------------
 
@@ -375,18 +379,19 @@ class Pipeline:
         ray = self.ray
         c = self.config
         self._reset_clocks()
-        begun = ray.get([w.begin.remote() for w in self.workers])
-        requests = [r for reqs, _ in begun for r in reqs]
-        ray.get(self.learner.add_many.remote([s for _, segs in begun for s in segs]))
+        begun = [start for part in ray.get([w.begin.remote() for w in self.workers]) for start in part]
+        requests = [r for _, r in begun]
+        ray.get(self.learner.add_many.remote([s for s, _ in begun]))
         next_log = time.perf_counter() + c.log_every_s
         steps = 0
         per = c.envs_per_worker
         while steps < c.env_steps:
             responses = ray.get(self.server.act_batch.remote(requests))
-            out = ray.get([w.advance.remote(responses[i * per : (i + 1) * per]) for i, w in enumerate(self.workers)])
-            requests = [r for reqs, _, _ in out for r in reqs]
+            parts = ray.get([w.advance.remote(responses[i * per : (i + 1) * per]) for i, w in enumerate(self.workers)])
+            out = [r for part in parts for r in part]  # (pieces, next request, env steps) per environment
+            requests = [r for _, r, _ in out]
             steps = sum(n for _, _, n in out)
-            ray.get(self.learner.add_many.remote([s for _, segs, _ in out for s in segs]))
+            ray.get(self.learner.add_many.remote([s for segs, _, _ in out for s in segs]))
             if c.learn:
                 version, refs = ray.get(self.learner.train_available.remote())
                 if refs:

@@ -1,13 +1,16 @@
-"""Environment workers: Ray actors that each hold several environments.
+"""RL's environment slots: what one environment does in the one `EnvWorker` (robolake.sim.worker).
 
-Asynchronous mode (`run`): every environment gets its own thread in the worker and loops on its
-own: observe, ask the generation server for a chunk, execute `execute_steps` actions of it, send
-finished pieces of the episode to the learner (fire and forget), repeat. No environment waits
-for another: while one steps, its neighbours' requests are in flight or being served.
+The pipeline starts `num_workers` workers (`WorkerSlots`: `envs_per_worker` `EnvSlot`s each,
+one long-lived thread per environment) and drives them in one of two ways:
 
-Synchronous mode (`begin` / `advance`): the coordinator hands every environment its chunk at
-once; the worker executes them all (each on its environment's thread) and returns the next requests and the
-finished pieces, so the coordinator can forward them in a fixed order.
+Asynchronous mode (`run`): every environment loops on its own thread: observe, ask the
+generation server for a chunk, execute `execute_steps` actions of it, send finished pieces of
+the episode to the learner (fire and forget), repeat. No environment waits for another: while
+one steps, its neighbours' requests are in flight or being served.
+
+Synchronous mode (`begin` / `advance` / `finish`): the coordinator hands every environment its
+chunk at once; the worker executes them all (each on its environment's thread) and returns the
+next requests and the finished pieces, so the coordinator can forward them in a fixed order.
 
 Each episode announces itself to the learner at reset (piece 0, acknowledged before the first
 step), so when a worker dies the learner knows which episodes it was running and records them as
@@ -21,7 +24,7 @@ Recording (`robolake rl --record-to LAKE`, a `RolloutTarget`): each environment 
 a lake episode needs, observing before every action rather than once per chunk (so recording
 costs a render per step): the state and frames the policy would see, the action executed, its
 reward, and every whole chunk with the weight version that generated it. A finished episode
-becomes a `RolloutEpisode` the worker holds until the coordinator takes it (`take_recorded`);
+becomes a `RolloutEpisode` the worker holds until the coordinator takes it (`EnvWorker.take`);
 episodes cut off by the budget, or lost with their worker, are not recorded.
 """
 
@@ -30,7 +33,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,8 +50,9 @@ from robolake.rl.messages import (
     chunk_seed,
 )
 from robolake.sim.contract import Env, EnvFactory, Observation
+from robolake.sim.worker import Slot
 
-__all__ = ["EnvSlot", "EnvWorker", "env_seed"]
+__all__ = ["EnvSlot", "WorkerSlots", "env_seed", "restart_slots"]
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +68,20 @@ def env_seed(seed: int, env_index: int, incarnation: int, episode: int) -> int:
     return _SEED_BASE + (seed * 7_919 + env_index * 1_000_003 + incarnation * 100_003 + episode) % _SEED_SPAN
 
 
-class EnvSlot:
-    """One environment and its current episode (used by the worker and the reference loop)."""
+class EnvSlot(Slot):
+    """One environment and its current episode: a slot of the one `EnvWorker` (robolake.sim.worker).
+
+    Args:
+        env_index: The environment's global number (it fixes the task and enters every seed).
+        worker: The worker holding it.
+        incarnation: How many workers at this place died before (enters every seed).
+        config: The run.
+        env_factory: Builds the environment (unless `env` is given: a restart keeps it).
+        env: An environment to reuse.
+        record: Where finished episodes are recorded, or None.
+        server: The generation server's actor (free-running mode).
+        learner: The learner's actor (free-running mode).
+    """
 
     def __init__(
         self,
@@ -72,10 +89,13 @@ class EnvSlot:
         worker: int,
         incarnation: int,
         config: RLConfig,
-        env_factory: EnvFactory,
+        env_factory: EnvFactory | None,
         env: Env | None = None,
         record: RolloutTarget | None = None,
+        server: Any = None,
+        learner: Any = None,
     ) -> None:
+        super().__init__()
         self.record = record
         self.recording: _Recording | None = None
         self.recorded: list[RolloutEpisode] = []
@@ -83,8 +103,14 @@ class EnvSlot:
         self.worker = worker
         self.incarnation = incarnation
         self.config = config
+        self.server = server
+        self.learner = learner
         self.task = config.task_of(env_index)
-        self.env = env if env is not None else env_factory(self.task)
+        if env is None:
+            if env_factory is None:
+                raise ValueError("EnvSlot needs an env_factory or an env")
+            env = env_factory(self.task)
+        self.env = self.envs[self.task] = env
         self.rng = np.random.default_rng((config.seed, env_index, incarnation, 17))
         self.episode = -1
         self.key = EpisodeKey(env_index, incarnation, 0)
@@ -176,6 +202,47 @@ class EnvSlot:
         """Close the running episode without an outcome (budget end)."""
         return self._piece(final=True, truncated=True)
 
+    # -- the worker's verbs ------------------------------------------------------------------------
+
+    def begin(self, arg: Any = None) -> tuple[Segment, GenRequest]:
+        """Lockstep: reset into the first episode (its announcement and first request)."""
+        return self.start_episode()
+
+    def advance(self, resp: GenResponse) -> tuple[list[Segment], GenRequest, int]:
+        """Lockstep: execute `resp`; pieces to send, the next request and this slot's env steps so far."""
+        segments, req = self.execute(resp)
+        return segments, req, self.env_steps
+
+    def finish(self) -> Segment:
+        return self.truncate("budget")
+
+    def run(self, stop: threading.Event) -> None:
+        """Free-running: ask the server, execute, send pieces to the learner (fire and forget), until `stop`."""
+        import ray
+
+        start, req = self.start_episode()
+        ray.get(self.learner.add.remote(start))
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            resp = ray.get(self.server.act.remote(req))
+            self.wait_s += time.perf_counter() - t0
+            segments, req = self.execute(resp)
+            for seg in segments:
+                ref = self.learner.add.remote(seg)
+                if seg.piece == 0:
+                    ray.get(ref)  # the learner knows of every episode before it takes a step
+        ray.get(self.learner.add.remote(self.truncate("budget")))
+
+    def take(self) -> list[Any]:
+        out, self.recorded = self.recorded, []
+        return list(out)
+
+    def counters(self) -> dict[str, float]:
+        return {"env_steps": self.env_steps, "episodes": self.episodes, "busy_s": self.busy_s, "wait_s": self.wait_s}
+
+    def reset_clock(self) -> None:
+        self.busy_s = self.wait_s = 0.0
+
 
 class _Recording:
     """The steps of one episode being recorded (see the module docstring)."""
@@ -225,143 +292,59 @@ class _Recording:
         )
 
 
-class EnvWorker:
-    """Ray actor holding `config.envs_per_worker` environments (see the module docstring)."""
+@dataclass(frozen=True, eq=False)
+class WorkerSlots:
+    """The `SlotBuilder` of one RL worker: `config.envs_per_worker` environments (picklable).
 
-    def __init__(
-        self,
-        worker: int,
-        incarnation: int,
-        config: RLConfig,
-        env_factory: EnvFactory,
-        server: Any,
-        learner: Any,
-        record: RolloutTarget | None = None,
-    ) -> None:
-        self.worker = worker
-        self.record = record
-        self.config = config
-        self.server = server
-        self.learner = learner
-        first = worker * config.envs_per_worker
-        self.slots = [
-            EnvSlot(first + j, worker, incarnation, config, env_factory, record=record)
-            for j in range(config.envs_per_worker)
-        ]
-        self._stop = threading.Event()
-        self._t0 = time.perf_counter()
-        self._cpu0 = time.process_time()
-        self._env_factory = env_factory
-        # One long-lived thread per environment does everything with it, in both modes and
-        # across restarts: an EGL rendering context is current in one thread only.
-        self._threads = [ThreadPoolExecutor(1, thread_name_prefix=f"env{s.env_index}") for s in self.slots]
+    Attributes:
+        worker: The worker's number.
+        incarnation: Its incarnation (a replacement's is one more).
+        config: The run.
+        env_factory: Builds each environment.
+        server: The generation server's actor.
+        learner: The learner's actor.
+        record: Where finished episodes are recorded, or None.
+    """
 
-    def restart(self, config: RLConfig) -> int:
-        """Start over under `config` (same layout and tasks) with fresh episode counters, keeping
-        the environments (building a simulator is slow): a benchmark runs both modes on the same
-        seeds without new actors."""
-        if config.envs_per_worker != self.config.envs_per_worker or config.tasks != self.config.tasks:
-            raise ValueError("restart keeps the environments: envs_per_worker and tasks must not change")
-        self.config = config
-        self.slots = [
-            EnvSlot(s.env_index, self.worker, 0, config, self._env_factory, env=s.env, record=self.record)
-            for s in self.slots
-        ]
-        self._t0 = time.perf_counter()
-        return len(self.slots)
+    worker: int
+    incarnation: int
+    config: RLConfig
+    env_factory: EnvFactory
+    server: Any
+    learner: Any
+    record: RolloutTarget | None = None
 
-    def ready(self) -> int:
-        return len(self.slots)
-
-    def take_recorded(self) -> list[RolloutEpisode]:
-        """The episodes recorded since the last call (with a `RolloutTarget`), in slot order."""
-        out = [e for s in self.slots for e in s.recorded]
-        for s in self.slots:
-            s.recorded = []
-        return out
-
-    def reset_clock(self) -> None:
-        self._t0 = time.perf_counter()
-        self._cpu0 = time.process_time()
-        for s in self.slots:
-            s.busy_s = s.wait_s = 0.0
-
-    # -- asynchronous --------------------------------------------------------------------------
-
-    def _loop(self, slot: EnvSlot) -> None:
-        import ray
-
-        start, req = slot.start_episode()
-        ray.get(self.learner.add.remote(start))
-        while not self._stop.is_set():
-            t0 = time.perf_counter()
-            resp = ray.get(self.server.act.remote(req))
-            slot.wait_s += time.perf_counter() - t0
-            segments, req = slot.execute(resp)
-            for seg in segments:
-                ref = self.learner.add.remote(seg)
-                if seg.piece == 0:
-                    ray.get(ref)  # the learner knows of every episode before it takes a step
-        ray.get(self.learner.add.remote(slot.truncate("budget")))
-
-    def run(self) -> dict[str, Any]:
-        """Run every environment until `stop`; returns `stats()`."""
-        self._stop.clear()
-        errors: list[BaseException] = []
-
-        def guarded(slot: EnvSlot) -> None:
-            try:
-                self._loop(slot)
-            except BaseException as e:  # surfaced to the coordinator below
-                errors.append(e)
-                self._stop.set()
-
-        futures = [ex.submit(guarded, s) for ex, s in zip(self._threads, self.slots, strict=True)]
-        for f in futures:
-            f.result()
-        if errors:
-            raise errors[0]
-        return self.stats()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            "worker": self.worker,
-            "env_steps": sum(s.env_steps for s in self.slots),
-            "episodes": sum(s.episodes for s in self.slots),
-            "busy_s": sum(s.busy_s for s in self.slots),
-            "wait_s": sum(s.wait_s for s in self.slots),
-            "slots": len(self.slots),
-            "wall_s": time.perf_counter() - self._t0,
-            "cpu_s": time.process_time() - self._cpu0,  # every thread of this process, the renderer's too
-        }
-
-    # -- synchronous ---------------------------------------------------------------------------
-
-    def begin(self) -> tuple[list[GenRequest], list[Segment]]:
-        """Reset every environment: first requests and announcements, in slot order."""
-        starts = [
-            f.result() for f in [ex.submit(s.start_episode) for ex, s in zip(self._threads, self.slots, strict=True)]
-        ]
-        return [r for _, r in starts], [seg for seg, _ in starts]
-
-    def advance(self, responses: list[GenResponse]) -> tuple[list[GenRequest], list[Segment], int]:
-        """Execute one chunk in every environment (in parallel): next requests and pieces, in slot
-        order, and this worker's env steps so far."""
-        if len(responses) != len(self.slots):
-            raise ValueError(
-                f"worker {self.worker} holds {len(self.slots)} environments but got {len(responses)} chunks"
+    def __call__(self) -> list[EnvSlot]:
+        first = self.worker * self.config.envs_per_worker
+        return [
+            EnvSlot(
+                first + j,
+                self.worker,
+                self.incarnation,
+                self.config,
+                self.env_factory,
+                record=self.record,
+                server=self.server,
+                learner=self.learner,
             )
-        futures = [ex.submit(s.execute, r) for ex, s, r in zip(self._threads, self.slots, responses, strict=True)]
-        results = [f.result() for f in futures]
-        return (
-            [r for _, r in results],
-            [seg for segs, _ in results for seg in segs],
-            sum(s.env_steps for s in self.slots),
-        )
+            for j in range(self.config.envs_per_worker)
+        ]
 
-    def finish(self) -> list[Segment]:
-        """Truncate every running episode (the budget ended), in slot order."""
-        return [s.truncate("budget") for s in self.slots]
+
+def restart_slots(config: RLConfig, slots: Sequence[Slot]) -> list[EnvSlot]:
+    """`slots` started over under `config` (same layout and tasks) with fresh episode counters,
+    keeping their environments (building a simulator is slow): a benchmark runs both modes on the
+    same seeds without new actors (`EnvWorker.rebuild`).
+
+    Raises:
+        ValueError: `config` changes the number of environments per worker or the tasks.
+    """
+    old = [s for s in slots if isinstance(s, EnvSlot)]
+    if len(old) != len(slots) or not old:
+        raise ValueError("restart_slots restarts the slots of an RL worker")
+    if config.envs_per_worker != old[0].config.envs_per_worker or config.tasks != old[0].config.tasks:
+        raise ValueError("restart keeps the environments: envs_per_worker and tasks must not change")
+    return [
+        EnvSlot(s.env_index, s.worker, 0, config, None, env=s.env, record=s.record, server=s.server, learner=s.learner)
+        for s in old
+    ]

@@ -19,9 +19,13 @@ The API, bottom up:
 - `learned`: `LearnedPolicy.from_checkpoint(run_dir)`, a trained checkpoint as a Policy, with the
   lake's normalisation applied on the way in and undone on the way out (`build_batch` exposes the
   exact model inputs, for RL).
-- `rollout`: `EnvWorker` (a Ray actor holding several environment slots), `EnvPool` (workers
-  started once, shared by several rollouts) and `rollout(policy, specs, RolloutConfig, pool=)`,
-  the synchronous closed loop with a replanning horizon.
+- `worker`: `EnvWorker`, the one environment worker (a Ray actor or a local object) every closed
+  loop runs its environments in: `Slot`s built by an `EnvFactory`, one thread each or the
+  caller's, lockstep (`begin`/`advance`/`finish`) or free-running (`run`/`stop`) verbs, and the
+  per-process CPU accounting `robolake bench rl` reports.
+- `rollout`: `EnvPool` (workers started once, shared by several rollouts) and
+  `rollout(policy, specs, RolloutConfig, pool=)`, the synchronous closed loop with a replanning
+  horizon.
 - `recorder`: `record_demos(out, RecordConfig)`, expert demonstrations under actuation noise
   recorded on Ray actors, deterministic for a seed, written as raw ALOHA-layout HDF5 logs (or a
   LeRobot dataset) that `robolake ingest` reads.
@@ -48,12 +52,12 @@ from robolake.sim.env import (
     MetaWorldFactory,
     SimEnv,
     SimEnvConfig,
+    SimEnvFactory,
     state_vector,
 )
 from robolake.sim.policy import ExpertPolicy, MeanActionPolicy, RandomPolicy
 from robolake.sim.rollout import (
     EnvPool,
-    EnvWorker,
     EpisodeResult,
     EpisodeSpec,
     RolloutConfig,
@@ -69,6 +73,7 @@ from robolake.sim.tasks import (
     episode_seed,
     resolve_tasks,
 )
+from robolake.sim.worker import EnvWorker, Slot
 
 __all__ = [
     "ACTION_DIM",
@@ -97,6 +102,8 @@ __all__ = [
     "SUITE",
     "SimEnv",
     "SimEnvConfig",
+    "SimEnvFactory",
+    "Slot",
     "SimTask",
     "StepResult",
     "TRAIN_SEEDS",

@@ -27,7 +27,8 @@ are rendered only when asked for (`render_images=False` for policies that never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ __all__ = [
     "STATE_NAMES",
     "SimEnv",
     "SimEnvConfig",
+    "SimEnvFactory",
     "StepResult",
     "state_vector",
 ]
@@ -203,6 +205,31 @@ class SimEnv:
             self._renderer.close()
             self._renderer = None
         self._env.close()
+
+
+@dataclass(frozen=True)
+class SimEnvFactory:
+    """`EnvFactory` of `SimEnv` for a set of tasks (picklable and hashable: a slot keeps one
+    environment per factory and task).
+
+    Attributes:
+        tasks: The tasks it builds (their step limits as given).
+        config: Rendering settings of every environment.
+    """
+
+    tasks: tuple[SimTask, ...]
+    config: SimEnvConfig = field(default_factory=SimEnvConfig)
+
+    def __call__(self, task: str) -> SimEnv:
+        """Raises: ValueError when `task` is not one of `tasks`."""
+        for t in self.tasks:
+            if t.name == task:
+                return SimEnv(t, self.config)
+        raise ValueError(f"task {task!r} is not one of this factory's tasks {[t.name for t in self.tasks]}")
+
+    def rendering(self, render: bool) -> SimEnvFactory:
+        """The same factory with `render_images` set to `render`."""
+        return dataclasses.replace(self, config=dataclasses.replace(self.config, render_images=render))
 
 
 class MetaWorldEnv:

@@ -29,17 +29,19 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, cast
 
 import numpy as np
 
-from robolake.sim.env import ACTION_NAMES, EMBODIMENT, STATE_NAMES, SimEnv, SimEnvConfig
+from robolake.sim.env import ACTION_NAMES, EMBODIMENT, STATE_NAMES, SimEnv, SimEnvConfig, SimEnvFactory
 from robolake.sim.policy import ExpertPolicy
 from robolake.sim.tasks import DEFAULT_TASKS, TRAIN_SEEDS, SimTask, episode_seed, resolve_tasks
+from robolake.sim.worker import Slot, start_worker
 
 __all__ = [
     "OUTPUT_FORMATS",
@@ -200,28 +202,39 @@ def replay_states(
         env.close()
 
 
-class _Recorder:
-    """Records a list of (task, seed) episodes; a Ray actor or a local object."""
+class _Demonstrations(Slot):
+    """The recorder's slot of an `EnvWorker`: records its list of (task, seed) episodes when run."""
 
-    def __init__(self, tasks: Sequence[SimTask], env_config: SimEnvConfig, config: RecordConfig) -> None:
-        self.tasks = {t.name: t for t in tasks}
-        self.env_config = env_config
+    def __init__(self, factory: SimEnvFactory, config: RecordConfig, jobs: Sequence[tuple[str, int]]) -> None:
+        super().__init__()
+        self.factory = factory
         self.config = config
-        self.envs: dict[str, SimEnv] = {}
+        self.jobs = list(jobs)
 
-    def record(self, jobs: Sequence[tuple[str, int]]) -> list[RecordedEpisode]:
-        out = []
-        for task, seed in jobs:
-            if task not in self.envs:
-                self.envs[task] = SimEnv(self.tasks[task], self.env_config)
-            c = self.config
-            out.append(record_episode(self.envs[task], seed, c.action_noise, c.action_label, c.steps_after_success))
-        return out
+    def run(self, stop: threading.Event) -> list[RecordedEpisode]:
+        c = self.config
+        return [
+            record_episode(
+                cast(SimEnv, self.env_for(self.factory, task)),
+                seed,
+                c.action_noise,
+                c.action_label,
+                c.steps_after_success,
+            )
+            for task, seed in self.jobs
+        ]
 
-    def close(self) -> None:
-        for env in self.envs.values():
-            env.close()
-        self.envs.clear()
+
+@dataclass(frozen=True)
+class _Recording:
+    """The `SlotBuilder` of one recording worker: one slot with its share of the episodes (picklable)."""
+
+    factory: SimEnvFactory
+    config: RecordConfig
+    jobs: tuple[tuple[str, int], ...]
+
+    def __call__(self) -> list[Slot]:
+        return [_Demonstrations(self.factory, self.config, self.jobs)]
 
 
 @dataclass(frozen=True)
@@ -323,21 +336,25 @@ def record_demos(out: str | os.PathLike[str], config: RecordConfig | None = None
     ]
     t0 = time.perf_counter()
     env_config = SimEnvConfig(image_size=config.env.image_size, camera=config.env.camera, render_images=True)
+    factory = SimEnvFactory(tuple(tasks), env_config)
     if config.num_workers == 0:
-        recorder = _Recorder(tasks, env_config, config)
+        worker = start_worker(_Recording(factory, config, tuple(jobs)))
         try:
-            episodes = recorder.record(jobs)
+            (episodes,) = worker.run()
         finally:
-            recorder.close()
+            worker.close()
     else:
         import ray
 
         from robolake.ray_tasks import ensure_ray
 
         ensure_ray(config.address)
-        actor = ray.remote(num_cpus=1)(_Recorder)
-        workers: list[Any] = [actor.remote(tasks, env_config, config) for _ in range(config.num_workers)]  # type: ignore[attr-defined]
-        parts = ray.get([w.record.remote(jobs[i :: config.num_workers]) for i, w in enumerate(workers)])
+        n = config.num_workers
+        workers = [
+            start_worker(_Recording(factory, config, tuple(jobs[i::n])), index=i, resources={"num_cpus": 1})
+            for i in range(n)
+        ]
+        parts = [p for ps in ray.get([w.run.remote() for w in workers]) for p in ps]  # one slot per worker
         for w in workers:
             ray.kill(w)
         order = {job: i for i, job in enumerate(jobs)}

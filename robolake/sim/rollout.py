@@ -1,8 +1,10 @@
 """Closed-loop rollouts: many environments on Ray actors, one batched policy call per tick.
 
-The driver owns the policy; `EnvWorker` actors own the environments (`envs_per_worker` slots
-each). Every episode to run, a (task, seed) pair, is assigned to a slot up front (round-robin),
-so which episodes run where, and in which order, depends only on the configuration. A tick is:
+The driver owns the policy; workers own the environments: the one `EnvWorker` of
+`robolake.sim.worker`, each with `envs_per_worker` slots that run a queue of episodes in the
+worker's own thread (`_EpisodeQueue`). Every episode to run, a (task, seed) pair, is assigned
+to a slot up front (round-robin), so which episodes run where, and in which order, depends only
+on the configuration. A tick is:
 
 1. the driver collects the current observation of every live slot (from the previous tick's
    replies) and makes ONE `policy.act` call for all of them, whatever their task;
@@ -14,8 +16,9 @@ so which episodes run where, and in which order, depends only on the configurati
 
 Workers step their slots in parallel with each other and with nothing else: the policy waits for
 all of them (a synchronous evaluator, which keeps results independent of timing; the
-asynchronous loop of robolake.rl has its own workers, `robolake.rl.workers`). With `num_workers=0` the same worker
-class runs in the driver process, which tests and the naive baseline of `robolake bench eval` use.
+asynchronous loop of robolake.rl puts slots of its own, `robolake.rl.workers`, in the same
+worker). With `num_workers=0` the worker runs in the driver process, which tests and the naive
+baseline of `robolake bench eval` use.
 Workers live in an `EnvPool`: started once (Ray actors and MuJoCo models take seconds) and
 reused by every rollout passed the pool, as an evaluation does for its policy and baselines.
 """
@@ -27,15 +30,16 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from robolake.sim.env import ACTION_DIM, Observation, SimEnv, SimEnvConfig
+from robolake.sim.env import ACTION_DIM, Observation, SimEnv, SimEnvConfig, SimEnvFactory
 from robolake.sim.policy import Policy
-from robolake.sim.tasks import SUITE, SimTask, resolve_tasks
+from robolake.sim.tasks import SUITE, resolve_tasks
+from robolake.sim.worker import Slot, start_worker
 
-__all__ = ["EpisodeSpec", "EpisodeResult", "EnvPool", "EnvWorker", "RolloutConfig", "RolloutResult", "rollout"]
+__all__ = ["EpisodeSpec", "EpisodeResult", "EnvPool", "RolloutConfig", "RolloutResult", "rollout"]
 
 log = logging.getLogger(__name__)
 
@@ -87,127 +91,112 @@ class EpisodeResult:
     chunk_steps: np.ndarray | None = None
 
 
-@dataclass
-class _Slot:
-    queue: list[EpisodeSpec]
-    env: SimEnv | None = None
-    spec: EpisodeSpec | None = None
-    obs: Observation | None = None
-    actions: list[np.ndarray] = field(default_factory=list)
-    frames: list[np.ndarray] = field(default_factory=list)
-    reward: float = 0.0
-    flags: int = 0
-    states: list[np.ndarray] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    chunks: list[np.ndarray] = field(default_factory=list)
-    chunk_steps: list[int] = field(default_factory=list)
-
-
-class EnvWorker:
-    """Holds a few environment slots and runs their episodes; a Ray actor or a local object.
+class _EpisodeQueue(Slot):
+    """A rollout's slot of an `EnvWorker`: runs its queue of episodes, one action chunk per tick.
 
     Args:
-        tasks: The tasks its episodes may use (environments are built once per slot and task).
-        env_config: Rendering settings.
+        factory: Builds its environments (one per task and rendering, kept across rollouts).
     """
 
-    def __init__(self, tasks: Sequence[SimTask], env_config: SimEnvConfig) -> None:
-        self.tasks = {t.name: t for t in tasks}
-        self.env_config = env_config
-        self.render = env_config.render_images
-        self.slots: list[_Slot] = []
-        self._envs: dict[tuple[int, str, bool], SimEnv] = {}
+    def __init__(self, factory: SimEnvFactory) -> None:
+        super().__init__()
+        self.factory = factory
+        self.queue: list[EpisodeSpec] = []
+        self.replan: int | None = None
+        self.sim: SimEnv | None = None  # the running episode's environment
+        self._clear()
 
-    def _env(self, slot: int, task: str) -> SimEnv:
-        key = (slot, task, self.render)
-        if key not in self._envs:
-            self._envs[key] = SimEnv(self.tasks[task], dataclasses.replace(self.env_config, render_images=self.render))
-        return self._envs[key]
+    def _clear(self) -> None:
+        self.spec: EpisodeSpec | None = None
+        self.obs: Observation | None = None
+        self.actions: list[np.ndarray] = []
+        self.frames: list[np.ndarray] = []
+        self.reward = 0.0
+        self.flags = 0
+        self.states: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.chunks: list[np.ndarray] = []
+        self.chunk_steps: list[int] = []
 
-    def _start_next(self, i: int) -> None:
-        s = self.slots[i]
-        s.spec, s.obs, s.actions, s.frames, s.reward, s.flags = None, None, [], [], 0.0, 0
-        s.states, s.rewards, s.chunks, s.chunk_steps = [], [], [], []
-        if not s.queue:
+    def _start_next(self) -> None:
+        self._clear()
+        if not self.queue:
             return
-        s.spec = s.queue.pop(0)
-        s.env = self._env(i, s.spec.task)
-        s.obs = s.env.reset(s.spec.seed)
-        if s.spec.record_video or s.spec.record_steps:
-            s.frames.append(s.obs.image if s.obs.image is not None else s.env.render())
+        self.spec = self.queue.pop(0)
+        self.sim = env = cast(SimEnv, self.env_for(self.factory, self.spec.task))
+        self.obs = env.reset(self.spec.seed)
+        if self.spec.record_video or self.spec.record_steps:
+            self.frames.append(self.obs.image if self.obs.image is not None else env.render())
 
-    def start(self, queues: Sequence[Sequence[EpisodeSpec]], render: bool | None = None) -> list[Observation | None]:
-        """Assign episode queues to slots (one queue per slot) and reset the first episodes.
+    def begin(self, arg: tuple[Sequence[EpisodeSpec], bool, int | None]) -> Observation | None:
+        """Take a queue of episodes (rendering every observation or not, executing `replan`
+        actions of each chunk) and reset into the first; its observation (None: nothing queued)."""
+        queue, render, self.replan = arg
+        self.queue = list(queue)
+        self.factory = self.factory.rendering(render)
+        self._start_next()
+        return self.obs
 
-        Args:
-            queues: One queue of episodes per slot.
-            render: Render frames with every observation (None: as the worker was configured).
-        """
-        self.render = self.env_config.render_images if render is None else render
-        self.slots = [_Slot(list(q)) for q in queues]
-        for i in range(len(self.slots)):
-            self._start_next(i)
-        return [s.obs for s in self.slots]
-
-    def step(
-        self, chunks: Sequence[np.ndarray | None], replan: int | None = None
-    ) -> tuple[list[Observation | None], list[EpisodeResult]]:
-        """Execute each live slot's chunk ([k, ACTION_DIM]), its first `replan` actions when given;
-        returns new observations and finished episodes."""
-        done: list[EpisodeResult] = []
-        for i, (s, chunk) in enumerate(zip(self.slots, chunks, strict=True)):
-            if s.spec is None or chunk is None or s.env is None:
-                continue
-            finished = False
-            full = np.asarray(chunk, dtype=np.float32).reshape(-1, ACTION_DIM)
+    def advance(self, chunk: np.ndarray | None) -> tuple[Observation | None, EpisodeResult | None]:
+        """Execute the first `replan` actions of `chunk` ([k, ACTION_DIM]); the next observation,
+        and the episode when it ended (the slot then resets into its next one)."""
+        s, env = self, self.sim
+        if s.spec is None or chunk is None or env is None:
+            return s.obs, None
+        full = np.asarray(chunk, dtype=np.float32).reshape(-1, ACTION_DIM)
+        if s.spec.record_steps:
+            s.chunks.append(full)
+            s.chunk_steps.append(len(s.actions))
+        finished = False
+        for a in full[: self.replan]:
             if s.spec.record_steps:
-                s.chunks.append(full)
-                s.chunk_steps.append(len(s.actions))
-            for a in full[:replan]:
-                if s.spec.record_steps:
-                    assert s.obs is not None  # a live slot has its observation
-                    s.states.append(s.obs.state)
-                r = s.env.step(a)
-                s.actions.append(np.clip(a, -1.0, 1.0))
-                s.reward += r.reward
-                s.rewards.append(r.reward)
-                s.flags += int(r.success)
-                s.obs = r.observation
-                if s.spec.record_video or s.spec.record_steps:
-                    s.frames.append(r.observation.image if r.observation.image is not None else s.env.render())
-                if r.success or r.truncated:
-                    finished = True
-                    break
-            if finished:
-                done.append(
-                    EpisodeResult(
-                        task=s.spec.task,
-                        seed=s.spec.seed,
-                        success=s.flags > 0,
-                        steps=len(s.actions),
-                        success_flags=s.flags,
-                        reward=s.reward,
-                        actions=np.stack(s.actions).astype(np.float32),
-                        frames=np.stack(s.frames) if s.frames else None,
-                        **(_recorded_steps(s) if s.spec.record_steps else {}),
-                    )
-                )
-                self._start_next(i)
-        return [s.obs for s in self.slots], done
+                assert s.obs is not None  # a live slot has its observation
+                s.states.append(s.obs.state)
+            r = env.step(a)
+            s.actions.append(np.clip(a, -1.0, 1.0))
+            s.reward += r.reward
+            s.rewards.append(r.reward)
+            s.flags += int(r.success)
+            s.obs = r.observation
+            if s.spec.record_video or s.spec.record_steps:
+                s.frames.append(r.observation.image if r.observation.image is not None else env.render())
+            if r.success or r.truncated:
+                finished = True
+                break
+        if not finished:
+            return s.obs, None
+        done = EpisodeResult(
+            task=s.spec.task,
+            seed=s.spec.seed,
+            success=s.flags > 0,
+            steps=len(s.actions),
+            success_flags=s.flags,
+            reward=s.reward,
+            actions=np.stack(s.actions).astype(np.float32),
+            frames=np.stack(s.frames) if s.frames else None,
+            **(self._recorded_steps() if s.spec.record_steps else {}),
+        )
+        self._start_next()
+        return s.obs, done
 
-    def close(self) -> None:
-        for env in self._envs.values():
-            env.close()
-        self._envs.clear()
+    def _recorded_steps(self) -> dict[str, np.ndarray]:
+        return {
+            "states": np.stack(self.states).astype(np.float32),
+            "rewards": np.asarray(self.rewards, dtype=np.float32),
+            "chunks": np.stack(self.chunks).astype(np.float32),
+            "chunk_steps": np.asarray(self.chunk_steps, dtype=np.int64),
+        }
 
 
-def _recorded_steps(s: _Slot) -> dict[str, np.ndarray]:
-    return {
-        "states": np.stack(s.states).astype(np.float32),
-        "rewards": np.asarray(s.rewards, dtype=np.float32),
-        "chunks": np.stack(s.chunks).astype(np.float32),
-        "chunk_steps": np.asarray(s.chunk_steps, dtype=np.int64),
-    }
+@dataclass(frozen=True)
+class _EpisodeQueues:
+    """The `SlotBuilder` of a rollout worker: `count` episode queues (picklable)."""
+
+    factory: SimEnvFactory
+    count: int
+
+    def __call__(self) -> list[Slot]:
+        return [_EpisodeQueue(self.factory) for _ in range(self.count)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,7 +256,7 @@ class RolloutResult:
 
 
 class EnvPool:
-    """`EnvWorker`s started once and reused by several rollouts.
+    """`EnvWorker`s (`robolake.sim.worker`) started once and reused by several rollouts.
 
     Starting Ray actors and building MuJoCo environments costs seconds; an evaluation runs the
     policy, the expert and the floors on the same episodes, so it starts one pool and passes it
@@ -285,31 +274,36 @@ class EnvPool:
             resolved = [dataclasses.replace(t, max_steps=min(t.max_steps, self.config.max_steps)) for t in resolved]
         self.tasks = {t.name for t in resolved}
         self.local = self.config.num_workers == 0
-        env_config = dataclasses.replace(self.config.env, render_images=True)
+        build = _EpisodeQueues(
+            SimEnvFactory(tuple(resolved), dataclasses.replace(self.config.env, render_images=True)),
+            self.config.envs_per_worker,
+        )
         if self.local:
-            self.workers: list[Any] = [EnvWorker(resolved, env_config)]
+            self.workers: list[Any] = [start_worker(build)]
         else:
-            import ray
-
             from robolake.ray_tasks import ensure_ray
 
             ensure_ray(self.config.address)
-            remote = ray.remote(num_cpus=self.config.num_cpus_per_worker)(EnvWorker)
-            self.workers = [remote.remote(resolved, env_config) for _ in range(self.config.num_workers)]  # type: ignore[attr-defined]
+            resources = {"num_cpus": self.config.num_cpus_per_worker}
+            self.workers = [
+                start_worker(build, index=i, slots=build.count, resources=resources)
+                for i in range(self.config.num_workers)
+            ]
         self.slots = len(self.workers) * self.config.envs_per_worker
 
-    def call(self, method: str, args: list[Any], **kwargs: Any) -> list[Any]:
-        """`method(arg, **kwargs)` on every worker (one arg each), in worker order."""
+    def call(self, method: str, args: list[Any] | None = None) -> list[Any]:
+        """`method(arg)` on every worker (one arg each; `method()` without `args`), in worker order."""
+        each = [() for _ in self.workers] if args is None else [(a,) for a in args]
         if self.local:
-            return [getattr(w, method)(a, **kwargs) for w, a in zip(self.workers, args, strict=True)]
+            return [getattr(w, method)(*a) for w, a in zip(self.workers, each, strict=True)]
         import ray
 
-        return ray.get([getattr(w, method).remote(a, **kwargs) for w, a in zip(self.workers, args, strict=True)])
+        return ray.get([getattr(w, method).remote(*a) for w, a in zip(self.workers, each, strict=True)])
 
     def warm_up(self) -> float:
         """Wait until every worker is up; returns the seconds it took (the pool's start-up cost)."""
         t0 = time.perf_counter()
-        self.call("start", [[] for _ in self.workers])
+        self.call("ready")
         return time.perf_counter() - t0
 
     def close(self) -> None:
@@ -373,7 +367,8 @@ def rollout(
     results: list[EpisodeResult] = []
     calls = batch_total = 0
     try:
-        obs: list[list[Observation | None]] = pool.call("start", per_worker, render=render)
+        starts = [[(q, render, config.replan) for q in qs] for qs in per_worker]
+        obs: list[list[Observation | None]] = pool.call("begin", starts)
         if progress is not None:
             progress(0, len(specs))
         while any(o is not None for wo in obs for o in wo):
@@ -384,11 +379,10 @@ def rollout(
             per: list[list[np.ndarray | None]] = [[None] * len(wo) for wo in obs]
             for (w, j, _), chunk in zip(live, chunks, strict=True):
                 per[w][j] = chunk  # whole: a recorded episode keeps it; the worker runs `replan` of it
-            replies = pool.call("step", per, replan=config.replan)
-            obs = [r[0] for r in replies]
+            replies: list[list[tuple[Observation | None, EpisodeResult | None]]] = pool.call("advance", per)
+            obs = [[o for o, _ in r] for r in replies]
             finished = len(results)
-            for r in replies:
-                results.extend(r[1])
+            results.extend(e for r in replies for _, e in r if e is not None)
             if progress is not None and len(results) > finished:
                 progress(len(results), len(specs))
     finally:
