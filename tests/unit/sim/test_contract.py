@@ -16,9 +16,9 @@ def test_sim_and_rl_export_the_same_contract() -> None:
         assert getattr(rl, name) is getattr(contract, name)
 
 
-def test_the_contract_imports_neither_the_simulator_nor_ray() -> None:
+def test_the_contract_and_the_worker_import_neither_the_simulator_nor_ray() -> None:
     code = (
-        "import sys, robolake.sim.contract; "
+        "import sys, robolake.sim.contract, robolake.sim.worker; "
         "heavy = [m for m in ('metaworld', 'mujoco', 'ray', 'torch') if m in sys.modules]; "
         "assert not heavy, heavy"
     )
