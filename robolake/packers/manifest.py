@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from robolake.packers.spec import PackSpec
-from robolake.storage import exists, join_uri, read_json, write_json_atomic
+from robolake.storage import ensure_within, exists, join_uri, read_json, write_json_atomic
 
 __all__ = ["PackManifest", "read_manifest", "write_manifest", "MANIFEST_NAME", "SHARDS_NAME", "LineageError"]
 
@@ -78,9 +78,53 @@ class PackManifest:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PackManifest:
+        """The manifest a JSON document holds.
+
+        Raises:
+            ValueError: a field is missing or of the wrong type (a document robolake did not
+                write), in one line naming the field.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a pack manifest is a JSON object, not {type(d).__name__}")
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}  # a newer robolake's extra fields
+        missing = sorted(k for k in _REQUIRED if k not in d)
+        if missing:
+            raise ValueError(f"missing field(s) {', '.join(map(repr, missing))} in a pack manifest")
+        for key, kinds in _TYPES.items():
+            if key in d and not _is(d[key], kinds):
+                raise ValueError(f"field {key!r} of a pack manifest holds {_short(d[key])}, not {kinds[0].__name__}")
+        for key in _COUNTS:
+            if key in d and not 0 <= d[key] < 2**63:
+                raise ValueError(f"field {key!r} of a pack manifest is {_short(d[key])}, out of range")
         d = dict(d)
-        d["rejected"] = [tuple(r) for r in d.get("rejected", [])]
+        rejected = d.get("rejected", [])
+        if not all(isinstance(r, list) and len(r) == 3 for r in rejected):
+            raise ValueError("field 'rejected' of a pack manifest is not a list of (episode_id, step, length)")
+        d["rejected"] = [tuple(r) for r in rejected]
         return cls(**d)
+
+
+_REQUIRED = ("lake_uri", "lake_version", "spec", "seed", "embodiments", "num_samples", "num_sequences")
+_COUNTS = ("lake_version", "seed", "num_samples", "num_sequences", "total_tokens", "shards_version")
+_TYPES: dict[str, tuple[type, ...]] = {
+    "lake_uri": (str,),
+    "spec": (dict,),
+    "embodiments": (list,),
+    "rejected": (list,),
+    "lake_tag": (str, type(None)),
+    "mixture": (dict, type(None)),
+    **{k: (int,) for k in _COUNTS},
+    **{k: (float, int) for k in ("fill", "padded_fill", "created_at", "seconds")},
+}
+
+
+def _is(value: Any, kinds: tuple[type, ...]) -> bool:
+    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def write_manifest(out_uri: str, manifest: PackManifest, storage_options: dict[str, str] | None = None) -> None:
@@ -92,10 +136,17 @@ def read_manifest(out_uri: str, storage_options: dict[str, str] | None = None) -
 
     Raises:
         FileNotFoundError: no manifest: not a pack output, or a pack that never finished.
+        OutsideRootError: the manifest is a symlink out of `out_uri` (never followed).
+        ValueError: it is not a pack manifest robolake wrote (one line naming the file).
     """
     path = join_uri(out_uri, MANIFEST_NAME)
     if not exists(path, storage_options):
         raise FileNotFoundError(
             f"{out_uri} has no {MANIFEST_NAME}: it is not the output of `robolake pack`, or that run did not finish"
         )
-    return PackManifest.from_json(read_json(path, storage_options))
+    ensure_within(out_uri, path)
+    doc = read_json(path, storage_options)
+    try:
+        return PackManifest.from_json(doc)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}; re-run `robolake pack` to write it again") from None
