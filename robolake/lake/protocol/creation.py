@@ -21,8 +21,8 @@ import time
 from typing import Any
 
 from robolake.lake.protocol.lease import identity, is_dead
-from robolake.lake.protocol.versions import META_DIR, list_versions, who
-from robolake.storage import DocumentError, exists, filesystem, join_uri, put_if_absent, read_json
+from robolake.lake.protocol.versions import list_versions, meta_uri, who
+from robolake.storage import DocumentError, exists, filesystem, put_if_absent, read_json
 
 __all__ = ["MARKER_TTL_S", "clear_half_created", "half_created", "mark_creating", "unmark_creating"]
 
@@ -30,7 +30,7 @@ MARKER_TTL_S = 3600.0  # a maker on another host is taken for dead after this lo
 
 
 def _marker(uri: str) -> str:
-    return join_uri(uri, META_DIR, "creating.json")
+    return meta_uri(uri, "creating.json")
 
 
 def mark_creating(uri: str, operation: str, storage_options: dict[str, str] | None = None) -> None:

@@ -13,8 +13,8 @@ import time
 import uuid
 from typing import TypedDict
 
-from robolake.lake.protocol.versions import META_DIR, list_versions
-from robolake.storage import join_uri, list_names, read_json, write_json_atomic
+from robolake.lake.protocol.versions import list_versions, meta_uri
+from robolake.storage import list_names, read_json, write_json_atomic
 
 __all__ = ["DependentRecord", "dependents", "record_dependent"]
 
@@ -29,7 +29,7 @@ class DependentRecord(TypedDict):
 
 
 def _dir(lake_uri: str) -> str:
-    return join_uri(lake_uri, META_DIR, "dependents")
+    return meta_uri(lake_uri, "dependents")
 
 
 def record_dependent(
@@ -47,7 +47,7 @@ def record_dependent(
         "created_at": time.time(),
         "created_by": created_by,
     }
-    write_json_atomic(join_uri(_dir(lake_uri), f"{uuid.uuid4().hex}.json"), record, storage_options)
+    write_json_atomic(meta_uri(lake_uri, "dependents", f"{uuid.uuid4().hex}.json"), record, storage_options)
 
 
 def dependents(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[DependentRecord]:
@@ -56,7 +56,7 @@ def dependents(lake_uri: str, storage_options: dict[str, str] | None = None) -> 
     for name in list_names(_dir(lake_uri), storage_options):
         if not name.endswith(".json"):
             continue
-        rec = read_json(join_uri(_dir(lake_uri), name), storage_options)
+        rec = read_json(meta_uri(lake_uri, "dependents", name), storage_options)
         if list_versions(str(rec.get("uri", "")), storage_options):
             out.append(rec)
     return out

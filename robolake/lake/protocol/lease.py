@@ -67,11 +67,14 @@ from typing import Any
 
 from robolake.lake.protocol import faults
 from robolake.storage import (
+    DocumentError,
+    OutsideRootError,
     filesystem,
     join_uri,
     list_names,
     put_if_absent,
     read_bytes,
+    under_root,
     write_bytes_atomic,
 )
 
@@ -92,6 +95,7 @@ log = logging.getLogger(__name__)
 
 LEASE_DIR = "_robolake/lease"
 WRITERS_DIR = "_robolake/writers"
+MAX_RECORD_BYTES = 1 << 20  # a lease or presence record is a few hundred bytes
 
 
 class LeaseLostError(RuntimeError):
@@ -141,15 +145,23 @@ def _read(uri: str, storage_options: dict[str, str] | None) -> dict[str, Any] | 
     A store that keeps failing raises: an unreadable newest epoch must not read as a free lease.
     """
     try:
-        raw = read_bytes(uri, storage_options)
+        raw = read_bytes(uri, storage_options, max_bytes=MAX_RECORD_BYTES)
     except FileNotFoundError:
+        return None
+    except DocumentError:  # far larger than any record robolake writes: not one of ours
+        log.warning("lease/presence record %s is too large to be one; ignoring it", uri)
         return None
     try:
         out = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         log.warning("unreadable lease/presence record %s; ignoring it", uri)
         return None
     return out if isinstance(out, dict) else None
+
+
+def _record_uri(lake_uri: str, folder: str, *names: str) -> str:
+    """A lease or presence record (or its folder) under the lake, never outside it (`storage.under_root`)."""
+    return under_root(lake_uri, *folder.split("/"), *names, what="lease record")
 
 
 def _list(uri: str, storage_options: dict[str, str] | None) -> list[str]:
@@ -273,7 +285,7 @@ class LeaseRecord:
 
 
 def _epoch_uri(lake_uri: str, epoch: int) -> str:
-    return join_uri(lake_uri, LEASE_DIR, f"{epoch:010d}.json")
+    return _record_uri(lake_uri, LEASE_DIR, f"{epoch:010d}.json")
 
 
 def lease_records(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[LeaseRecord]:
@@ -289,7 +301,7 @@ def lease_records(lake_uri: str, storage_options: dict[str, str] | None = None) 
 
 def _newest(lake_uri: str, storage_options: dict[str, str] | None) -> tuple[int, LeaseRecord | None]:
     """(newest epoch number, its record); the record is None if it is not valid JSON (treated as free)."""
-    names = [n for n in _list(join_uri(lake_uri, LEASE_DIR), storage_options) if n[:-5].isdigit()]
+    names = [n for n in _list(_record_uri(lake_uri, LEASE_DIR), storage_options) if n[:-5].isdigit()]
     if not names:
         return 0, None
     epoch = int(names[-1][:-5])
@@ -299,8 +311,12 @@ def _newest(lake_uri: str, storage_options: dict[str, str] | None) -> tuple[int,
 
 def presence_records(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The presence records of writers that have not exited cleanly (live or dead)."""
-    d = join_uri(lake_uri, WRITERS_DIR)
-    return [r for n in _list(d, storage_options) if (r := _read(join_uri(d, n), storage_options)) is not None]
+    d = _record_uri(lake_uri, WRITERS_DIR)
+    return [
+        r
+        for n in _list(d, storage_options)
+        if (r := _read(_record_uri(lake_uri, WRITERS_DIR, n), storage_options)) is not None
+    ]
 
 
 # --- the lease and the writer -------------------------------------------------------------------
@@ -411,7 +427,7 @@ class Writer:
         self.started_at = time.time()
         self._lease: Lease | None = None
         self._stop = threading.Event()
-        self._presence_uri = join_uri(lake_uri, WRITERS_DIR, f"{self.id}.json")
+        self._presence_uri = _record_uri(lake_uri, WRITERS_DIR, f"{self.id}.json")
         self._write_presence()
         self._thread = threading.Thread(target=self._heartbeat, name=f"robolake-lease-{self.id}", daemon=True)
         self._thread.start()
@@ -529,7 +545,12 @@ class Writer:
     def forget(self, records: list[dict[str, Any]]) -> None:
         """Remove dead writers' presence records and lease epochs older than the held one."""
         for r in records:
-            _delete(join_uri(self.lake_uri, WRITERS_DIR, f"{r['writer']}.json"), self.storage_options)
+            try:
+                path = _record_uri(self.lake_uri, WRITERS_DIR, f"{r.get('writer')}.json")
+            except OutsideRootError:  # a record naming a writer that is no name: not ours to delete by
+                log.warning("presence record of writer %r names no file of this lake; left in place", r.get("writer"))
+                continue
+            _delete(path, self.storage_options)
         if self._lease is not None and self._lease.held:
             for rec in lease_records(self.lake_uri, self.storage_options):
                 if rec.epoch < self._lease.epoch - 1:

@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from robolake.lake.protocol import faults
-from robolake.lake.protocol.versions import META_DIR, list_versions, who
+from robolake.lake.protocol.versions import list_versions, meta_uri, who
 from robolake.storage import (
     exists,
-    join_uri,
     list_names,
     put_if_absent,
     read_json,
@@ -132,11 +131,11 @@ def check_tag_name(name: str) -> str:
 
 
 def _tags_dir(lake_uri: str) -> str:
-    return join_uri(lake_uri, META_DIR, "tags")
+    return meta_uri(lake_uri, "tags")
 
 
 def _tag_uri(lake_uri: str, name: str) -> str:
-    return join_uri(_tags_dir(lake_uri), f"{check_tag_name(name)}.json")
+    return meta_uri(lake_uri, "tags", f"{check_tag_name(name)}.json")
 
 
 def create_tag(
@@ -208,7 +207,7 @@ def create_tag(
 
 
 def _set_uri(lake_uri: str, set_name: str) -> str:
-    return join_uri(_tags_dir(lake_uri), f"{check_tag_name(set_name)}{_SET_SUFFIX}.json")
+    return meta_uri(lake_uri, "tags", f"{check_tag_name(set_name)}{_SET_SUFFIX}.json")
 
 
 def _read_set(lake_uri: str, set_name: str, storage_options: dict[str, str] | None) -> dict[str, Tag] | None:

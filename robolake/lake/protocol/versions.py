@@ -37,11 +37,11 @@ from robolake.schemas.version import (
 from robolake.storage import (
     check_name,
     filesystem,
-    join_uri,
     list_names,
     normalize_uri,
     put_if_absent,
     read_json,
+    under_root,
     write_json_atomic,
 )
 
@@ -54,6 +54,7 @@ __all__ = [
     "last_good_version",
     "manifest_uri",
     "META_DIR",
+    "meta_uri",
     "read_format_marker",
     "write_format_marker",
     "list_versions",
@@ -148,12 +149,22 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def meta_uri(lake_uri: str, *names: str) -> str:
+    """`lake_uri/_robolake/names...`: each name checked, and (locally) the path, links followed, inside the lake.
+
+    Every record robolake keeps beside the tables (marker, manifests, tags, lease, dependents) is
+    reached through here, so a `_robolake/` folder or record linked elsewhere is refused, never read
+    or written.
+    """
+    return under_root(lake_uri, META_DIR, *names, what="lake record")
+
+
 def _marker_uri(lake_uri: str) -> str:
-    return join_uri(lake_uri, META_DIR, "lake.json")
+    return meta_uri(lake_uri, "lake.json")
 
 
 def _versions_dir(lake_uri: str) -> str:
-    return join_uri(lake_uri, META_DIR, "versions")
+    return meta_uri(lake_uri, "versions")
 
 
 def write_format_marker(lake_uri: str, storage_options: dict[str, str] | None = None) -> None:
@@ -197,7 +208,7 @@ def list_versions(lake_uri: str, storage_options: dict[str, str] | None = None) 
 
 def manifest_uri(lake_uri: str, version: int) -> str:
     """Where lake version `version`'s manifest lives."""
-    return join_uri(_versions_dir(lake_uri), f"{version:08d}.json")
+    return meta_uri(lake_uri, "versions", f"{version:08d}.json")
 
 
 def _parse(lake_uri: str, version: int, storage_options: dict[str, str] | None) -> LakeVersion:

@@ -214,6 +214,16 @@ def _check(
             cached.append(_restore_advice(uri, target, storage_options, quick))
         return cached[0]
 
+    linked = _meta_outside(uri)
+    if linked is not None:
+        report.problems.append(
+            Problem(
+                what=f"the lake's own records are linked outside it: {linked}",
+                fix="nothing of another folder is read as this lake's; put the lake's own folder or file back "
+                "(from a copy) in place of the link",
+            )
+        )
+        return report
     making = half_created(uri, storage_options)
     if making is not None:
         op = making.get("operation") or "select --into / merge"
@@ -222,16 +232,6 @@ def _check(
                 what=f"lake {uri} is half-created: `robolake {op}` was stopped before it published it",
                 fix=f"run that command again (it clears the half-made target first), or `robolake gc {uri}` "
                 "to remove it",
-            )
-        )
-        return report
-    linked = _meta_outside(uri)
-    if linked is not None:
-        report.problems.append(
-            Problem(
-                what=f"the lake's own records are linked outside it: {linked}",
-                fix="nothing of another folder is read as this lake's; put the lake's own folder or file back "
-                "(from a copy) in place of the link",
             )
         )
         return report

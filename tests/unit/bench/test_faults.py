@@ -46,21 +46,14 @@ def test_quick_matrix_has_no_traceback(quick: dict) -> None:
     assert quick["totals"]["tracebacks"] == 0, [(r["kind"], r["traceback"]) for r in quick["kinds"] if r["traceback"]]
 
 
-@pytest.mark.xfail(
-    reason="[30] robolake/lake/protocol follows a symlinked _robolake/versions or tags folder and symlinked version "
-    "manifests, tags, tag sets, lake.json, dependents and lease records (storage.read_json/list_names without "
-    "ensure_within); `check` now reports them, the readers are the protocol owners' to fix",
-    strict=False,
-)
 def test_quick_matrix_reads_nothing_outside_a_root(quick: dict) -> None:
     assert quick["totals"]["outside"] == 0, [(r["kind"], r["outside"][:2]) for r in quick["kinds"] if r["outside"]]
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
-    reason="[30] open defects outside bench's files: reads through symlinked lake records (lake/protocol), "
-    "a grown lease record read whole by check (lake/protocol/lease), Lance reading a grown index or deletion "
-    "file whole (tens of seconds)",
+    reason="[30] Lance reads a grown index or deletion file whole (tens of seconds): a bound robolake cannot set "
+    "from outside Lance",
     strict=False,
 )
 def test_full_matrix_meets_the_goals(tmp_path: Path):
