@@ -185,7 +185,12 @@ def read_format_marker(lake_uri: str, storage_options: dict[str, str] | None = N
             f"{lake_uri} is not a robolake lake (no {META_DIR}/lake.json); create one with "
             f"Lake.create({lake_uri!r}) or `robolake ingest SRC {lake_uri}`"
         )
-    marker = read_json(uri, storage_options)
+    marker = read_json(uri, storage_options, what="lake format marker")
+    if not isinstance(marker, dict) or marker.get("format", "robolake-lake") != "robolake-lake":
+        raise ValueError(
+            f'{uri} is not a robolake lake\'s format marker (its "format" is not "robolake-lake"); point '
+            "robolake at a lake's root directory"
+        )
     found = marker.get("format_version")
     if found in UPGRADABLE_FORMAT_VERSIONS:
         raise UnsupportedLakeVersionError(

@@ -201,3 +201,16 @@ def test_a_manifest_naming_a_path_as_a_table_is_damaged(lake_copy, name, capsys)
     assert not report.ok and "damaged" in str(report.problems[0])
     assert main(["info", str(lake_copy)]) != 0 and main(["pack", str(lake_copy), str(lake_copy) + "-packed"]) != 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_marker_of_another_format_is_not_a_lake(lake_copy, capsys):
+    import json
+
+    marker = lake_copy / "_robolake" / "lake.json"
+    doc = json.loads(marker.read_text())
+    doc["format"] = "someone-elses-store"
+    marker.write_text(json.dumps(doc))
+    report = check_lake(str(lake_copy))
+    assert not report.ok and "not a robolake lake" in str(report.problems[0])  # before: checked OK
+    assert main(["info", str(lake_copy)]) != 0
+    assert "Traceback" not in capsys.readouterr().err
