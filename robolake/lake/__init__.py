@@ -6,8 +6,8 @@ each do one job and are private to the lake:
 
 - `lake.py`, `query.py`, `where.py` — the `Lake` handle (open/create, tables, versions), episode
   filters, and the safe `--where` language every curation verb and mixture uses.
-- `protocol/` — how a version is written: storage-level manifests, transactions with one commit
-  retry loop, the write lease, fault hooks, tags, dependents, row offsets.
+- `protocol/` — how a version is written: manifests, transactions with one commit retry loop,
+  the write lease, fault hooks, tags and tag sets, dependents, the creation marker, row offsets.
 - `media/` — camera frames: the record (recorded bitstreams), codecs and `FrameReader`.
 - `intake/` — everything that writes new episodes in: `ingest` of raw logs, rollouts.
 - `sources/` — one reader per log format (a sub-package per family) behind one protocol.

@@ -1,0 +1,3 @@
+"""What keeps a lake healthy: check, gc, optimize (compaction and access copies) and format upgrade
+(private to robolake.lake).
+"""
