@@ -70,7 +70,6 @@ from robolake.storage import (
     DocumentError,
     OutsideRootError,
     filesystem,
-    join_uri,
     list_names,
     put_if_absent,
     read_bytes,
@@ -291,9 +290,9 @@ def _epoch_uri(lake_uri: str, epoch: int) -> str:
 def lease_records(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[LeaseRecord]:
     """Every lease epoch record still stored, oldest first."""
     out = []
-    for name in _list(join_uri(lake_uri, LEASE_DIR), storage_options):
+    for name in _list(_record_uri(lake_uri, LEASE_DIR), storage_options):
         if name[:-5].isdigit():
-            d = _read(join_uri(lake_uri, LEASE_DIR, name), storage_options)
+            d = _read(_record_uri(lake_uri, LEASE_DIR, name), storage_options)
             if d is not None:
                 out.append(LeaseRecord.from_json(d))
     return out

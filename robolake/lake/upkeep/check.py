@@ -134,15 +134,16 @@ _META_FOLDERS = ("versions", "tags", "dependents", "lease", "writers")
 
 
 def _meta_outside(lake_uri: str) -> str | None:
-    """Where `_robolake/`, one of its folders, or a version manifest or tag file leads outside the
-    lake (a symlink), or None. Object stores have no links (`ensure_within` passes them)."""
+    """Where `_robolake/`, one of its folders, or a record in them (manifest, tag, dependents, lease or
+    presence record) leads outside the lake (a symlink), or None. Object stores have no links
+    (`ensure_within` passes them)."""
     meta = join_uri(lake_uri, META_DIR)
     paths = [meta] + [join_uri(meta, f) for f in _META_FOLDERS] + [join_uri(meta, "lake.json")]
     try:
         for path in paths:
             ensure_within(lake_uri, path)
         if "://" not in meta:
-            for folder in ("versions", "tags"):
+            for folder in _META_FOLDERS:
                 d = join_uri(meta, folder)
                 names = sorted(os.listdir(d)) if os.path.isdir(d) else []
                 for name in names:
