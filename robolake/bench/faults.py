@@ -26,7 +26,9 @@ outside the root it was given, and never loses or mixes episodes when a writer i
   restore, optimize (the writer phases) and split (the tag set phases); afterwards the lake must be
   at the version before or after, every version must check clean, the episodes must be exactly the
   set before or the set after (`lost`: an expected episode missing; `mixed`: any other set, or an
-  episode twice), and running the verb again must work.
+  episode twice), and running the verb again must work. `select --into` and `merge` are killed at
+  each phase of making their target: the target must be whole or half-created debris that `check`
+  names and a re-run clears, and the source lake must be untouched.
 
 `--quick` runs every 8th kind and one kill per verb. Outcomes are measured, not asserted: the totals
 say how far robolake is from the goals (>= 150 kinds; 0 silent, blocking, outside, tracebacks, lost
@@ -1040,6 +1042,66 @@ def _kill_case(fx: Fixture, verb: str, phase: str, dest: Path) -> dict[str, Any]
     return row
 
 
+# -- kills of the verbs that make a new lake (select --into, merge) --------------------------------
+
+INTO_PHASES = ["creating:marked", "after_commit:media", "before_publish"]
+_INTO_SCRIPTS = {
+    "select --into": f"curate.select_into(uri, \"embodiment = '{EMBODIMENTS[1]}'\", into)",
+    "merge": "curate.merge([uri, other], into)",
+}
+
+
+def _into_here(verb: str, uri: str, into: str, other: str) -> None:
+    exec(f"from robolake import curate\n{_INTO_SCRIPTS[verb]}\n", {"uri": uri, "into": into, "other": other})
+
+
+def _into_kill_case(fx: Fixture, verb: str, phase: str, dest: Path) -> dict[str, Any]:
+    """Kill `verb` at `phase`: the target is published whole or is debris that `check` names and a
+    re-run clears; the source lake is untouched."""
+    from robolake.lake import Lake, check_lake, faults
+
+    uri, other = str(dest / "lake"), str(dest / "other")
+    _ingest(fx.sources / "a", Path(uri))
+    _ingest(fx.sources / "b", Path(other))
+    v0, ids0, _ = _state(uri)
+    ref = str(dest / "ref")
+    _into_here(verb, uri, ref, other)
+    want = sorted(Lake.open(ref).episode_ids())
+    into = str(dest / "into")
+    code = f"import sys\nfrom robolake import curate\nuri, into, other = sys.argv[1:4]\n{_INTO_SCRIPTS[verb]}\n"
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env[faults.ENV_VAR] = f"{phase}:kill"
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, uri, into, other], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    row: dict[str, Any] = {"verb": verb, "phase": phase, "killed": proc.returncode == -9}
+    try:
+        problems = [str(p) for p in check_lake(into).problems[:1]]
+        row["target"] = "whole" if not problems else "half-created" if "half-created" in problems[0] else "damaged"
+        if row["target"] != "whole":
+            _into_here(verb, uri, into, other)  # re-running clears the debris and makes the target
+        row["rerun_check_problems"] = [str(p) for p in check_lake(into).problems[:2]]
+        row["rerun_ok"] = sorted(Lake.open(into).episode_ids()) == want
+        v, ids, _ = _state(uri)
+        row["source_untouched"] = v == v0 and sorted(ids) == sorted(ids0)
+        row["lost"] = 0
+        row["mixed"] = not row["rerun_ok"]
+    except Exception as e:
+        row.update({"error": f"{type(e).__name__}: {e}", "mixed": True, "lost": -1})
+    row["seconds"] = round(time.perf_counter() - t0, 2)
+    row["clean"] = (
+        row["killed"]
+        and row.get("target") in ("whole", "half-created")
+        and row.get("rerun_ok", False)
+        and not row.get("rerun_check_problems")
+        and row.get("source_untouched", False)
+    )
+    shutil.rmtree(dest, ignore_errors=True)
+    return row
+
+
 # -- the run ---------------------------------------------------------------------------------------
 
 
@@ -1059,6 +1121,11 @@ def run(quick: bool, *, work_dir: str | None = None) -> dict[str, Any]:
             _kill_case(fx, verb, phase, work / f"kill-{verb}-{phase.replace(':', '_')}")
             for verb, phases in kills.items()
             for phase in phases
+        ]
+        kill_rows += [
+            _into_kill_case(fx, verb, phase, work / f"kill-{verb.split()[0]}-into-{phase.replace(':', '_')}")
+            for verb in _INTO_SCRIPTS
+            for phase in (INTO_PHASES[-1:] if quick else INTO_PHASES)
         ]
         tried = [r for r in rows if "skipped" not in r]
         totals = {
