@@ -32,7 +32,7 @@ def test_quick_matrix_has_its_shape(quick: dict) -> None:
         assert set(row) >= {"kind", "commands", "silent", "blocking", "outside", "traceback", "clean"}, row
         for outcome in row["commands"].values():
             assert outcome["outcome"] in (faults.ANSWER, faults.ONE_LINE, faults.TRACEBACK)
-    assert {k["verb"] for k in quick["kills"]} == set(faults.QUICK_KILLS)
+    assert {k["verb"] for k in quick["kills"]} == set(faults.QUICK_KILLS) | set(faults._INTO_SCRIPTS)
     assert all(quick["baseline"][c]["outcome"] == faults.ANSWER for c in faults.READERS), quick["baseline"]
 
 
