@@ -14,8 +14,7 @@ until a name that needs them is touched):
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from robolake._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -41,14 +40,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'robolake' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # resolve once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

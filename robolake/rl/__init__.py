@@ -15,8 +15,7 @@ does at start-up) does not import torch and Ray.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from robolake._lazy import lazy_attributes
 
 _EXPORTS: dict[str, str] = {
     "Chains": "robolake.rl.sampler",
@@ -50,14 +49,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'robolake.rl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

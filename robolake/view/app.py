@@ -157,6 +157,7 @@ def _answers(endpoint: Callable[[Request], Response]) -> Callable[[Request], Res
         except Exception as e:
             line = one_line(e)
             log.warning("%s %s: %s", request.method, request.url.path, line)
+            log.debug("the failure behind that answer", exc_info=True)  # for `--debug`, not the default log
             raise HTTPException(DAMAGED, f"{line}; run `robolake check` on the lake for what to do") from None
 
     return wrapped
