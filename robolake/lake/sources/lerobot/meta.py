@@ -231,6 +231,18 @@ class LeRobotMeta:
             return ()
         return tuple(sorted(found))
 
+    def _json(self, rel: str, path: str, fix: str, unreadable: str = "") -> Any:
+        """The JSON document at `path` (dataset file `rel`); a `bad_metadata` SourceError naming it otherwise."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except json.JSONDecodeError as e:
+            raise self.bad(rel, f"is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); {fix}") from None
+        except RecursionError:
+            raise self.bad(rel, f"nests deeper than any metadata does; {fix}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise self.bad(rel, f"cannot be read ({e}){unreadable}") from None
+
     def _load_info(self) -> dict[str, Any]:
         rel = "meta/info.json"
         path = os.path.join(self.root, rel)
@@ -240,17 +252,9 @@ class LeRobotMeta:
                 "is missing: the directory holds LeRobot data but no info.json, so the export is "
                 "unfinished or was copied in part; re-export or re-download the dataset",
             )
-        try:
-            with open(path, encoding="utf-8") as f:
-                info = json.load(f)
-        except json.JSONDecodeError as e:
-            raise self.bad(
-                rel,
-                f"is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
-                "fix the file or re-export the dataset",
-            ) from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise self.bad(rel, f"cannot be read ({e}); check its permissions or re-download it") from None
+        info = self._json(
+            rel, path, "fix the file or re-export the dataset", "; check its permissions or re-download it"
+        )
         if not isinstance(info, dict):
             raise self.bad(
                 rel,
@@ -368,17 +372,7 @@ class LeRobotMeta:
         path = os.path.join(self.root, rel)
         if not os.path.isfile(path):
             return None
-        try:
-            with open(path, encoding="utf-8") as f:
-                modality = json.load(f)
-        except json.JSONDecodeError as e:
-            raise self.bad(
-                rel,
-                f"is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); fix it, or delete it "
-                "to take state/action widths from meta/info.json",
-            ) from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise self.bad(rel, f"cannot be read ({e})") from None
+        modality = self._json(rel, path, "fix it, or delete it to take state/action widths from meta/info.json")
         if not isinstance(modality, dict):
             raise self.bad(
                 rel, f'holds {_kind(modality)}, expected an object with "state", "action" and "video" sections'
