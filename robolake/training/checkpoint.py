@@ -58,7 +58,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -67,6 +67,7 @@ from torch import nn
 from robolake.storage import DocumentError, ensure_within, parse_json
 
 __all__ = [
+    "CheckpointMeta",
     "Checkpoint",
     "CheckpointState",
     "LegacyCheckpointError",
@@ -327,7 +328,7 @@ def _from_payload(path: Path, payload: Any) -> Checkpoint:
     if not isinstance(payload, dict) or "model" not in payload or "step" not in payload:
         raise ValueError(f'{path} is not a robolake checkpoint (a dict with "step" and "model")')
     tensors: dict[str, dict[str, torch.Tensor]] = {"model": _tensor_dict(payload["model"], f"{path} model")}
-    meta = _meta(
+    typed = _meta(
         step=int(payload["step"]),
         optimizer=None,
         scheduler=payload.get("scheduler"),
@@ -336,6 +337,7 @@ def _from_payload(path: Path, payload: Any) -> Checkpoint:
         extra=payload.get("extra") or {},
         lineage=None,
     )
+    meta: dict[str, Any] = dict(typed)  # plus what a conversion adds: "converted_from"
     if payload.get("optimizer") is not None:
         tensors["optimizer"], meta["optimizer"] = _split_optimizer(payload["optimizer"])
     meta["converted_from"] = path.name
@@ -500,6 +502,22 @@ def _split_optimizer(state_dict: Mapping[str, Any]) -> tuple[dict[str, torch.Ten
     return tensors, {"param_groups": groups, "scalars": scalars}
 
 
+class CheckpointMeta(TypedDict):
+    """checkpoint.json as its producers write it (`write_checkpoint` adds "format", "format_version").
+
+    The values are plain JSON: optimizer and scheduler state without tensors, the RNG states, each
+    rank's loader state, the run's extras (the policy card) and lineage.
+    """
+
+    step: int
+    optimizer: dict[str, Any] | None
+    scheduler: Any
+    rng: dict[str, Any] | None
+    loaders: dict[str, Any] | None
+    extra: dict[str, Any]
+    lineage: dict[str, Any] | None
+
+
 def _meta(
     *,
     step: int,
@@ -509,7 +527,7 @@ def _meta(
     loader_states: Mapping[Any, Any] | None,
     extra: Mapping[str, Any],
     lineage: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+) -> CheckpointMeta:
     return {
         "step": step,
         "optimizer": optimizer,
