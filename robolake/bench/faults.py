@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from robolake.bench._common import machine, print_table, write_json
+from robolake.lake import faults as lake_faults
 
 __all__ = ["main", "run"]
 
@@ -907,20 +908,7 @@ def _baseline(fx: Fixture, work: Path) -> dict[str, Outcome]:
 
 # -- kills per verb and phase -----------------------------------------------------------------------
 
-WRITER_PHASES = [
-    "fragments_written",
-    "lease_acquired",
-    "before_commit:media",
-    "after_commit:media",
-    "after_commit:steps",
-    "after_commit:episodes",
-    "after_commit:embodiments",
-    "after_index:episodes",
-    "after_index:media",
-    "before_publish",
-    "manifest_written",
-    "lease_released",
-]
+WRITER_PHASES = list(lake_faults.INGEST_PHASES)
 VERB_PHASES = [
     "lease_acquired",
     "after_commit:episodes",

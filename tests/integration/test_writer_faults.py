@@ -33,21 +33,7 @@ from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Every phase a plain ingest of new episodes passes, in order.
-PHASES = [
-    "fragments_written",
-    "lease_acquired",
-    "before_commit:media",
-    "after_commit:media",
-    "after_commit:steps",
-    "after_commit:episodes",
-    "after_commit:embodiments",
-    "after_index:episodes",
-    "after_index:media",
-    "before_publish",
-    "manifest_written",
-    "lease_released",
-]
+PHASES = list(faults.INGEST_PHASES)  # every phase a plain ingest of new episodes passes, in order
 # Pairs of phases for interleaving: one before the lease, the lease itself, commits, publishing.
 PAIR_PHASES = ["fragments_written", "lease_acquired", "after_commit:steps", "after_index:media", "before_publish"]
 

@@ -37,9 +37,25 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["ENV_VAR", "hook", "install", "installed", "clear"]
+__all__ = ["ENV_VAR", "INGEST_PHASES", "hook", "install", "installed", "clear"]
 
 ENV_VAR = "ROBOLAKE_FAULT"
+
+# Every phase a plain ingest of new episodes passes, in order (what kill tests and `bench faults` walk).
+INGEST_PHASES = (
+    "fragments_written",
+    "lease_acquired",
+    "before_commit:media",
+    "after_commit:media",
+    "after_commit:steps",
+    "after_commit:episodes",
+    "after_commit:embodiments",
+    "after_index:episodes",
+    "after_index:media",
+    "before_publish",
+    "manifest_written",
+    "lease_released",
+)
 
 Callback = Callable[[str], None]
 

@@ -66,6 +66,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from robolake.lake.protocol import faults
+from robolake.lake.protocol.versions import meta_uri
 from robolake.storage import (
     DocumentError,
     OutsideRootError,
@@ -73,7 +74,6 @@ from robolake.storage import (
     list_names,
     put_if_absent,
     read_bytes,
-    under_root,
     write_bytes_atomic,
 )
 
@@ -92,8 +92,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-LEASE_DIR = "_robolake/lease"
-WRITERS_DIR = "_robolake/writers"
+LEASE_DIR = "lease"  # under _robolake/ (versions.meta_uri)
+WRITERS_DIR = "writers"
 MAX_RECORD_BYTES = 1 << 20  # a lease or presence record is a few hundred bytes
 
 
@@ -156,11 +156,6 @@ def _read(uri: str, storage_options: dict[str, str] | None) -> dict[str, Any] | 
         log.warning("unreadable lease/presence record %s; ignoring it", uri)
         return None
     return out if isinstance(out, dict) else None
-
-
-def _record_uri(lake_uri: str, folder: str, *names: str) -> str:
-    """A lease or presence record (or its folder) under the lake, never outside it (`storage.under_root`)."""
-    return under_root(lake_uri, *folder.split("/"), *names, what="lease record")
 
 
 def _list(uri: str, storage_options: dict[str, str] | None) -> list[str]:
@@ -284,15 +279,15 @@ class LeaseRecord:
 
 
 def _epoch_uri(lake_uri: str, epoch: int) -> str:
-    return _record_uri(lake_uri, LEASE_DIR, f"{epoch:010d}.json")
+    return meta_uri(lake_uri, LEASE_DIR, f"{epoch:010d}.json")
 
 
 def lease_records(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[LeaseRecord]:
     """Every lease epoch record still stored, oldest first."""
     out = []
-    for name in _list(_record_uri(lake_uri, LEASE_DIR), storage_options):
+    for name in _list(meta_uri(lake_uri, LEASE_DIR), storage_options):
         if name[:-5].isdigit():
-            d = _read(_record_uri(lake_uri, LEASE_DIR, name), storage_options)
+            d = _read(meta_uri(lake_uri, LEASE_DIR, name), storage_options)
             if d is not None:
                 out.append(LeaseRecord.from_json(d))
     return out
@@ -300,7 +295,7 @@ def lease_records(lake_uri: str, storage_options: dict[str, str] | None = None) 
 
 def _newest(lake_uri: str, storage_options: dict[str, str] | None) -> tuple[int, LeaseRecord | None]:
     """(newest epoch number, its record); the record is None if it is not valid JSON (treated as free)."""
-    names = [n for n in _list(_record_uri(lake_uri, LEASE_DIR), storage_options) if n[:-5].isdigit()]
+    names = [n for n in _list(meta_uri(lake_uri, LEASE_DIR), storage_options) if n[:-5].isdigit()]
     if not names:
         return 0, None
     epoch = int(names[-1][:-5])
@@ -310,11 +305,11 @@ def _newest(lake_uri: str, storage_options: dict[str, str] | None) -> tuple[int,
 
 def presence_records(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The presence records of writers that have not exited cleanly (live or dead)."""
-    d = _record_uri(lake_uri, WRITERS_DIR)
+    d = meta_uri(lake_uri, WRITERS_DIR)
     return [
         r
         for n in _list(d, storage_options)
-        if (r := _read(_record_uri(lake_uri, WRITERS_DIR, n), storage_options)) is not None
+        if (r := _read(meta_uri(lake_uri, WRITERS_DIR, n), storage_options)) is not None
     ]
 
 
@@ -426,7 +421,7 @@ class Writer:
         self.started_at = time.time()
         self._lease: Lease | None = None
         self._stop = threading.Event()
-        self._presence_uri = _record_uri(lake_uri, WRITERS_DIR, f"{self.id}.json")
+        self._presence_uri = meta_uri(lake_uri, WRITERS_DIR, f"{self.id}.json")
         self._write_presence()
         self._thread = threading.Thread(target=self._heartbeat, name=f"robolake-lease-{self.id}", daemon=True)
         self._thread.start()
@@ -545,7 +540,7 @@ class Writer:
         """Remove dead writers' presence records and lease epochs older than the held one."""
         for r in records:
             try:
-                path = _record_uri(self.lake_uri, WRITERS_DIR, f"{r.get('writer')}.json")
+                path = meta_uri(self.lake_uri, WRITERS_DIR, f"{r.get('writer')}.json")
             except OutsideRootError:  # a record naming a writer that is no name: not ours to delete by
                 log.warning("presence record of writer %r names no file of this lake; left in place", r.get("writer"))
                 continue

@@ -35,6 +35,7 @@ from robolake.lake.protocol import faults
 from robolake.lake.protocol.versions import list_versions, meta_uri, who
 from robolake.storage import (
     exists,
+    filesystem,
     list_names,
     put_if_absent,
     read_json,
@@ -279,13 +280,9 @@ def create_tag_set(
     else:
         write_bytes_atomic(uri, data, storage_options)
     faults.hook("tag_set:published")
-    fs = None
     for name in names.values():  # tags of an older robolake, now shadowed by the set: tidy them away
         if exists(_tag_uri(lake_uri, name), storage_options):
-            from robolake.storage import filesystem
-
-            fs = fs or filesystem(lake_uri, storage_options)
-            fs.rm_file(_tag_uri(lake_uri, name))
+            filesystem(lake_uri, storage_options).rm_file(_tag_uri(lake_uri, name))
     return tags
 
 
@@ -302,9 +299,21 @@ def read_tag(lake_uri: str, name: str, storage_options: dict[str, str] | None = 
             return members[name]
     uri = _tag_uri(lake_uri, name)
     if not exists(uri, storage_options):
-        names = [t.name for t in list_tags(lake_uri, storage_options)]
-        raise KeyError(f"lake {lake_uri} has no tag {name!r}; its tags are {sorted(names) or 'none'}")
+        raise KeyError(
+            f"lake {lake_uri} has no tag {name!r}; its tags are {_tag_names(lake_uri, storage_options) or 'none'}"
+        )
     return Tag.from_json(read_json(uri, storage_options, what="tag"))
+
+
+def _tag_names(lake_uri: str, storage_options: dict[str, str] | None) -> list[str]:
+    """The tags' names from the folder listing (a set's members from its name: `split` -> split:*)."""
+    out = []
+    for f in list_names(_tags_dir(lake_uri), storage_options):
+        if f.endswith(_SET_SUFFIX + ".json"):
+            out.append(f[: -len(_SET_SUFFIX + ".json")] + ":*")
+        elif f.endswith(".json") and _NAME.match(f[:-5]):
+            out.append(f[:-5])
+    return sorted(out)
 
 
 def list_tags(lake_uri: str, storage_options: dict[str, str] | None = None) -> list[Tag]:
@@ -329,8 +338,6 @@ def delete_tag(lake_uri: str, name: str, storage_options: dict[str, str] | None 
     Raises:
         KeyError: no such tag.
     """
-    from robolake.storage import filesystem
-
     tag = read_tag(lake_uri, name, storage_options)
     fs = filesystem(lake_uri, storage_options)
     set_name = name.split(":", 1)[0]

@@ -91,15 +91,14 @@ def data_files(turi: str, ds: lance.LanceDataset) -> list[tuple[str, str | None]
     A shallow clone's tables reference their source's files through a Lance *base path* (a data
     file's `base_id`): those live under the source table, not under the clone's `data/`.
     """
-    bases = (
-        ds.base_paths() if any(df.base_id is not None for f in ds.get_fragments() for df in f.metadata.files) else {}
-    )
+    bases: dict[int, Any] | None = None  # read once, and only for a table that has borrowed files
     out: list[tuple[str, str | None]] = []
     for frag in ds.get_fragments():
         for df in frag.metadata.files:
             if df.base_id is None:
                 out.append((join_uri(turi, "data", df.path), None))
                 continue
+            bases = ds.base_paths() if bases is None else bases
             base = bases.get(df.base_id)
             if base is None:
                 out.append((join_uri(turi, "data", f"<unknown base {df.base_id}>", df.path), "?"))

@@ -7,31 +7,12 @@ import threading
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from robolake.lake import CommitConflictError, Lake, LakeVersion
 from robolake.lake.protocol import faults
 from robolake.lake.protocol.retry import MAX_COMMIT_ATTEMPTS, commit_with_retries
-from robolake.schemas import schema_for_table
-
-
-def _rows(n: int, tag: str) -> pa.Table:
-    return pa.Table.from_pylist(
-        [
-            {
-                "source_uri": tag,
-                "source_path": f"{tag}/{i}",
-                "source_format": "test",
-                "source_episode_index": i,
-                "reason_code": "test",
-                "reason": "made by a test",
-                "quarantined_at": 0,
-            }
-            for i in range(n)
-        ],
-        schema=schema_for_table("quarantine"),
-    )
+from tests.unit.lake.protocol.test_lease import _rows
 
 
 def _write(tag: str, n: int, seen: list[tuple[int, int]]):
