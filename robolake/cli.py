@@ -43,6 +43,7 @@ _NO_RAY_COMMANDS = {
     "tag",
     "diff",
     "optimize",
+    "align",
     "view",
 }
 _GLOBAL_FLAGS = ("--debug", "--verbose")

@@ -35,6 +35,7 @@ COMMANDS: tuple[str, ...] = (
     "tag",
     "diff",
     "optimize",
+    "align",
     "view",
 )
 

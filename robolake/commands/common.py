@@ -155,6 +155,15 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"  {'embodiment':<24} {'episodes':>9} {'steps':>9}  cameras")
         for name, e in summary["embodiments"].items():
             print(f"  {name:<24} {e['episodes']:>9} {e['steps']:>9}  {', '.join(e['cameras'])}")
+        for name, e in summary["embodiments"].items():
+            for r in e.get("steps_rendition", []):
+                rules = ", ".join(f"{k}={v}" for k, v in sorted(r["rules"].items())) or "defaults"
+                print(f"  {name}: steps at {r['fps']:g} Hz ({rules}) in {r['episodes']} episodes")
+            if e.get("streams"):
+                print(f"    {'stream':<36} {'kind':<8} {'messages':>10} {'rate Hz':>9}  gaps")
+                for st in e["streams"]:
+                    gaps = f"{st['gaps']} (longest {st['longest_gap_s']:.3f} s)" if st.get("gaps") else "-"
+                    print(f"    {st['name']:<36} {st['kind']:<8} {st['count']:>10} {st['rate_hz']:>9g}  {gaps}")
     media = summary.get("media")
     if media and media["encodings"]:  # what the frames are, and whether any are lossy (lake.media)
         print(

@@ -76,6 +76,14 @@ def _clone(source: Lake, into: str, storage_options: dict[str, str] | None, oper
     write_format_marker(into, storage_options)
     tables: dict[str, int] = {}
     for table in TABLES:
+        if not source.has_table(table):  # a format-2 source: its episodes have no stream record
+            empty = schema_for_table(table).empty_table()
+            tables[table] = int(
+                lance.write_dataset(
+                    empty, table_uri(into, table), mode="create", storage_options=storage_options
+                ).version
+            )
+            continue
         ds = source.dataset(table)
         try:
             clone = ds.shallow_clone(table_uri(into, table), ds.version, storage_options=storage_options)
@@ -230,6 +238,8 @@ def merge(
 
 def _copy_rows(tx: LakeTransaction, lake: Lake, table: str, predicate: str) -> None:
     """Stream `table`'s rows matching `predicate` from `lake` into the transaction's lake."""
+    if not lake.has_table(table):
+        return  # a format-2 lake: nothing of this table to copy
     frags: list[lance.FragmentMetadata] = []
     pending: list[pa.RecordBatch] = []
     rows = 0

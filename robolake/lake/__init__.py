@@ -6,6 +6,7 @@ each do one job and are private to the lake:
 
 - `lake.py`, `query.py`, `where.py` — the `Lake` handle (open/create, tables, versions), episode
   filters, and the safe `--where` language every curation verb and mixture uses.
+- `align.py` — a new steps rendition derived from the record of every stream (`robolake align`).
 - `protocol/` — how a version is written: manifests, transactions with one commit retry loop,
   the write lease, fault hooks, tags and tag sets, dependents, the creation marker, row offsets.
 - `media/` — camera frames: the record (recorded bitstreams), codecs and `FrameReader`.
@@ -17,6 +18,7 @@ each do one job and are private to the lake:
 - `export.py` — a lake version out to LeRobot v3.0.
 """
 
+from robolake.lake.align import AlignResult, AlignSpec, align_lake
 from robolake.lake.export import ExportConfig, export_lerobot
 from robolake.lake.intake.ingest import IngestConfig, IngestResult, ingest
 from robolake.lake.intake.rollouts import (
@@ -64,11 +66,13 @@ from robolake.lake.protocol.transaction import (
     write_fragments,
     write_table_fragments,
 )
+from robolake.lake.protocol.upgrade import upgrade
 from robolake.lake.protocol.versions import (
     CommitConflictError,
     LakeVersion,
     list_versions,
     read_version,
+    upgrade_note,
     who,
     write_format_marker,
 )
@@ -88,6 +92,7 @@ from robolake.lake.sources import (
 )
 from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
 from robolake.lake.sources.mapping import load_mapping
+from robolake.lake.sources.record import EventStream, Record, SignalPart, read_record, stream_summary
 from robolake.lake.sources.rlds.tfrecord import encode_example, write_records
 from robolake.lake.sources.video import iter_video_frames, seek_frame
 from robolake.lake.stats.embodiments import add_embodiments, new_embodiment_row, refresh_embodiments
@@ -96,10 +101,18 @@ from robolake.lake.upkeep.access import build_access_copy, drop_access_copy
 from robolake.lake.upkeep.check import check_lake, missing_files
 from robolake.lake.upkeep.compact import EPISODE_TABLES, OptimizeReport, needs_compaction, optimize
 from robolake.lake.upkeep.gc import gc, parse_age
-from robolake.lake.upkeep.upgrade import upgrade
 from robolake.lake.where import Where, WhereError, parse_where, select_episode_ids, source_path_of
 
 __all__ = [
+    "AlignResult",
+    "AlignSpec",
+    "align_lake",
+    "EventStream",
+    "Record",
+    "SignalPart",
+    "read_record",
+    "stream_summary",
+    "upgrade_note",
     "clear_half_created",
     "faults",
     "half_created",

@@ -8,10 +8,12 @@ version. Writing goes through `LakeTransaction` (see `transaction.py`), ingest t
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,6 +23,7 @@ from robolake.lake.protocol.creation import clear_half_created
 from robolake.lake.protocol.lease import Writer
 from robolake.lake.protocol.tags import Tag, read_tag
 from robolake.lake.protocol.transaction import LakeTransaction, table_uri
+from robolake.lake.protocol.upgrade import upgrade
 from robolake.lake.protocol.versions import (
     CommitConflictError,
     LakeVersion,
@@ -35,6 +38,7 @@ from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
 from robolake.lake.stats.norm import NormStats
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import TABLES, schema_for_table
+from robolake.schemas.version import LAKE_FORMAT_VERSION, TABLES_ADDED
 from robolake.storage import ensure_within, filesystem, join_uri, normalize_uri
 
 if TYPE_CHECKING:
@@ -55,9 +59,11 @@ class Lake:
         storage_options: dict[str, str] | None = None,
         *,
         tag: Tag | None = None,
+        format_version: int = LAKE_FORMAT_VERSION,
     ):
         self._uri = uri
         self._info = info
+        self._format = format_version
         self._opts = dict(storage_options) if storage_options else None
         self._datasets: dict[str, lance.LanceDataset] = {}
         self._tag = tag
@@ -120,7 +126,7 @@ class Lake:
             KeyError: `tag` does not exist.
         """
         uri = normalize_uri(uri)
-        read_format_marker(uri, storage_options)
+        marker = read_format_marker(uri, storage_options)
         known = list_versions(uri, storage_options)
         if not known:
             raise FileNotFoundError(f"lake {uri} has no committed version; it was never fully created")
@@ -131,7 +137,8 @@ class Lake:
             resolved = read_tag(uri, tag, storage_options)
             version = resolved.version
         info = read_version(uri, known[-1] if version is None else version, storage_options)
-        return cls(uri, info, storage_options, tag=resolved)
+        found = int(marker.get("format_version", LAKE_FORMAT_VERSION))
+        return cls(uri, info, storage_options, tag=resolved, format_version=found)
 
     @classmethod
     def open_or_create(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Lake:
@@ -183,15 +190,37 @@ class Lake:
         Args:
             writer: This process's `Writer` on the lake (one is made for the transaction if None).
         """
+        if self._format < LAKE_FORMAT_VERSION:
+            upgrade(self._uri, storage_options=self._opts)  # every write touches the record's tables
+            self._format = LAKE_FORMAT_VERSION
         return LakeTransaction(self._uri, self._info, self._opts, writer=writer)
 
     # --- reading ---------------------------------------------------------------------------
 
+    @property
+    def format_version(self) -> int:
+        """The lake's on-disk format (`robolake.schemas.version`)."""
+        return self._format
+
+    def has_table(self, table: str) -> bool:
+        """Whether the lake's format has `table` (a format-2 lake has no record of other sensors)."""
+        return table in TABLES and self._format >= TABLES_ADDED.get(table, 0)
+
     def dataset(self, table: str) -> lance.LanceDataset:
         """The Lance dataset of `table` at this lake version (unscoped: read through `to_arrow`,
-        or filter with `predicate(table, ...)`, to respect a tag's episode subset)."""
+        or filter with `predicate(table, ...)`, to respect a tag's episode subset).
+
+        Raises:
+            KeyError: not a table of this lake (a format-2 lake has no `signals` or `events`:
+                check `has_table`, or upgrade it with `robolake optimize LAKE --upgrade`).
+        """
         if table not in TABLES:
             raise KeyError(f"unknown lake table {table!r}; the tables are {sorted(TABLES)}")
+        if not self.has_table(table):
+            raise KeyError(
+                f"lake {self._uri} has format {self._format}, which has no {table!r} table; "
+                f"upgrade it in place with `robolake optimize {self._uri} --upgrade`"
+            )
         if table not in self._datasets:
             turi = table_uri(self._uri, table)
             ensure_within(self._uri, join_uri(turi, "data"))  # a table folder linked out of the lake is refused
@@ -202,6 +231,8 @@ class Lake:
         return table_uri(self._uri, table)
 
     def count(self, table: str) -> int:
+        if not self.has_table(table):
+            return 0
         if self.scope is not None and table in ("episodes", "steps", "media"):
             return self.dataset(table).count_rows(filter=self.predicate(table, None))
         return self.dataset(table).count_rows()
@@ -231,7 +262,11 @@ class Lake:
         return sql_in("episode_id", self.episode_ids(where))
 
     def to_arrow(self, table: str, *, columns: list[str] | None = None, where: FilterLike = None) -> pa.Table:
-        """Read `table` (optionally some columns, filtered) as an Arrow table."""
+        """Read `table` (optionally some columns, filtered) as an Arrow table (empty for a table the
+        lake's format lacks)."""
+        if not self.has_table(table):
+            schema = schema_for_table(table)
+            return (schema if columns is None else pa.schema([schema.field(c) for c in columns])).empty_table()
         return self.dataset(table).to_table(columns=columns, filter=self.predicate(table, where))
 
     def to_ray(self, table: str, *, columns: list[str] | None = None, where: FilterLike = None) -> ray.data.Dataset:
@@ -290,16 +325,21 @@ class Lake:
         for r in quarantine:
             reasons[r] = reasons.get(r, 0) + 1
         emb = self.to_arrow("embodiments", columns=["embodiment", "num_episodes", "num_steps", "spec_json"]).to_pylist()
+        streams, renditions = _record_summary(self)
         return {
             "uri": self._uri,
             "version": self.version,
             "num_versions": len(list_versions(self._uri, self._opts)),
-            "tables": {t: {"rows": self.count(t), "lance_version": self._info.tables[t]} for t in TABLES},
+            "tables": {
+                t: {"rows": self.count(t), "lance_version": self._info.tables[t]} for t in TABLES if self.has_table(t)
+            },
             "embodiments": {
                 e["embodiment"]: {
                     "episodes": e["num_episodes"],
                     "steps": e["num_steps"],
                     "cameras": list(EmbodimentSpec.from_json(e["spec_json"]).cameras),
+                    "streams": streams.get(e["embodiment"], []),
+                    "steps_rendition": renditions.get(e["embodiment"], []),
                 }
                 for e in emb
             },
@@ -360,6 +400,46 @@ def _is_retryable_conflict(e: Exception) -> bool:
     """A Lance error another writer caused, that trying again (or joining its result) resolves."""
     text = str(e)
     return "already exists" in text or "Retryable commit conflict" in text or "preempted by concurrent" in text
+
+
+def _record_summary(lake: Lake) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Per embodiment: every stream and event source of its episodes' records (kind, messages,
+    median rate over episodes, gaps), and the distinct steps renditions (rate, rules)."""
+    rows = lake.episodes(columns=["embodiment", "fps", "metadata"]).to_pylist()
+    acc: dict[str, dict[str, dict[str, Any]]] = {}
+    rend: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        meta = json.loads(r["metadata"] or "{}")
+        per = acc.setdefault(r["embodiment"], {})
+        for name, st in ((meta.get("record") or {}).get("streams") or {}).items():
+            a = per.setdefault(
+                name, {"name": name, "kind": st.get("kind", ""), "count": 0, "_rates": [], "episodes": 0}
+            )
+            a["count"] += int(st.get("count", 0))
+            a["episodes"] += 1
+            if st.get("rate_hz"):
+                a["_rates"].append(float(st["rate_hz"]))
+            g = st.get("gaps")
+            if g:
+                a["gaps"] = a.get("gaps", 0) + int(g["count"])
+                a["longest_gap_s"] = max(a.get("longest_gap_s", 0.0), float(g["longest_s"]))
+        al = meta.get("alignment") or {"fps": r["fps"], "rules": meta.get("rules") or {}}
+        key = json.dumps(al.get("rules", {}), sort_keys=True) + f"@{float(al.get('fps') or r['fps']):g}"
+        entry = rend.setdefault(r["embodiment"], {}).setdefault(
+            key, {"fps": float(al.get("fps") or r["fps"]), "rules": al.get("rules", {}), "episodes": 0}
+        )
+        entry["episodes"] += 1
+    streams = {
+        tag: [
+            {
+                **{k: v for k, v in a.items() if k != "_rates"},
+                "rate_hz": round(float(np.median(a["_rates"])), 3) if a["_rates"] else 0.0,
+            }
+            for a in sorted(per.values(), key=lambda x: x["name"])
+        ]
+        for tag, per in acc.items()
+    }
+    return streams, {tag: list(v.values()) for tag, v in rend.items()}
 
 
 def _media_summary(lake: Lake) -> dict[str, Any]:

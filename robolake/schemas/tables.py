@@ -21,6 +21,8 @@ __all__ = [
     "StreamRow",
     "QuarantineRow",
     "EmbodimentRow",
+    "SignalRow",
+    "EventRow",
     "TABLES",
     "schema_of",
     "schema_for_table",
@@ -151,6 +153,49 @@ class EmbodimentRow:
     num_steps: int = _col(pa.int64(), "Steps of this embodiment in the lake.")
 
 
+@dataclass(frozen=True, kw_only=True)
+class SignalRow:
+    """A chunk of one recorded stream of one episode, every message as the source wrote it.
+
+    A stream is one topic (or dataset key); messages of one topic whose layout differs (two
+    publishers with different joints, a TF topic whose messages carry different frames) form
+    parts. Each numeric field of a part keeps its own dtype and width: field `i`'s values are
+    `numpy.frombuffer(data[i], dtypes[i]).reshape(count, widths[i])`. See
+    `robolake.lake.sources.record`.
+    """
+
+    episode_id: str = _col(pa.string(), "Episode the stream belongs to.")
+    stream: str = _col(pa.string(), "Topic or key name, as recorded.")
+    part: int = _col(pa.int32(), "Layout group of the stream (0 unless its messages' layout changes).")
+    chunk: int = _col(pa.int32(), "Order of this chunk within the part.")
+    kind: str = _col(pa.string(), "numeric, or camera (capture times of frames; no values).")
+    msgtype: str = _col(pa.string(), "Message type or source dtype description.")
+    clock: str = _col(pa.string(), "What t_ns is: header (message stamps), log (receive time) or source (seconds).")
+    count: int = _col(pa.int32(), "Messages in this chunk.")
+    t_ns: list[int] = _col(pa.list_(pa.int64()), "Per message: its time in ns on the stream's clock.")
+    log_ns: list[int] = _col(pa.list_(pa.int64()), "Per message: its log (receive) time in ns; empty when none.")
+    fields: list[str] = _col(pa.list_(pa.string()), "Dotted field paths of the numeric values.")
+    dtypes: list[str] = _col(pa.list_(pa.string()), "numpy dtype string of each field, as the source wrote it.")
+    widths: list[int] = _col(pa.list_(pa.int32()), "Values per message of each field.")
+    scalars: list[bool] = _col(pa.list_(pa.bool_()), "Per field: the source held a scalar (not an array of one).")
+    data: list[bytes] = _col(pa.list_(pa.large_binary()), "Per field: count x width values, little-endian, C order.")
+    labels: str = _col(pa.string(), "JSON: the part's non-numeric fields (joint names, frame ids), constant in it.")
+    source_path: str = _col(pa.string(), "The file the messages came from.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventRow:
+    """One timestamped event of one episode: a flag, a label, a note, a trigger."""
+
+    episode_id: str = _col(pa.string(), "Episode the event belongs to.")
+    stream: str = _col(pa.string(), "Topic, key or field the event came from.")
+    kind: str = _col(pa.string(), "bool, enum, string or trigger (a message without content).")
+    t_ns: int = _col(pa.int64(), "Its time in ns on the stream's clock (see signals.clock).")
+    log_ns: int | None = _col(pa.int64(), "Its log (receive) time in ns, when there is one.", nullable=True)
+    value: str | None = _col(pa.string(), "true/false, the enum value, the text; null for a trigger.", nullable=True)
+    source_path: str = _col(pa.string(), "The file it came from.")
+
+
 TABLES: dict[str, type] = {
     "episodes": EpisodeRow,
     "steps": StepRow,
@@ -159,6 +204,8 @@ TABLES: dict[str, type] = {
     "access": MediaRow,  # access copies: same columns as media, rebuilt from it (robolake.lake.upkeep.access)
     "quarantine": QuarantineRow,
     "embodiments": EmbodimentRow,
+    "signals": SignalRow,  # the record of every non-camera stream (robolake.lake.sources.record)
+    "events": EventRow,
 }
 
 

@@ -6,6 +6,12 @@ table). A lake of format 1 is upgraded in place by `robolake optimize LAKE --upg
 the two tables empty and rewrites nothing, and every lake version published before the upgrade
 reads them at their first, empty, Lance version (`TABLES_ADDED`): those versions held no stream
 and no access copy. Opening a format-1 lake without upgrading it fails with that instruction.
+
+Format 3 adds the record of every other sensor: `signals` (every message of every numeric
+stream, as recorded) and `events`. A format-2 lake opens and trains as it is (its steps are its
+record: those tables read as absent); the first write through this robolake upgrades it in
+place the same way (two empty tables, nothing rewritten), and `robolake optimize --upgrade`
+does so on demand.
 """
 
 from __future__ import annotations
@@ -19,12 +25,12 @@ __all__ = [
     "UnsupportedLakeVersionError",
 ]
 
-LAKE_FORMAT_VERSION = 2
-SUPPORTED_FORMAT_VERSIONS = frozenset({2})
-UPGRADABLE_FORMAT_VERSIONS = frozenset({1})  # `robolake optimize LAKE --upgrade` brings these to the current one
+LAKE_FORMAT_VERSION = 3
+SUPPORTED_FORMAT_VERSIONS = frozenset({2, 3})
+UPGRADABLE_FORMAT_VERSIONS = frozenset({1, 2})  # `robolake optimize LAKE --upgrade` brings these to the current one
 # Table -> the format version that added it. A lake version manifest written before it names no
 # Lance version of the table; it reads the table's first Lance version, which is always empty.
-TABLES_ADDED: dict[str, int] = {"streams": 2, "access": 2}
+TABLES_ADDED: dict[str, int] = {"streams": 2, "access": 2, "signals": 3, "events": 3}
 
 
 def with_added_tables(tables: dict[str, int]) -> dict[str, int]:

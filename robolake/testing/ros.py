@@ -207,6 +207,10 @@ def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tu
         return "std_msgs/msg/String", T["std_msgs/msg/String"](data=str(value))
     if kind == "float64":
         return "std_msgs/msg/Float64", T["std_msgs/msg/Float64"](data=float(value))
+    if kind == "int64":  # encoder ticks, an enum
+        return "std_msgs/msg/Int64", T["std_msgs/msg/Int64"](data=int(value))
+    if kind == "empty":  # a trigger: a button press, a marker
+        return "std_msgs/msg/Empty", T["std_msgs/msg/Empty"]()
     if kind == "multiarray":
         Layout_ = T["std_msgs/msg/MultiArrayLayout"]
         return "std_msgs/msg/Float64MultiArray", T["std_msgs/msg/Float64MultiArray"](

@@ -53,6 +53,7 @@ from robolake.lake.protocol.transaction import (
     fragments_to_json,
     write_table_fragments,
 )
+from robolake.lake.protocol.upgrade import upgrade
 from robolake.lake.protocol.versions import LakeVersion
 from robolake.lake.sources import (
     EpisodeRef,
@@ -65,6 +66,7 @@ from robolake.lake.sources import (
 )
 from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
 from robolake.lake.sources.mapping import Mapping
+from robolake.lake.sources.record import record_tables
 from robolake.lake.sources.video import RecordedVideo
 from robolake.lake.stats.embodiments import merge_embodiment_stats, partial_stats
 from robolake.lake.upkeep.access import access_rows
@@ -72,8 +74,15 @@ from robolake.lake.upkeep.compact import compact_in, needs_compaction
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import schema_for_table
+from robolake.schemas.version import LAKE_FORMAT_VERSION
 
-__all__ = ["IngestConfig", "IngestResult", "ingest", "ensure_ray"]  # ensure_ray: re-exported from robolake.ray_tasks
+__all__ = [
+    "IngestConfig",
+    "IngestResult",
+    "ingest",
+    "ensure_ray",
+    "steps_rows",
+]  # ensure_ray: re-exported from robolake.ray_tasks
 
 log = logging.getLogger(__name__)
 
@@ -327,6 +336,8 @@ class _LoadStage:
         media: list[pa.Table] = []
         streams: list[pa.Table] = []
         access: list[pa.Table] = []
+        signals: list[pa.Table] = []
+        events: list[pa.Table] = []
         episodes: list[dict[str, Any]] = []
         quarantine: list[dict[str, Any]] = []
         for ref in self.chunks[index]:
@@ -348,9 +359,20 @@ class _LoadStage:
             streams.append(_streams_table(episode_id, frames))
             if self.access_copy:
                 access += _access_tables(episode_id, ep, frames)
+            if ep.record is not None:
+                sig, ev = record_tables(episode_id, ep.record)
+                signals.append(sig)
+                events.append(ev)
             episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames]))
         fragments: dict[str, list[str]] = {t: [] for t in ROW_TABLES}
-        for table, parts in (("steps", steps), ("media", media), ("streams", streams), ("access", access)):
+        for table, parts in (
+            ("steps", steps),
+            ("media", media),
+            ("streams", streams),
+            ("access", access),
+            ("signals", signals),
+            ("events", events),
+        ):
             if parts:
                 frags = write_table_fragments(self.lake_uri, table, pa.concat_tables(parts), self.opts)
                 fragments[table] = fragments_to_json(frags)
@@ -375,20 +397,34 @@ def _ref_key(ref: EpisodeRef) -> str:
 
 
 def _steps_table(episode_id: str, ep: TabularEpisode) -> pa.Table:
-    n = ep.num_steps
+    return steps_rows(episode_id, ep.ref.embodiment, ep.timestamps, ep.state, ep.action, ep.task_index)
+
+
+def steps_rows(
+    episode_id: str,
+    embodiment: str,
+    timestamps: np.ndarray,
+    state: np.ndarray,
+    action: np.ndarray,
+    task_index: np.ndarray,
+) -> pa.Table:
+    """The `steps` rows of one episode (timestamps from its first step; state and action float32)."""
+    n = len(timestamps)
+    state = np.asarray(state, np.float32)
+    action = np.asarray(action, np.float32)
     return pa.table(
         {
             "episode_id": pa.array([episode_id] * n, pa.string()),
-            "embodiment": pa.array([ep.ref.embodiment] * n, pa.string()),
+            "embodiment": pa.array([embodiment] * n, pa.string()),
             "step_index": pa.array(np.arange(n, dtype=np.int32)),
-            "timestamp": pa.array(ep.timestamps - ep.timestamps[0]),
+            "timestamp": pa.array(np.asarray(timestamps, np.float64) - (timestamps[0] if n else 0.0)),
             "state": pa.ListArray.from_arrays(
-                pa.array(np.arange(n + 1, dtype=np.int32) * ep.state.shape[1]), pa.array(ep.state.reshape(-1))
+                pa.array(np.arange(n + 1, dtype=np.int32) * state.shape[1]), pa.array(state.reshape(-1))
             ),
             "action": pa.ListArray.from_arrays(
-                pa.array(np.arange(n + 1, dtype=np.int32) * ep.action.shape[1]), pa.array(ep.action.reshape(-1))
+                pa.array(np.arange(n + 1, dtype=np.int32) * action.shape[1]), pa.array(action.reshape(-1))
             ),
-            "task_index": pa.array(ep.task_index.astype(np.int32)),
+            "task_index": pa.array(np.asarray(task_index, np.int32)),
         },
         schema=schema_for_table("steps"),
     )
@@ -580,7 +616,8 @@ def _episode_path(ref: EpisodeRef) -> str:
     return os.path.join(ref.source_uri, str(rel)) if rel else ref.source_uri
 
 
-ROW_TABLES = ("steps", "media", "streams", "access")  # tables the load stage writes fragments of, per episode
+# tables the load stage writes fragments of, per episode
+ROW_TABLES = ("steps", "media", "streams", "access", "signals", "events")
 
 
 def ingest(
@@ -674,6 +711,9 @@ def _ingest(
     readers = list(found_units.readers)
     if isinstance(lake, str):
         lake = Lake.open_or_create(lake)
+    if lake.format_version < LAKE_FORMAT_VERSION:  # workers write the record's tables before the commit
+        upgrade(lake.uri, storage_options=lake.storage_options)
+        lake = Lake.open(lake.uri, version=lake.version, storage_options=lake.storage_options)
     local = config.execution == "local" or (
         config.execution == "auto"
         and config.ray_address is None
@@ -854,7 +894,7 @@ def _commit(
     episode_rows = _episode_rows(loaded)
     with lake.begin(writer=slot.writer) as tx:
         tx.acquire()
-        for table in ("media", "streams", "access", "steps"):
+        for table in ("media", "streams", "access", "signals", "events", "steps"):
             tx.append(table, fragments_from_json([f for res in loaded for f in res.fragments_of(table)]))
         if episode_rows:
             tx.append_table("episodes", pa.Table.from_pylist(episode_rows, schema=schema_for_table("episodes")))

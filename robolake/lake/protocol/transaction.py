@@ -55,7 +55,7 @@ INDEX_MAX_SEGMENTS = 8  # index segments of one column before they are merged (L
 # Tables whose rows belong to an episode (curation deletes, selects, merges and restores them
 # together; each keeps an `episode_id` index). `streams` and `access` hold a recorded video's
 # index and its access copy.
-EPISODE_TABLES = ("episodes", "steps", "media", "streams", "access")
+EPISODE_TABLES = ("episodes", "steps", "media", "streams", "access", "signals", "events")
 
 
 def table_uri(lake_uri: str, table: str) -> str:
@@ -187,6 +187,10 @@ class LakeTransaction:
 
     def dataset(self, table: str) -> lance.LanceDataset:
         return lance.dataset(table_uri(self._uri, table), version=self._tables[table], storage_options=self._opts)
+
+    def has_table(self, table: str) -> bool:
+        """Every table is there inside a transaction (`Lake.begin` upgrades an older lake first)."""
+        return table in self._tables
 
     def __enter__(self) -> LakeTransaction:
         return self

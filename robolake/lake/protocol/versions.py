@@ -57,6 +57,8 @@ __all__ = [
     "meta_uri",
     "read_format_marker",
     "write_format_marker",
+    "format_version",
+    "upgrade_note",
     "list_versions",
     "read_version",
     "write_version",
@@ -192,7 +194,7 @@ def read_format_marker(lake_uri: str, storage_options: dict[str, str] | None = N
             "robolake at a lake's root directory"
         )
     found = marker.get("format_version")
-    if found in UPGRADABLE_FORMAT_VERSIONS:
+    if found in UPGRADABLE_FORMAT_VERSIONS and found not in SUPPORTED_FORMAT_VERSIONS:
         raise UnsupportedLakeVersionError(
             f"lake {lake_uri} has format version {found}, from an older robolake; upgrade it in place with "
             f"`robolake optimize {lake_uri} --upgrade` (adds two empty tables, rewrites nothing) to open it"
@@ -291,11 +293,25 @@ def write_version(lake_uri: str, lv: LakeVersion, storage_options: dict[str, str
 
 
 def upgrade_note(uri: str, storage_options: dict[str, str] | None = None) -> str | None:
-    """What `robolake info` says about an upgraded lake's older frames, or None."""
+    """What `robolake info` says about what an older or upgraded lake lacks, or None."""
     marker = read_json(_marker_uri(normalize_uri(uri)), storage_options)
+    found = marker.get("format_version")
+    if found == 2:
+        return (
+            "format 2: no record of the non-camera streams (their steps are their record); episodes ingested "
+            "from now on keep every stream (the first write, or `robolake optimize --upgrade`, adds the tables)"
+        )
     if "upgraded_from" not in marker:
         return None
+    since = marker["upgraded_at_version"]
+    if marker["upgraded_from"] == 2:
+        return f"upgraded from format 2 after version {since}: episodes ingested before it have no stream record"
     return (
-        f"upgraded from format {marker['upgraded_from']} after version {marker['upgraded_at_version']}: bare jpeg "
+        f"upgraded from format {marker['upgraded_from']} after version {since}: bare jpeg "
         "frames written before it may be JPEG q80 re-encodes of video frames (that format did not record it)"
     )
+
+
+def format_version(uri: str, storage_options: dict[str, str] | None = None) -> int:
+    """The format version in the lake's marker."""
+    return int(read_format_marker(uri, storage_options).get("format_version", LAKE_FORMAT_VERSION))

@@ -115,6 +115,8 @@ class TabularEpisode:
         fps: Frame rate.
         content_hash: sha256 hex of the content (see `content_hash`).
         metadata: JSON-able reader details kept in the episodes table.
+        record: Every message of every stream the reader kept (`sources.record`); None when the
+            reader keeps none (its steps are its record).
     """
 
     ref: EpisodeRef
@@ -127,6 +129,7 @@ class TabularEpisode:
     fps: float
     content_hash: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    record: Any = None  # sources.record.Record (typed loosely: base sits below the record module)
 
     @property
     def num_steps(self) -> int:

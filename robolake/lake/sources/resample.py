@@ -32,6 +32,11 @@ where a user would not expect it, in `metadata["notes"]` (ingest prints each onc
 * `mode="none"` (`resample: none`) keeps every message of the first state stream as a step at
   its own time (stamps may repeat), the other streams resampled onto those times.
 
+The rule of a stream can be chosen (`rules`, `robolake align --rule STREAM=RULE`): `linear`,
+`hold` (latest at or before), `latest` (the same, for frames), `nearest` (the closest message,
+`nearest:0.01` within 10 ms, else held and counted), or `mean` (of the messages since the
+previous tick, held where there are none). Whatever was chosen is in `metadata["rules"]`.
+
 The checks here turn bad recordings into quarantine reasons a person can act on: an empty
 stream (`empty`), a clock that goes backwards (`timestamps`), NaN/inf values (`non_finite`), a
 width that changes mid-recording (`shape`), and streams with no common time (`no_overlap`).
@@ -66,7 +71,12 @@ __all__ = [
     "check_frame_sizes",
     "merge_shared_stamps",
     "align",
+    "RULES",
+    "parse_rule",
+    "resample_rule",
 ]
+
+RULES = ("linear", "hold", "latest", "nearest", "mean")
 
 
 @dataclass(frozen=True)
@@ -231,6 +241,65 @@ def resample_latest(stream: Stream, at: np.ndarray) -> np.ndarray:
     return _index_at_or_before(np.asarray(stream.t, dtype=np.float64), at)
 
 
+def parse_rule(text: str) -> tuple[str, float | None]:
+    """(rule, tolerance in seconds) of `linear`, `hold`, `latest`, `nearest`, `nearest:0.01`, `mean`.
+
+    Raises:
+        ValueError: an unknown rule or a bad tolerance, naming the rules there are.
+    """
+    name, _, tol = text.strip().partition(":")
+    if name not in RULES:
+        raise ValueError(
+            f"unknown alignment rule {text!r}; rules: {', '.join(RULES)} (nearest:SECONDS for a tolerance)"
+        )
+    if tol and name != "nearest":
+        raise ValueError(f"rule {name!r} takes no tolerance (only nearest:SECONDS does), got {text!r}")
+    try:
+        tolerance = float(tol) if tol else None
+    except ValueError:
+        raise ValueError(f"tolerance of {text!r} is not a number of seconds") from None
+    if tolerance is not None and not tolerance > 0:
+        raise ValueError(f"tolerance of {text!r} must be > 0 seconds")
+    return name, tolerance
+
+
+def resample_rule(stream: Stream, at: np.ndarray, rule: str) -> tuple[np.ndarray, int]:
+    """float64 [len(at), D] of `stream` at each tick by `rule`, and how many ticks the rule could not serve
+    (nearest: no message within the tolerance; mean: no message since the previous tick), which are held."""
+    name, tol = parse_rule(rule)
+    if name == "linear":
+        return resample_linear(stream, at), 0
+    if name in ("hold", "latest"):
+        return resample_hold(stream, at), 0
+    t = np.asarray(stream.t, dtype=np.float64)
+    v = np.asarray(stream.values, dtype=np.float64)
+    held = _index_at_or_before(t, at)
+    if name == "nearest":
+        after = np.clip(held + 1, 0, len(t) - 1)
+        pick = np.where(np.abs(t[after] - at) < np.abs(t[held] - at), after, held)
+        if tol is None:
+            return v[pick], 0
+        far = np.abs(t[pick] - at) > tol
+        return v[np.where(far, held, pick)], int(far.sum())
+    # mean over (previous tick, this tick]
+    out = v[held].copy()
+    lo = np.searchsorted(t, np.concatenate([[-np.inf], at[:-1]]), side="right")
+    hi = np.searchsorted(t, at, side="right")
+    csum = np.concatenate([np.zeros((1, v.shape[1])), np.cumsum(v, axis=0)])
+    n = hi - lo
+    some = n > 0
+    out[some] = (csum[hi[some]] - csum[lo[some]]) / n[some, None]
+    return out, int((~some).sum())
+
+
+def _rule_of(name: str, default: str, rules: dict[str, str]) -> str:
+    """A stream's rule: given for its name, or for its topic (`/joint_states` covers `/joint_states[a,b]`)."""
+    if name in rules:
+        return rules[name]
+    base = name.split("[", 1)[0]
+    return rules.get(base, default)
+
+
 def action_one_ahead(state: np.ndarray) -> np.ndarray:
     """Action = the state one tick ahead; the last step repeats its own state."""
     if len(state) == 0:
@@ -335,6 +404,8 @@ def align(
     window: tuple[float, float] | None = None,
     path: str = "",
     mode: str = "ticks",
+    rules: dict[str, str] | None = None,
+    recorded: bool = False,
 ) -> Aligned:
     """Resample state (linear), action (hold) and camera frames (latest) onto common ticks.
 
@@ -347,11 +418,16 @@ def align(
         window: Restrict the episode to [start, end] (a split of the recording).
         path: The recording, for messages.
         mode: `ticks` (fixed-rate ticks) or `none` (a step per message of `state[0]`).
+        rules: Stream name (or its topic) -> rule, over the defaults (`parse_rule`).
+        recorded: The numeric streams are kept whole in the record (notes say so).
 
     Raises:
         SourceError: a stream is empty, non-finite or out of order; the streams do not overlap.
     """
     cameras = cameras or {}
+    rules = dict(rules or {})
+    for r in rules.values():
+        parse_rule(r)
     if not state:
         raise SourceError("missing_key", path, "no state stream; map one (`state:` in the mapping)")
     if not action and not action_from_state:
@@ -411,25 +487,34 @@ def align(
         st = np.concatenate([first, *[resample_linear(x, at) for x in merged_state[1:]]], axis=1)
     else:
         at = ticks(start, end, rate)
-        st = np.concatenate([resample_linear(x, at) for x in merged_state], axis=1)
-    ac = action_one_ahead(st) if action_from_state else np.concatenate([resample_hold(x, at) for x in action], axis=1)
-    frames = {cam: resample_latest(x, at) for cam, x in cameras.items()}
+        st = np.concatenate([_by_rule(x, at, "linear", rules, stats) for x in merged_state], axis=1)
+    ac = (
+        action_one_ahead(st)
+        if action_from_state
+        else np.concatenate([_by_rule(x, at, "hold", rules, stats) for x in action], axis=1)
+    )
+    frames = {cam: _frame_index(x, at, rules, stats) for cam, x in cameras.items()}
     if mode == "ticks":
-        rules = (
-            [(x, "linear") for x in merged_state]
-            + [(x, "hold") for x in action]
+        used_rules = (
+            [(x, _rule_of(x.name, "linear", rules)) for x in merged_state]
+            + [(x, _rule_of(x.name, "hold", rules)) for x in action]
             + [(x, "latest") for x in cameras.values()]
         )
-        for x, rule in rules:
+        for x, rule in used_rules:
             if len(x) < 2:
                 continue
             n_in, n_used, most = _used(x, at, rule)
             stats.setdefault(x.name, {}).update(in_window=n_in, used=n_used, most_per_tick=most)
             if n_in - n_used > max(1, 0.05 * n_in):
-                what = "frames" if rule == "latest" else "messages"
+                of_frames = rule == "latest"
+                kept = (
+                    "the record keeps them (`robolake align --fps`, `pack --history` use them)"
+                    if recorded and not of_frames
+                    else "raise `fps:` or use `resample: none` to keep them"
+                )
                 notes.append(
-                    f"{x.name}: {n_in - n_used} of {n_in} {what} fall between {rate:g} Hz ticks and are not used "
-                    f"(up to {most} per tick); raise `fps:` or use `resample: none` to keep them"
+                    f"{x.name}: {n_in - n_used} of {n_in} {'frames' if of_frames else 'messages'} fall between "
+                    f"{rate:g} Hz ticks and are not used by the steps (up to {most} per tick); {kept}"
                 )
     tick = 1.0 / rate
     trimmed = (start - rec_span[0], rec_span[1] - end)
@@ -454,6 +539,11 @@ def align(
         "rate": {"clock": clock.name, "measured_hz": measured, "fps": rate, "given": fps is not None},
         "streams": {x.name: len(x) for x in streams},
     }
+    meta["rules"] = {
+        **{x.name: _rule_of(x.name, "linear", rules) for x in state},
+        **{x.name: _rule_of(x.name, "hold", rules) for x in action},
+        **{x.name: _rule_of(x.name, "latest", rules) for x in cameras.values()},
+    }
     if stats:
         meta["stream_use"] = stats
     if static:
@@ -463,3 +553,35 @@ def align(
     if action_from_state:
         meta["action_from_state"] = True
     return Aligned(timestamps=at, state=st, action=ac, frames=frames, fps=float(rate), metadata=meta)
+
+
+def _by_rule(
+    stream: Stream, at: np.ndarray, default: str, rules: dict[str, str], stats: dict[str, dict[str, Any]]
+) -> np.ndarray:
+    rule = _rule_of(stream.name, default, rules)
+    if rule == default and default == "linear":
+        return resample_linear(stream, at)
+    values, unserved = resample_rule(stream, at, rule)
+    if unserved:
+        stats.setdefault(stream.name, {})["held_by_rule"] = unserved
+    return values
+
+
+def _frame_index(stream: Stream, at: np.ndarray, rules: dict[str, str], stats: dict[str, dict[str, Any]]) -> np.ndarray:
+    """A camera's frame per tick: latest at or before (default), or the nearest (within a tolerance)."""
+    rule = _rule_of(stream.name, "latest", rules)
+    name, tol = parse_rule(rule)
+    held = resample_latest(stream, at)
+    if name in ("latest", "hold"):
+        return held
+    if name != "nearest":
+        raise ValueError(f"camera {stream.name}: a frame cannot be {name}; use latest or nearest")
+    t = np.asarray(stream.t, dtype=np.float64)
+    after = np.clip(held + 1, 0, len(t) - 1)
+    pick = np.where(np.abs(t[after] - at) < np.abs(t[held] - at), after, held)
+    if tol is not None:
+        far = np.abs(t[pick] - at) > tol
+        pick = np.where(far, held, pick)
+        if far.any():
+            stats.setdefault(stream.name, {})["held_by_rule"] = int(far.sum())
+    return pick

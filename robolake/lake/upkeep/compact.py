@@ -48,9 +48,11 @@ class _Tables(Protocol):
 
     def dataset(self, table: str) -> lance.LanceDataset: ...
 
+    def has_table(self, table: str) -> bool: ...
+
 
 def _fragments(lake: _Tables) -> dict[str, int]:
-    return {t: len(lake.dataset(t).get_fragments()) for t in (*EPISODE_TABLES, "quarantine")}
+    return {t: len(lake.dataset(t).get_fragments()) for t in (*EPISODE_TABLES, "quarantine") if lake.has_table(t)}
 
 
 def needs_compaction(lake: _Tables, max_fragments: int = DEFAULT_MAX_FRAGMENTS) -> bool:

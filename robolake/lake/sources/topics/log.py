@@ -26,6 +26,7 @@ Episode windows are spans of log time; the clock used for resampling can be the 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import itertools
 import logging
@@ -44,10 +45,10 @@ from robolake.lake.sources.base import (
     content_hash,
 )
 from robolake.lake.sources.mapping import CameraMap, StreamMap
+from robolake.lake.sources.record import RecordBuilder, stream_summary
 from robolake.lake.sources.registry import SourceOptions
 from robolake.lake.sources.resample import (
     Stream,
-    align,
     check_frame_sizes,
     resample_latest,
 )
@@ -61,13 +62,11 @@ from robolake.lake.sources.topics.plan import (
     slice_name,
     topic_key,
 )
+from robolake.lake.sources.topics.render import render_topic_steps, topic_kinds
 from robolake.lake.sources.topics.streams import (
     NumericStream,
     nice_rate,
-    permute,
-    rel_seconds,
     robust_rate,
-    stream_columns,
 )
 from robolake.schemas.embodiment import EmbodimentSpec
 
@@ -76,6 +75,7 @@ __all__ = ["TopicInfo", "Recording", "TopicLogReader"]
 log = logging.getLogger(__name__)
 
 _NS = 1_000_000_000
+_EVENT_KINDS = {rm.BOOL: "bool", rm.STRING: "string"}  # message kinds kept as events (and std_msgs/Empty: trigger)
 
 
 class TopicLogReader:
@@ -391,65 +391,65 @@ class TopicLogReader:
                         "missing_key", rec.path, f"topic {t} is not in this recording; topics here: {sorted(topics)}"
                     )
             # (a topic's count is not checked here: storage metadata can say 0 for a topic it holds)
-            readers = {
-                s.label + str(i): NumericStream(s, topics[s.source], plan.clock)
-                for i, s in enumerate((*plan.state, *plan.action))
-            }
-            by_topic: dict[str, list[NumericStream]] = {}
-            for r in readers.values():
-                by_topic.setdefault(r.s.source, []).append(r)
-            cam_t: dict[str, list[int]] = {c.source: [] for c in plan.cameras}
+            cams = {c.source for c in plan.cameras}
+            kept, left_out = self._record_topics(topics, plan)
+            mapped = set(plan.numeric_topics()) | {plan.task_from, plan.split.source} - {None}
+            undecodable: set[str] = set()
+            builder = RecordBuilder(budget=self.limits.max_read_bytes, path=rec.path)
             cam_hash = {c.source: hashlib.sha256() for c in plan.cameras}
             task_text: str | None = plan.task
-            wanted = sorted(set(by_topic) | set(cam_t))
+            wanted = sorted(set(kept) | cams)
+            header = plan.clock == "header"
             for topic, log_ns, raw in rec.messages(wanted, start_ns, stop_ns):
-                if topic in cam_t:
-                    stamp = rec.image_stamp_ns(topic, raw) if plan.clock == "header" else None
-                    cam_t[topic].append(stamp if stamp else log_ns)
+                if topic in cams:
+                    stamp = rec.image_stamp_ns(topic, raw) if header else None
+                    builder.add_frame(
+                        topic,
+                        t_ns=stamp or log_ns,
+                        log_ns=log_ns,
+                        msgtype=topics[topic].msgtype,
+                        clock="header" if stamp else "log",
+                        path=rec.path,
+                    )
                     cam_hash[topic].update(rec.raw_bytes(raw))
-                if topic in by_topic:
+                    continue
+                if topic in undecodable:
+                    continue
+                try:
                     msg = rec.decode(topic, raw)
-                    for r in by_topic[topic]:
-                        r.add(rec, log_ns, msg)
+                except Exception as e:  # noqa: BLE001 - an unmapped topic that cannot be read is left out, said
+                    if topic in mapped:
+                        raise
+                    undecodable.add(topic)
+                    left_out[topic] = f"cannot be decoded ({type(e).__name__}: {e})"
+                    continue
+                stamp = rm.header_stamp_ns(msg) if header else None
+                builder.add(
+                    topic,
+                    msg,
+                    t_ns=stamp or log_ns,
+                    log_ns=log_ns,
+                    msgtype=topics[topic].msgtype,
+                    clock="header" if stamp else "log",
+                    path=rec.path,
+                    event_kind=kept[topic],
+                    nbytes=len(rec.raw_bytes(raw)),
+                )
             if plan.task_from and task_text is None:
                 task_text = self._task_text(rec, plan.task_from, start_ns, stop_ns)
             path = rec.path
-        firsts = [t for r in readers.values() for t in r.t] + [ts[0] for ts in cam_t.values() if ts]
-        if not firsts:
-            raise SourceError("empty", path, f"the episode window holds no messages of {wanted}")
-        t0 = min(firsts)
-        n_state = len(plan.state)
-        parts: list[list[tuple[Stream, list[int]]]] = [r.streams(t0, path) for r in readers.values()]
-        for r, pieces, want in zip(readers.values(), parts, self.state_dims + self.action_dims, strict=False):
-            got = sum(int(np.shape(st.values)[1]) for st, _ in pieces)
-            if got != want:
-                raise SourceError(
-                    "shape",
-                    path,
-                    f"{r.s.source} has {got} values per message here but {want} in {self.recordings[0][0]}; "
-                    "one unit must keep one layout: ingest it with its own --embodiment, "
-                    "or select joints with `names:`",
-                )
-        state_perm, action_perm = stream_columns(parts[:n_state]), stream_columns(parts[n_state:])
-        cams = {
-            c.name: Stream(c.source, rel_seconds(cam_t[c.source], t0), np.zeros((len(cam_t[c.source]), 0)), path)
-            for c in plan.cameras
-        }
-        aligned = align(
-            state=[st for p in parts[:n_state] for st, _ in p],
-            action=[st for p in parts[n_state:] for st, _ in p],
-            cameras=cams,
+        record = builder.build()
+        rendered = render_topic_steps(
+            record,
+            plan,
+            topic_kinds(topics, plan),
             fps=self.fps,
-            action_from_state=plan.action_from_state,
-            path=path,
             mode=self.resample_mode,
+            path=path,
+            dims=self.state_dims + self.action_dims,
+            first_recording=self.recordings[0][0],
         )
-        if state_perm is not None or action_perm is not None:
-            aligned = dataclasses.replace(
-                aligned,
-                state=permute(aligned.state, state_perm),
-                action=permute(aligned.action, state_perm if plan.action_from_state else action_perm),
-            )
+        aligned, t0 = rendered.aligned, rendered.t0_ns
         tasks = (task_text or "",)
         task_index = np.zeros(len(aligned.timestamps), np.int32)
         digests = tuple(f"{c.name}:{cam_hash[c.source].hexdigest()}" for c in plan.cameras)
@@ -457,7 +457,7 @@ class TopicLogReader:
             "recording": list(paths),
             "t0_ns": int(t0),
             "log_window_ns": window,
-            "clock": {r.s.label: ("header" if r.header_clock else "log") for r in readers.values()},
+            "clock": {label: ("header" if h else "log") for label, h in rendered.header_clock.items()},
             "plan": plan.describe(),
             "tasks": list(tasks),
             **aligned.metadata,
@@ -468,8 +468,20 @@ class TopicLogReader:
                 "from": "mapping fps" if plan.fps else "measured",
             },
         }
-        if aligned.metadata.get("notes"):
-            metadata["notes"] = [f"{path}: {n}" for n in aligned.metadata["notes"]]
+        metadata["record"] = {
+            "streams": stream_summary(record),
+            "source_bytes": builder.source_bytes,
+            **({"left_out": left_out} if left_out else {}),
+        }
+        metadata["composition"] = {"kind": "topics", "plan": plan.to_json(), "topics": topic_kinds(topics, plan)}
+        notes = [f"{path}: {n}" for n in aligned.metadata.get("notes", ())]
+        unread = {t: why for t, why in left_out.items() if "mapped as a camera" not in why}
+        if unread:
+            notes.append(
+                f"{path}: not kept in the record: " + "; ".join(f"{t} ({why})" for t, why in sorted(unread.items()))
+            )
+        if notes:
+            metadata["notes"] = notes
         return TabularEpisode(
             ref=ref,
             state=aligned.state.astype(np.float32),
@@ -488,7 +500,32 @@ class TopicLogReader:
                 media_digests=digests,
             ),
             metadata=metadata,
+            record=record,
         )
+
+    def _record_topics(self, topics: dict[str, TopicInfo], plan: Plan) -> tuple[dict[str, str | None], dict[str, str]]:
+        """Topics the record keeps (-> event kind, None for numeric), and those it leaves out with why.
+
+        Every topic but images is kept unless `--streams` narrows it; the mapped ones always are.
+        """
+        mapped = set(plan.numeric_topics()) | ({plan.task_from} if plan.task_from else set())
+        if plan.split.by == "topic" and plan.split.source:
+            mapped.add(plan.split.source)
+        patterns = getattr(self.options, "streams", None)  # SourceOptions.streams (--streams)
+        kept: dict[str, str | None] = {}
+        left: dict[str, str] = {}
+        for name, info in topics.items():
+            if info.kind in (rm.IMAGE, rm.COMPRESSED_IMAGE):
+                if name not in {c.source for c in plan.cameras}:
+                    left[name] = "image topic not mapped as a camera"
+                continue
+            if patterns is not None and name not in mapped and not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                left[name] = "not matched by --streams"
+                continue
+            kept[name] = _EVENT_KINDS.get(info.kind) or (
+                "trigger" if rm.short_type(info.msgtype).rsplit("/", 1)[-1] == "Empty" else None
+            )
+        return kept, left
 
     @staticmethod
     def _task_text(rec: Recording, topic: str, start_ns: int | None, stop_ns: int | None) -> str:

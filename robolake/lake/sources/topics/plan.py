@@ -21,6 +21,7 @@ and why (for `robolake inspect`).
 from __future__ import annotations
 
 import abc
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,38 @@ class Plan:
 
     def numeric_topics(self) -> list[str]:
         return list(dict.fromkeys(s.source for s in (*self.state, *self.action)))
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything `from_json` needs to rebuild the plan (kept in an episode's metadata, so that
+        `robolake align` derives steps from the record the way ingest did)."""
+        return {
+            "state": [dataclasses.asdict(s) for s in self.state],
+            "action": [dataclasses.asdict(s) for s in self.action],
+            "action_from_state": self.action_from_state,
+            "cameras": [dataclasses.asdict(c) for c in self.cameras],
+            "task": self.task,
+            "task_from": self.task_from,
+            "clock": self.clock,
+            "fps": self.fps,
+            "split": dataclasses.asdict(self.split),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Plan:
+        def stream(x: dict[str, Any]) -> StreamMap:
+            return StreamMap(**{**x, "names": tuple(x["names"]) if x.get("names") is not None else None})
+
+        return cls(
+            state=tuple(stream(x) for x in d["state"]),
+            action=tuple(stream(x) for x in d["action"]),
+            action_from_state=bool(d["action_from_state"]),
+            cameras=tuple(CameraMap(**x) for x in d["cameras"]),
+            task=d.get("task"),
+            task_from=d.get("task_from"),
+            clock=str(d["clock"]),
+            fps=d.get("fps"),
+            split=SplitMap(**d["split"]),
+        )
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import lance
 import numpy as np
@@ -418,29 +419,59 @@ def test_ingest_can_write_the_access_copy_and_curation_keeps_it_with_its_episode
     assert after.count("access") == after.count("media")
 
 
-def test_a_format_1_lake_is_refused_with_the_upgrade_and_upgrades_in_place(media_root, tmp_path) -> None:
+def _make_old(root: Path, fmt: int, tables: tuple[str, ...]) -> None:
+    """Make a lake look as an older robolake wrote it: without `tables`, marked format `fmt`."""
     import json
     import shutil
 
-    from robolake.lake.upkeep.upgrade import upgrade
+    for table in tables:
+        shutil.rmtree(root / f"{table}.lance")
+    for path in [root / "_robolake" / "lake.json", *(root / "_robolake" / "versions").glob("*.json")]:
+        d = json.loads(path.read_text())
+        if "format_version" in d:
+            d["format_version"] = fmt
+        for table in tables:
+            d.get("tables", {}).pop(table, None)
+        path.write_text(json.dumps(d))
+
+
+def test_a_format_2_lake_opens_reads_and_upgrades_on_its_first_write(media_root, tmp_path) -> None:
+    import shutil
+
+    from robolake.lake import upgrade_note
+
+    root = tmp_path / "old2"
+    shutil.copytree(media_root / "lake", root)
+    _make_old(root, 2, ("signals", "events"))
+    lake = Lake.open(str(root))  # no upgrade needed to read
+    assert lake.format_version == 2 and not lake.has_table("signals")
+    assert lake.count("signals") == 0 and lake.to_arrow("events").num_rows == 0
+    assert "signals" not in lake.summary()["tables"]
+    assert "format 2" in (upgrade_note(str(root)) or "")
+    keys = _all_keys(lake)[:3]
+    assert len(lake.frames().read_many(keys)) == 3
+    res = ingest(str(media_root / "syn"), str(root), IngestConfig(embodiment="again"))
+    assert res.ingested == 0 and res.skipped > 0
+    after = Lake.open(str(root))
+    assert after.format_version == 3 and after.has_table("signals")
+    assert after.checkout(1).count("signals") == 0  # a version before the upgrade reads it empty
+    assert "upgraded from format 2" in (upgrade_note(str(root)) or "")
+
+
+def test_a_format_1_lake_is_refused_with_the_upgrade_and_upgrades_in_place(media_root, tmp_path) -> None:
+    import shutil
+
+    from robolake.lake.protocol.upgrade import upgrade
     from robolake.schemas import UnsupportedLakeVersionError
 
     # A format-1 lake, as robolake wrote it before the record: no streams or access table.
     root = tmp_path / "old"
     shutil.copytree(media_root / "lake", root)
-    for table in ("streams", "access"):
-        shutil.rmtree(root / f"{table}.lance")
-    for path in [root / "_robolake" / "lake.json", *(root / "_robolake" / "versions").glob("*.json")]:
-        d = json.loads(path.read_text())
-        if "format_version" in d:
-            d["format_version"] = 1
-        for table in ("streams", "access"):
-            d.get("tables", {}).pop(table, None)
-        path.write_text(json.dumps(d))
+    _make_old(root, 1, ("streams", "access", "signals", "events"))
     with pytest.raises(UnsupportedLakeVersionError, match=r"format version 1.*robolake optimize .* --upgrade"):
         Lake.open(str(root))
     report = upgrade(str(root))
-    assert (report.from_format, report.to_format, report.created) == (1, 2, ("streams", "access"))
+    assert (report.from_format, report.to_format, report.created) == (1, 3, ("streams", "access", "signals", "events"))
     assert upgrade(str(root)).created == ()  # idempotent
     lake = Lake.open(str(root))
     first = lake.checkout(1)  # a version from before the upgrade reads the new tables empty

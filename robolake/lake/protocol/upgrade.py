@@ -1,8 +1,9 @@
-"""`robolake optimize LAKE --upgrade`: bring a lake of an older format to this one, in place.
+"""Bringing a lake of an older format to this one, in place (`robolake optimize LAKE --upgrade`).
 
-Format 2 added two tables (`schemas.version.TABLES_ADDED`: `streams` for recorded videos,
-`access` for access copies). Upgrading a format-1 lake creates them empty and then rewrites the
-format marker; no data file is read or rewritten, so it takes a second whatever the lake's size.
+Each format added tables (`schemas.version.TABLES_ADDED`: format 2 `streams` for recorded
+videos and `access` for access copies, format 3 `signals` and `events`, the record of every
+other sensor). Upgrading creates the missing ones empty and then rewrites the format marker;
+no data file is read or rewritten, so it takes a second whatever the lake's size.
 Every lake version published before the upgrade names no version of the new tables and reads
 them at their first Lance version, which is empty (`schemas.version.with_added_tables`): those
 versions held no stream and no access copy, which is exactly what they were.
@@ -13,7 +14,8 @@ table a version names. A killed upgrade leaves either the old marker (run it aga
 it made are joined) or the new one. Media rows written by format 1 did not record whether a
 bare `jpeg` frame was the source's or a re-encode (format 1 re-encoded video frames as JPEG
 q80 by default); the marker records the version the upgrade happened at, and `robolake info`
-says so.
+says so. A format-2 lake is read as it is; `Lake.begin` upgrades it before its first write
+(every write touches the episode tables, the record's among them).
 """
 
 from __future__ import annotations
@@ -93,7 +95,9 @@ def upgrade(uri: str, *, storage_options: dict[str, str] | None = None) -> Upgra
             "upgrade robolake (pip install -U robolake)"
         )
     head = read_version(uri, list_versions(uri, storage_options)[-1], storage_options)
-    created = tuple(t for t in TABLES_ADDED if _create_empty(uri, t, storage_options))
+    created = tuple(
+        t for t, added in TABLES_ADDED.items() if added > int(found) and _create_empty(uri, t, storage_options)
+    )
     with LakeTransaction(uri, head, storage_options) as tx:
         tx.acquire()
         write_json_atomic(
