@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from robolake.commands.common import quiet_ray, tqdm_progress
 
@@ -67,6 +68,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "state stream; default: the mapping's `resample:`, else ticks)",
     )
     s.add_argument(
+        "--session",
+        default=None,
+        choices=["folder", "overlap", "split"],
+        help="read several topic-log files of one folder as one recording (one episode): overlap (time spans "
+        "overlap: bags recorded side by side, a topic per file), split (numbered parts name_0.bag, name_1.bag, ... "
+        "in index order), folder (every file of a format in the folder); default: the mapping's `session:`, else "
+        "one episode per file (`robolake inspect SRC --session MODE` shows the sessions)",
+    )
+    s.add_argument(
+        "--streams",
+        nargs="+",
+        default=None,
+        metavar="PATTERN",
+        help="glob patterns of the topic / key names to keep in the record, e.g. '/joint*' '/gripper/*' "
+        "(default: every numeric stream)",
+    )
+    s.add_argument(
         "--max-read-gb",
         type=float,
         default=None,
@@ -97,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
     from robolake.lake import DEFAULT_MAX_READ_BYTES
 
     budget = DEFAULT_MAX_READ_BYTES if args.max_read_gb is None else max(1, int(args.max_read_gb * 1e9))
+    # passed only when given (IngestConfig carries them to SourceOptions, which validates them)
+    chosen: dict[str, Any] = {
+        k: v
+        for k, v in (("session", args.session), ("streams", tuple(args.streams) if args.streams else None))
+        if v is not None
+    }
     config = IngestConfig(
         format=args.format,
         embodiment=args.embodiment,
@@ -108,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         access_copy=args.access_copy,
         resample=args.resample,
         max_read_bytes=budget,
+        **chosen,
     )
     result = ingest(args.src, args.lake, config, progress=None if args.no_progress else tqdm_progress())
     print(

@@ -7,7 +7,9 @@ the start; absolute times as ISO 8601) and its role (state, action, camera, task
 why). A unit that ingest cannot open is described all the same, from its files, so the command
 is useful exactly where a mapping is needed. `--suggest-map` prints a mapping to start from
 (`robolake inspect bag.mcap --suggest-map > arm.yaml`), `--map FILE` checks one, `--state-only`
-shows what ingest would do without cameras. The exit code is 0 whenever some unit was found,
+shows what ingest would do without cameras, `--session MODE` which files of a folder it would read
+as one recording (the sessions: files, time span, topics per file; and what cannot be formed, such
+as split parts with one missing). The exit code is 0 whenever some unit was found,
 whatever ingest would make of it; 2 when nothing under SRC is readable.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -35,7 +38,7 @@ _COLUMNS = (
     "camera",
     "role",
 )
-_NOT_HEAD = {"path", "ingest", "suggested_mapping", "notes", "error", "contents"}
+_NOT_HEAD = {"path", "ingest", "suggested_mapping", "notes", "error", "contents", "session"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", default="auto", help="only this source format (default: detect)")
     p.add_argument("--map", default=None, metavar="FILE", help="a mapping to check against the source (default: none)")
     p.add_argument("--state-only", action="store_true", help="describe what ingest --state-only would do (no cameras)")
+    p.add_argument(
+        "--session",
+        default=None,
+        choices=["folder", "overlap", "split"],
+        help="report the sessions ingest --session would form: topic-log files of one folder read as one recording "
+        "(overlap: recorded side by side; split: numbered parts name_0.bag, name_1.bag, ...; folder: all of them)",
+    )
     p.add_argument(
         "--suggest-map", action="store_true", help="print a mapping YAML to start from (> arm.yaml), nothing else"
     )
@@ -83,9 +93,29 @@ def _table(rows: dict[str, dict[str, Any]], indent: str) -> list[str]:
     return out
 
 
+def format_session(session: dict[str, Any], indent: str = "") -> list[str]:
+    """Human-readable lines of a session (`Session.describe()`): its files, their spans and topics (why it
+    cannot be ingested, when it cannot, is the unit's `ingest` line)."""
+    files = session.get("files", [])
+    lines = [
+        f"{indent}session ({session.get('mode')}): {len(files)} files, {_cell(session.get('duration_s'))} s "
+        f"from {session.get('start') or '-'}"
+    ]
+    names = [f["path"].rsplit("/", 1)[-1] for f in files]
+    spans = [f"{_cell(f.get('start_s'))}-{_cell(f.get('end_s'))} s" for f in files]
+    wn, ws = max(map(len, names), default=0), max(map(len, spans), default=0)
+    for f, name, span in zip(files, names, spans, strict=True):
+        left = f" (left out: {', '.join(f['left_out'])})" if f.get("left_out") else ""
+        lines.append(f"{indent}  {name.ljust(wn)}  {span.ljust(ws)}  {', '.join(f.get('streams', [])) or '-'}{left}")
+    lines += [f"{indent}  note: {n}" for n in session.get("notes", ())]
+    return lines
+
+
 def format_report(info: dict[str, Any], indent: str = "") -> list[str]:
     """Human-readable lines of one unit's `inspect()` dict."""
     lines = [f"{indent}{info.get('path', '')}"]
+    if info.get("session"):
+        lines += format_session(info["session"], indent + "  ")
     if info.get("ingest"):
         lines.append(f"{indent}  ingest: {info['ingest']}")
     if info.get("error"):
@@ -116,45 +146,68 @@ def format_report(info: dict[str, Any], indent: str = "") -> list[str]:
 def inspect_units(src: str, *, format: str = "auto", options: Any = None) -> tuple[list[dict[str, Any]], Any]:
     """One report per unit under `src` (a unit ingest cannot open described from its files), and the scan.
 
+    With a session mode in `options`, a session of files is one unit: its report says which files
+    it reads (`session`: files, time span, topics per file) and describes them as one recording.
+
     Raises:
         ValueError: `src` missing or an unknown format.
     """
-    from robolake.lake import FailedUnit, SourceOptions, find_units, open_unit
+    from robolake.lake import SourceOptions, find_units
 
     options = options or SourceOptions()
-    scan = find_units(src, format=format)
-    reports: list[dict[str, Any]] = []
-    for path, fmt in scan.units:
-        opened = open_unit(path, fmt, options)
-        if isinstance(opened, FailedUnit):
-            report: dict[str, Any] = {
-                "format": fmt.name,
-                "path": path,
-                "opens": False,
-                "ingest": f"quarantined ({opened.reason_code}): {opened.message}",
-            }
-            if fmt.inspect_unit is not None:
-                try:
-                    described = fmt.inspect_unit(path, options)
-                    report.update({k: v for k, v in described.items() if k not in ("path", "ingest", "format")})
-                except Exception as e:  # a unit too broken to describe
-                    report["error"] = f"cannot describe it ({type(e).__name__}: {e})"
-            reports.append(report)
-            continue
-        try:
-            reports.append({"opens": True, **opened.inspect()})
-        except Exception as e:  # one unreadable unit should not hide the others
-            reports.append(
-                {"format": opened.format_name, "path": opened.root, "opens": True, "error": f"{type(e).__name__}: {e}"}
-            )
+    scan = find_units(src, format=format, options=options)
+    units: list[tuple[str, Any, Any]] = [(path, path, fmt) for path, fmt in scan.units]
+    units += [(session.root, session, fmt) for session, fmt in scan.sessions]
+    reports = [_report(unit, fmt, options) for _, unit, fmt in sorted(units, key=lambda u: u[0])]
     return reports, scan
+
+
+def _report(unit: Any, fmt: Any, options: Any) -> dict[str, Any]:
+    """One unit's report: a path's, or a session's (`UnitScan.sessions`) with what it reads."""
+    from robolake.lake import FailedUnit, open_unit
+
+    alone = isinstance(unit, str)
+    path = unit if alone else unit.root
+    extra = {} if alone else {"session": unit.describe()}
+    opened = open_unit(unit, fmt, options)
+    if not isinstance(opened, FailedUnit):
+        try:
+            return {"opens": True, **opened.inspect(), **extra}
+        except Exception as e:  # one unreadable unit should not hide the others
+            return {
+                "format": opened.format_name,
+                "path": opened.root,
+                "opens": True,
+                "error": f"{type(e).__name__}: {e}",
+                **extra,
+            }
+    report: dict[str, Any] = {
+        "format": fmt.name,
+        "path": path,
+        "opens": False,
+        "ingest": f"quarantined ({opened.reason_code}): {opened.message}",
+        **extra,
+    }
+    try:
+        if not alone:
+            described = fmt.sessions.inspect(unit, options)
+        elif fmt.inspect_unit is not None:
+            described = fmt.inspect_unit(path, options)
+        else:
+            described = {}
+        report.update({k: v for k, v in described.items() if k not in ("path", "ingest", "format")})
+    except Exception as e:  # a unit too broken to describe
+        report["error"] = f"cannot describe it ({type(e).__name__}: {e})"
+    return report
 
 
 def run(args: argparse.Namespace) -> int:
     from robolake.lake import SourceOptions, load_mapping
 
     mapping = load_mapping(args.map) if args.map else None
-    options = SourceOptions(mapping=mapping, state_only=bool(getattr(args, "state_only", False)))
+    options = SourceOptions(
+        mapping=mapping, state_only=bool(getattr(args, "state_only", False)), session=getattr(args, "session", None)
+    )
     reports, scan = inspect_units(args.src, format=args.format, options=options)
     if not reports:
         print(f"robolake inspect: {scan.nothing_readable()}", file=sys.stderr)
@@ -177,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
             json.dumps(
                 {
                     "units": reports,
+                    "sessions": [r["session"] for r in reports if r.get("session")],
                     "unrecognised": list(scan.unrecognised),
                     "failed": [
                         {"path": r["path"], "format": r.get("format"), "reason": r["ingest"]}
@@ -192,8 +246,27 @@ def run(args: argparse.Namespace) -> int:
     for info in reports:
         print("\n".join(format_report(info)))
         if info.get("suggested_mapping"):
-            print(f"  mapping to start from: robolake inspect {info['path']} --suggest-map > map.yaml")
+            where = info["path"]
+            if info.get("session"):
+                where = f"{os.path.dirname(where)} --session {info['session']['mode']}"
+            print(f"  mapping to start from: robolake inspect {where} --suggest-map > map.yaml")
         print()
     for u in scan.unrecognised:
         print(f"not read: {u}")
+    if options.session_mode is not None:
+        print(_sessions_line(reports, options.session_mode))
     return 0
+
+
+def _sessions_line(reports: list[dict[str, Any]], mode: str) -> str:
+    """One line on the sessions formed: how many, of how many files, and how many cannot be formed."""
+    formed = [r["session"] for r in reports if r.get("session")]
+    failed = [s for s in formed if s.get("problem")]
+    if not formed:
+        return f"sessions ({mode}): none formed; each file is read alone"
+    files = sum(len(s.get("files", [])) for s in formed)
+    return (
+        f"sessions ({mode}): {len(formed)} formed of {files} files"
+        + (f", {len(failed)} of them cannot be ingested (see above)" if failed else "")
+        + f"; {sum(1 for r in reports if not r.get('session'))} unit(s) read alone"
+    )

@@ -21,8 +21,12 @@ from robolake.lake.sources.lerobot.reader import LeRobotReader
 from robolake.lake.sources.limits import ReadLimits
 from robolake.lake.sources.registry import (
     RESAMPLE_MODES,
+    SESSION_MODES,
     DiscoveryResult,
     FailedUnit,
+    Session,
+    SessionFile,
+    SessionHooks,
     SourceFormat,
     SourceOptions,
     UnitScan,
@@ -48,6 +52,10 @@ __all__ = [
     "LeRobotReader",
     "ReadLimits",
     "RESAMPLE_MODES",
+    "SESSION_MODES",
+    "Session",
+    "SessionFile",
+    "SessionHooks",
     "DiscoveryResult",
     "UnitScan",
     "find_units",

@@ -9,6 +9,7 @@ command sent to it; a mapping does, in a small YAML or JSON file given with `--m
     clock: header                      # header | log   (ROS: header.stamp or log/receive time)
     fps: 30                            # target rate (default: rate of the first state stream)
     resample: ticks                    # ticks | none (a step per message of the first state stream)
+    session: overlap                   # folder | overlap | split: files of one folder read as one recording
     state:                             # concatenated in order
       - {source: /joint_states, field: position, names: [j1, j2, j3]}
       - {source: /gripper, field: data}
@@ -36,6 +37,10 @@ holding `{i}` (`states_{i}`) names a family of datasets, one episode per index t
 reader's default cameras. `resample: none` lands every message of the first state stream as a
 step at its own time instead of fixed-rate ticks (`resample`). `msg_dirs` are read as given
 (relative to the mapping file); one outside the mapping's folder is read and reported.
+`session` makes several topic-log files under one folder one recording (`topics.session`):
+`overlap` (files whose time spans overlap: recorded side by side, one topic per file),
+`split` (numbered parts `name_0.bag, name_1.bag, ...` in index order) or `folder` (every file
+of a format in the folder); without it each file is its own recording; `--session` overrides it.
 
 The file is loaded into frozen dataclasses and validated here, with errors that name the file
 and the key, so a typo fails before Ray starts; whether the sources exist is checked per
@@ -52,7 +57,16 @@ from typing import Any, Literal
 from robolake.lake.sources.base import SourceError
 from robolake.storage import parse_json, parse_yaml, read_document
 
-__all__ = ["StreamMap", "CameraMap", "SplitMap", "Mapping", "load_mapping", "mapping_from_dict", "check_sources"]
+__all__ = [
+    "StreamMap",
+    "CameraMap",
+    "SplitMap",
+    "Mapping",
+    "SESSION_MODES",
+    "load_mapping",
+    "mapping_from_dict",
+    "check_sources",
+]
 
 _TOP_KEYS = (
     "embodiment",
@@ -68,9 +82,12 @@ _TOP_KEYS = (
     "episodes",
     "msg_dirs",
     "resample",
+    "session",
 )
 _STREAM_KEYS = ("source", "field", "names", "stamps", "child_frame")
 _RESAMPLE = ("ticks", "none")
+# How files of one folder become one recording (`topics.session`); None: each file is one.
+SESSION_MODES = ("folder", "overlap", "split")
 _SPLIT_KEYS = ("by", "source", "seconds")
 
 
@@ -168,6 +185,8 @@ class Mapping:
             (without the key the reader's default cameras are used).
         resample: `ticks` (fixed-rate ticks) or `none` (a step per message of the first state
             stream); see `resample`.
+        session: `folder`, `overlap` or `split`: which topic-log files of one folder are read
+            as one recording (`SourceOptions.session` overrides it); None: one per file.
         path: The file it was loaded from (for messages).
     """
 
@@ -185,12 +204,15 @@ class Mapping:
     msg_dirs: tuple[str, ...] = ()
     cameras_given: bool = False
     resample: str = "ticks"
+    session: str | None = None
     path: str = "<mapping>"
 
     def __post_init__(self) -> None:
         where = self.path
         if self.resample not in _RESAMPLE:
             raise ValueError(f"{where}: 'resample' must be ticks or none, got {self.resample!r}")
+        if self.session is not None and self.session not in SESSION_MODES:
+            raise ValueError(f"{where}: 'session' must be one of {', '.join(SESSION_MODES)}, got {self.session!r}")
         if not self.state:
             raise ValueError(f"{where}: 'state' must list at least one stream ({{source: ..., field: ...}})")
         if not self.action and not self.action_from_state:
@@ -329,6 +351,9 @@ def mapping_from_dict(d: dict[str, Any], path: str = "<mapping>") -> Mapping:
         resample = "none"
     if resample not in _RESAMPLE:
         raise _fail(path, "resample", f"expected ticks or none, got {resample!r}")
+    session = d.get("session")
+    if session is not None and session not in SESSION_MODES:
+        raise _fail(path, "session", f"expected one of {', '.join(SESSION_MODES)}, got {session!r}")
     if not isinstance(d.get("action_from_state", False), bool):
         raise _fail(path, "action_from_state", f"expected true or false, got {d['action_from_state']!r}")
     try:
@@ -352,6 +377,7 @@ def mapping_from_dict(d: dict[str, Any], path: str = "<mapping>") -> Mapping:
             msg_dirs=tuple(msg_dirs),
             cameras_given="cameras" in d,
             resample=resample,
+            session=session,
             path=path,
         )
     except (TypeError, ValueError) as e:

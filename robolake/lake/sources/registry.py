@@ -15,6 +15,13 @@ an unreadable metadata file) is reported as *failed*, and ingest quarantines it.
 all is readable, discovery raises one `ValueError` line saying what it found and which formats
 exist. All of this runs on the driver before Ray starts and before the lake is created or
 touched, so a wrong path never leaves an empty lake behind.
+
+Sessions. A file unit is one recording, unless the user asks for sessions (`SourceOptions.session`,
+`--session`, or `session:` in a mapping): then the files of one format under one folder that a
+format's `SessionHooks` groups (recorded side by side, or the numbered parts of one split
+recording) are read as one unit, one reader over all of them (`UnitScan.sessions`, `open_unit`).
+Files no session takes are read alone, as without the option; a session that cannot be formed
+(a split part missing from the middle) is a failed unit naming what is missing.
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from robolake.lake.media.frames import VIDEO_FRAME_LAYOUTS
-from robolake.lake.sources.base import SourceError, SourceReader
+from robolake.lake.sources.base import SourceError, SourceReader, iso_time
 from robolake.lake.sources.limits import ReadLimits
+from robolake.lake.sources.mapping import SESSION_MODES
 
 if TYPE_CHECKING:
     from robolake.lake.sources.mapping import Mapping
@@ -41,6 +49,10 @@ __all__ = [
     "DiscoveryResult",
     "UnitScan",
     "RESAMPLE_MODES",
+    "SESSION_MODES",
+    "Session",
+    "SessionFile",
+    "SessionHooks",
     "find_units",
     "open_unit",
     "register_format",
@@ -100,6 +112,12 @@ class SourceOptions:
             time); None: the mapping's `resample:` (default `ticks`).
         limits: The memory one read may take (`robolake.lake.sources.limits`); a source that
             declares more is quarantined before anything is allocated.
+        session: Which files of one folder are read as one recording (`--session`): `overlap`
+            (time spans overlap: recorded side by side), `split` (numbered parts `name_0.bag,
+            name_1.bag, ...` in index order) or `folder` (every file of a format in the folder);
+            None: the mapping's `session:`, else each file is one recording.
+        streams: Glob patterns (`fnmatch`) of the topic / key names to keep in the record
+            (`--streams`); None keeps every numeric stream.
     """
 
     embodiment: str | None = None
@@ -109,6 +127,8 @@ class SourceOptions:
     video_crf: int | None = None
     resample: str | None = None
     limits: ReadLimits = field(default_factory=ReadLimits)
+    session: str | None = None
+    streams: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.embodiment is not None and not self.embodiment.strip():
@@ -123,6 +143,21 @@ class SourceOptions:
             raise ValueError(f"resample must be one of {RESAMPLE_MODES}, got {self.resample!r}")
         if not isinstance(self.limits, ReadLimits):
             raise ValueError(f"limits must be a ReadLimits, got {type(self.limits).__name__}")
+        if self.session is not None and self.session not in SESSION_MODES:
+            raise ValueError(
+                f"session must be one of {SESSION_MODES} (or None: one recording per file), got {self.session!r}"
+            )
+        if isinstance(self.streams, list):
+            object.__setattr__(self, "streams", tuple(self.streams))
+        if self.streams is not None and (
+            not isinstance(self.streams, tuple)
+            or not self.streams
+            or not all(isinstance(p, str) and p.strip() for p in self.streams)
+        ):
+            raise ValueError(
+                "streams must be a non-empty tuple of glob patterns, each a non-empty string "
+                f"(--streams '/joint*' '/gripper'), got {self.streams!r}"
+            )
 
     @property
     def resample_mode(self) -> str:
@@ -130,6 +165,128 @@ class SourceOptions:
         if self.resample is not None:
             return self.resample
         return self.mapping.resample if self.mapping is not None else "ticks"
+
+    @property
+    def session_mode(self) -> str | None:
+        """`session`, else the mapping's, else None (each file one recording)."""
+        if self.session is not None:
+            return self.session
+        return self.mapping.session if self.mapping is not None else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionFile:
+    """One file of a session, as probed on the driver.
+
+    Attributes:
+        path: The file.
+        start_ns: Log time of its first message (None: it holds none).
+        end_ns: Log time of its last message.
+        streams: Each stream (topic) it holds -> its type.
+        left_out: Streams of this file the session does not read: another file of the session
+            holds them over the same time, or with another type (said in `Session.notes`).
+    """
+
+    path: str
+    start_ns: int | None
+    end_ns: int | None
+    streams: dict[str, str]
+    left_out: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Session:
+    """Files of one format under one folder, read as one recording (`SourceOptions.session`).
+
+    Attributes:
+        mode: How it was formed (`folder`, `overlap`, `split`).
+        files: Its files, in reading order (split parts by index, others by path).
+        notes: What a user should hear (a stream two files hold over the same time, and which
+            copy is read).
+        problem: (reason code, message) when it cannot be ingested (a split part missing from
+            the middle); ingest quarantines it and `inspect` says why.
+    """
+
+    mode: str
+    files: tuple[SessionFile, ...]
+    notes: tuple[str, ...] = ()
+    problem: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in SESSION_MODES:
+            raise ValueError(f"session mode must be one of {SESSION_MODES}, got {self.mode!r}")
+        if not self.files:
+            raise ValueError("a session needs at least one file")
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files)
+
+    @property
+    def root(self) -> str:
+        """Its first file: the unit's path in the lake (episode ids, quarantine rows)."""
+        return self.files[0].path
+
+    @property
+    def name(self) -> str:
+        """Its files in one string, `folder/{a.bag,b.bag}` (for messages)."""
+        return session_name(self.paths)
+
+    def describe(self) -> dict[str, Any]:
+        """What `robolake inspect` says of it: mode, time span, and per file its span and streams."""
+        starts = [f.start_ns for f in self.files if f.start_ns is not None]
+        ends = [f.end_ns for f in self.files if f.end_ns is not None]
+        t0 = min(starts) if starts else None
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "name": self.name,
+            "start": iso_time(t0),
+            "end": iso_time(max(ends)) if ends else None,
+            "duration_s": (max(ends) - t0) / 1e9 if ends and t0 is not None else 0.0,
+            "files": [
+                {
+                    "path": f.path,
+                    "start_s": (f.start_ns - t0) / 1e9 if f.start_ns is not None and t0 is not None else None,
+                    "end_s": (f.end_ns - t0) / 1e9 if f.end_ns is not None and t0 is not None else None,
+                    "streams": sorted(f.streams),
+                    **({"left_out": list(f.left_out)} if f.left_out else {}),
+                }
+                for f in self.files
+            ],
+        }
+        if self.problem is not None:
+            out["problem"] = f"{self.problem[0]}: {self.problem[1]}"
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+def session_name(paths: tuple[str, ...] | list[str]) -> str:
+    """Several files in one string: `folder/{a.bag,b.bag}` (one file: its path)."""
+    if len(paths) == 1:
+        return paths[0]
+    folders = {os.path.dirname(p) for p in paths}
+    if len(folders) > 1:
+        return "{" + ",".join(paths) + "}"
+    return os.path.join(folders.pop(), "{" + ",".join(os.path.basename(p) for p in paths) + "}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionHooks:
+    """How a file format's files form sessions (`SourceOptions.session`).
+
+    Attributes:
+        group: The sessions that files of this format under one folder form in a mode:
+            `(paths, mode, options) -> sessions`, each of two files or more (or one that cannot be
+            formed, with its `problem`); a file in no session is read alone. Must not raise for
+            one bad file: an unreadable file is left to be read (and reported) alone.
+        open: A reader over one session (like `SourceFormat.open`).
+        inspect: Describe a session whatever `open` makes of it (like `SourceFormat.inspect_unit`).
+    """
+
+    group: Callable[[tuple[str, ...], str, SourceOptions], list[Session]]
+    open: Callable[[Session, SourceOptions], SourceReader]
+    inspect: Callable[[Session, SourceOptions], dict[str, Any]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +305,8 @@ class SourceFormat:
             JointState, an HDF5 file of an unknown layout, before its mapping exists): what it
             holds, what a default ingest would do with each stream, and a suggested mapping, for
             `robolake inspect`. Called with the unit's path and the options; must not need a plan.
+        sessions: Optional, file formats only: how several of its files form one recording
+            (`SourceOptions.session`); None: each file is always its own unit.
     """
 
     name: str
@@ -156,8 +315,11 @@ class SourceFormat:
     open: Callable[[str, SourceOptions], SourceReader]
     unit: Literal["directory", "file"]
     inspect_unit: Callable[[str, SourceOptions], dict[str, Any]] | None = None
+    sessions: SessionHooks | None = None
 
     def __post_init__(self) -> None:
+        if self.sessions is not None and self.unit != "file":
+            raise ValueError(f"format {self.name!r}: only a file format forms sessions of its files")
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"format name {self.name!r} must be a short word ([a-z0-9_-])")
         if self.unit not in ("directory", "file"):
@@ -273,10 +435,13 @@ class UnitScan:
 
     Attributes:
         src: The absolute source path.
-        units: (path, format) of each unit a selected format claims, in path order.
+        units: (path, format) of each unit a selected format claims and that is read alone, in
+            path order.
         unrecognised: Paths that look like data but that no (selected) format reads, each with why.
         seen: Files seen, by extension (for the message when nothing is readable).
         selected: The formats that were asked.
+        sessions: (session, format) of each session of files read as one unit (with a session
+            mode only; its files are not in `units`), in path order of their first file.
     """
 
     src: str
@@ -284,14 +449,18 @@ class UnitScan:
     unrecognised: tuple[str, ...]
     seen: Counter[str]
     selected: tuple[SourceFormat, ...]
+    sessions: tuple[tuple[Session, SourceFormat], ...] = ()
 
     def nothing_readable(self, failed: list[FailedUnit] | tuple[FailedUnit, ...] = ()) -> str:
         """The one-line message for a source where no unit could be read."""
         return _nothing_readable(self.src, self.seen, list(self.unrecognised), list(failed), list(self.selected))
 
 
-def find_units(src: str, *, format: str = "auto") -> UnitScan:
+def find_units(src: str, *, format: str = "auto", options: SourceOptions | None = None) -> UnitScan:
     """Every unit of a known format at or below `src` (the whole tree), without opening any.
+
+    With a session mode in `options`, the files that formats group into sessions are probed
+    (their topics and time spans; no message is read) and come back as `sessions`.
 
     Raises:
         ValueError: unknown format, or `src` missing.
@@ -333,13 +502,27 @@ def find_units(src: str, *, format: str = "auto") -> UnitScan:
                     continue
                 if not offer(path, "file") and _looks_like_data(path):
                     unrecognised.append(f"{path} (no format reads this file)")
-    return UnitScan(src=src, units=tuple(units), unrecognised=tuple(unrecognised), seen=seen, selected=tuple(selected))
+    alone, sessions = _sessions(units, options.session_mode if options is not None else None, options)
+    return UnitScan(
+        src=src,
+        units=tuple(alone),
+        unrecognised=tuple(unrecognised),
+        seen=seen,
+        selected=tuple(selected),
+        sessions=tuple(sessions),
+    )
 
 
-def open_unit(path: str, fmt: SourceFormat, options: SourceOptions) -> SourceReader | FailedUnit:
-    """A reader over one unit, or why it cannot be opened."""
+def open_unit(unit: str | Session, fmt: SourceFormat, options: SourceOptions) -> SourceReader | FailedUnit:
+    """A reader over one unit (a path, or a session of `UnitScan.sessions`), or why it cannot be opened."""
+    if isinstance(unit, Session):
+        return _open_session(unit, fmt, options)
+    return _opened(unit, fmt, lambda: fmt.open(unit, options))
+
+
+def _opened(path: str, fmt: SourceFormat, open_it: Callable[[], SourceReader]) -> SourceReader | FailedUnit:
     try:
-        return fmt.open(path, options)
+        return open_it()
     except SourceError as e:
         return FailedUnit(
             path=path, format=fmt.name, reason_code=e.reason_code, message=e.message, file=e.path, episodes=e.episodes
@@ -353,6 +536,47 @@ def open_unit(path: str, fmt: SourceFormat, options: SourceOptions) -> SourceRea
             reason_code="reader_error",
             message=f"the {fmt.name} reader failed ({type(e).__name__}: {e})",
         )
+
+
+def _sessions(
+    units: list[tuple[str, SourceFormat]], mode: str | None, options: SourceOptions | None
+) -> tuple[list[tuple[str, SourceFormat]], list[tuple[Session, SourceFormat]]]:
+    """Units as a session mode reads them: (units read alone, sessions).
+
+    Without a mode every unit is read alone. With one, the file units of each format that forms
+    sessions are offered, folder by folder, to its `SessionHooks.group`; files of different
+    formats never mix.
+    """
+    if mode is None or options is None:
+        return units, []
+    alone: list[tuple[str, SourceFormat]] = []
+    by_folder: dict[tuple[str, str], tuple[SourceFormat, SessionHooks, list[str]]] = {}
+    for path, fmt in units:
+        if fmt.sessions is None:
+            alone.append((path, fmt))
+        else:
+            by_folder.setdefault((os.path.dirname(path), fmt.name), (fmt, fmt.sessions, []))[2].append(path)
+    sessions: list[tuple[Session, SourceFormat]] = []
+    for fmt, hooks, paths in by_folder.values():
+        formed = hooks.group(tuple(paths), mode, options) if len(paths) > 1 else []
+        taken = {p for s in formed for p in s.paths}
+        sessions += [(s, fmt) for s in formed]
+        alone += [(p, fmt) for p in paths if p not in taken]
+    alone.sort(key=lambda u: u[0])
+    sessions.sort(key=lambda s: s[0].root)
+    return alone, sessions
+
+
+def _open_session(session: Session, fmt: SourceFormat, options: SourceOptions) -> SourceReader | FailedUnit:
+    """A reader over one session, or why it cannot be read (its `problem`, or what opening it raised)."""
+    if session.problem is not None:
+        return FailedUnit(
+            path=session.root, format=fmt.name, reason_code=session.problem[0], message=session.problem[1]
+        )
+    if fmt.sessions is None:
+        raise ValueError(f"format {fmt.name!r} forms no sessions")
+    hooks = fmt.sessions
+    return _opened(session.root, fmt, lambda: hooks.open(session, options))
 
 
 def discover_readers(
@@ -382,11 +606,12 @@ def discover_readers(
     options = options or SourceOptions(embodiment=embodiment)
     if embodiment is not None and options.embodiment is None:
         options = dataclasses.replace(options, embodiment=embodiment)
-    scan = find_units(src, format=format)
+    scan = find_units(src, format=format, options=options)
+    units = [(path, open_unit(path, fmt, options)) for path, fmt in scan.units]
+    units += [(s.root, open_unit(s, fmt, options)) for s, fmt in scan.sessions]
     readers: list[SourceReader] = []
     failed: list[FailedUnit] = []
-    for path, fmt in scan.units:
-        opened = open_unit(path, fmt, options)
+    for _, opened in sorted(units, key=lambda u: u[0]):
         if isinstance(opened, FailedUnit):
             failed.append(opened)
         else:

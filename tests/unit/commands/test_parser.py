@@ -24,6 +24,8 @@ EXPECTED = {
             "--crf",
             "--access-copy",
             "--resample",
+            "--session",
+            "--streams",
             "--max-read-gb",
             "--embodiment",
             "--ray-address",
@@ -123,7 +125,7 @@ EXPECTED = {
     ),
     "lineage": (["run"], ["--storage-option", "--json"]),
     "gc": (["lake"], ["--older-than", "--dry-run"]),
-    "inspect": (["src"], ["--format", "--map", "--state-only", "--suggest-map", "--json"]),
+    "inspect": (["src"], ["--format", "--map", "--state-only", "--session", "--suggest-map", "--json"]),
     "restore": (["lake", "version"], ["--episodes", "--reason"]),
     "rl": (
         [],

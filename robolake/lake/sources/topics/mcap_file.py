@@ -21,7 +21,9 @@ cbor, ...) are listed by `inspect`; mapping one quarantines the file naming the 
 
 An MCAP file whose header profile is `ros2` is a rosbag2 storage file and goes to the ROS 2
 reader; this one claims the others. Before any chunk is read, the sizes the summary declares for
-it are checked against the read budget (`limits`).
+it are checked against the read budget (`limits`). Several MCAP files of one folder (recorded side
+by side, or numbered chunks `name_0.mcap, name_1.mcap, ...`) can be read as one recording
+(`--session`, `topics.session`).
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ from typing import Any
 
 from robolake.lake.sources.base import SourceError
 from robolake.lake.sources.limits import ReadLimits
-from robolake.lake.sources.registry import SourceFormat, SourceOptions
+from robolake.lake.sources.registry import Session, SessionFile, SourceFormat, SourceOptions
 from robolake.lake.sources.topics import ros_messages as rm
 from robolake.lake.sources.topics.log import TopicLogReader
 from robolake.lake.sources.topics.plan import Recording, TopicInfo
 from robolake.lake.sources.topics.rosbag import mcap_profile, referenced_types
+from robolake.lake.sources.topics.session import SessionRecording, session_file, session_hooks
 
 __all__ = ["McapReader", "is_non_ros_mcap", "MCAP_FORMAT", "ENCODINGS"]
 
@@ -164,11 +167,17 @@ class _McapRecording(Recording):
                     ci.uncompressed_size, path, where, f"{ci.compression or 'uncompressed'} chunk declares"
                 )
                 limits.check_bytes(ci.compressed_size, path, where, "stores")
-            counts = dict(summary.statistics.channel_message_counts) if summary.statistics else None
+            stats = summary.statistics
+            counts = dict(stats.channel_message_counts) if stats else None
+            self._span = (int(stats.message_start_time), int(stats.message_end_time)) if stats else None
             if counts is None:
                 counts = {}
-                for _, channel, _ in self._reader.iter_messages():
+                for _, channel, message in self._reader.iter_messages():
                     counts[channel.id] = counts.get(channel.id, 0) + 1
+                    t = int(message.log_time)
+                    self._span = (min(t, self._span[0]), max(t, self._span[1])) if self._span else (t, t)
+            if not sum(counts.values()):
+                self._span = None
         except SourceError:
             self.close()
             raise
@@ -205,6 +214,10 @@ class _McapRecording(Recording):
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self.topic_infos)
+
+    def span_ns(self) -> tuple[int, int] | None:
+        """(first, last) log time of its messages, from the summary; None when it holds none."""
+        return self._span
 
     def encodings(self) -> set[str]:
         return {t.encoding for t in self.topic_infos.values()}
@@ -281,25 +294,54 @@ class _McapRecording(Recording):
 
 
 class McapReader(TopicLogReader):
-    """One MCAP file of JSON, ROS 1, ROS 2 or protobuf channels (any mix).
+    """One MCAP file of JSON, ROS 1, ROS 2 or protobuf channels (any mix), or a session of them.
 
     `format_name` says the encodings: `mcap-json`, `mcap-ros1`, `mcap-protobuf`, `mcap-cdr`,
     or `mcap-mixed`.
+
+    Args:
+        root: The file (a session's first file).
+        options: Mapping, embodiment, state-only.
+        describe_only: Open for `inspect` (a plan that does not resolve is kept, not raised).
+        session: Files read as one recording (`topics.session`).
 
     Raises:
         SourceError: the file cannot be read, or the mapping does not fit it.
     """
 
-    def __init__(self, root: str, options: SourceOptions | None = None, *, describe_only: bool = False):
+    def __init__(
+        self,
+        root: str,
+        options: SourceOptions | None = None,
+        *,
+        describe_only: bool = False,
+        session: Session | None = None,
+    ):
+        self.session = session
         super().__init__(root, format_name="mcap", options=options, describe_only=describe_only)
         encodings = sorted({t.encoding for t in self.topic_infos.values()}) or ["json"]
         self.format_name = f"mcap-{encodings[0]}" if len(encodings) == 1 else "mcap-mixed"
+        self.notes += list(session.notes if session else ())
 
     def _recordings(self) -> list[tuple[str, ...]]:
-        return [(self.root,)]
+        return [self.session.paths] if self.session is not None else [(self.root,)]
 
     def open_recording(self, paths: tuple[str, ...]) -> Recording:
-        return _McapRecording(paths[0], self.limits)
+        if self.session is not None:
+            return SessionRecording.open(self.session, self._file)
+        return self._file(paths[0])
+
+    def _file(self, path: str) -> Recording:
+        return _McapRecording(path, self.limits)
+
+
+def _probe(path: str, options: SourceOptions) -> SessionFile:
+    """One MCAP file's topics and span (from its summary), for forming sessions."""
+    rec = _McapRecording(path, options.limits)
+    try:
+        return session_file(path, rec.topics(), rec.span_ns())
+    finally:
+        rec.close()
 
 
 def _describe(path: str, options: SourceOptions) -> dict[str, Any]:
@@ -313,4 +355,5 @@ MCAP_FORMAT = SourceFormat(
     open=McapReader,
     unit="file",
     inspect_unit=_describe,
+    sessions=session_hooks(_probe, McapReader),
 )

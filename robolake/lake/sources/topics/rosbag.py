@@ -19,6 +19,11 @@ bag, laid out `<pkg>/msg/<Type>.msg`, or under a directory listed in `ROBOLAKE_R
 (colon-separated, like ROS's own package path). Without it the episode is quarantined with the
 type's name and these options.
 
+Sessions. ROS 1 bags and ROS 2 storage files on their own can be read several as one recording
+(`--session`, `topics.session`): the readers then take the `Session` and open its files as a
+`SessionRecording`; a ROS 2 bag directory is one unit already (its split storage files are one
+recording) and forms no sessions.
+
 Reading is bounded. A ROS 1 bag's bz2/lz4 chunks are decompressed with the output capped at the
 read budget (`limits`), so a chunk that expands past it is refused, not allowed to fill memory;
 a ROS 2 bag's metadata.yaml may only name storage files inside its own directory; `.msg` files
@@ -36,10 +41,11 @@ from typing import Any
 
 from robolake.lake.sources.base import SourceError
 from robolake.lake.sources.limits import ReadLimits, bounded_decompress
-from robolake.lake.sources.registry import SourceFormat, SourceOptions
+from robolake.lake.sources.registry import Session, SessionFile, SourceFormat, SourceOptions
 from robolake.lake.sources.topics import ros_messages as rm
 from robolake.lake.sources.topics.log import TopicLogReader
 from robolake.lake.sources.topics.plan import Recording, TopicInfo
+from robolake.lake.sources.topics.session import SessionRecording, session_file, session_hooks
 
 __all__ = [
     "Ros2Reader",
@@ -242,6 +248,13 @@ class _RosRecording(Recording):
                 continue
         self._readers = []
 
+    def span_ns(self) -> tuple[int, int] | None:
+        """(first, last) log time of its messages, from the storage's index; None when it holds none."""
+        # rosbags' end_time is one past the last message; an empty bag says (2**63 - 1, 0) or (0, 0)
+        ends = [(int(r.start_time), int(r.end_time) - 1) for r in self._readers]
+        spans = [(a, max(a, b)) for a, b in ends if 0 < a < 2**63 - 1 and b >= a - 1]
+        return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+
     def topics(self) -> dict[str, TopicInfo]:
         out: dict[str, TopicInfo] = {}
         for c in self._connections:
@@ -360,6 +373,23 @@ class _RosRecording(Recording):
         return stamp or None
 
 
+def _probe(path: str, options: SourceOptions, *, ros2: bool) -> SessionFile:
+    """One ROS 1 bag or ROS 2 storage file's topics and span, for forming sessions (no message read)."""
+    rec = _RosRecording((path,), ros2=ros2, root=path, limits=options.limits)
+    try:
+        return session_file(path, rec.topics(), rec.span_ns())
+    finally:
+        rec.close()
+
+
+def _probe_ros1(path: str, options: SourceOptions) -> SessionFile:
+    return _probe(path, options, ros2=False)
+
+
+def _probe_ros2(path: str, options: SourceOptions) -> SessionFile:
+    return _probe(path, options, ros2=True)
+
+
 def _bound_chunks(reader: Any, limits: ReadLimits, path: str) -> None:
     """Swap each chunk's decompressor of an open rosbags ROS 1 reader for one capped at the read budget.
 
@@ -403,21 +433,33 @@ class Ros2Reader(TopicLogReader):
     """A ROS 2 bag directory (with or without metadata.yaml) or a single ROS 2 storage file.
 
     Args:
-        root: The bag directory or storage file.
+        root: The bag directory or storage file (a session's first file).
         options: Mapping, embodiment, state-only.
+        describe_only: Open for `inspect` (a plan that does not resolve is kept, not raised).
+        session: Storage files on their own read as one recording (`topics.session`).
 
     Raises:
         SourceError: the bag cannot be opened or the mapping does not fit it.
     """
 
-    def __init__(self, root: str, options: SourceOptions | None = None, *, describe_only: bool = False):
+    def __init__(
+        self,
+        root: str,
+        options: SourceOptions | None = None,
+        *,
+        describe_only: bool = False,
+        session: Session | None = None,
+    ):
         options = options or SourceOptions()
+        self.session = session
         self._storage = _storage_of(root)
         self._msg_dirs, notes = _mapping_msg_dirs(options)
         super().__init__(root, format_name=f"ros2-{self._storage}", options=options, describe_only=describe_only)
-        self.notes += notes
+        self.notes += notes + list(session.notes if session else ())
 
     def _recordings(self) -> list[tuple[str, ...]]:
+        if self.session is not None:
+            return [self.session.paths]
         if os.path.isfile(self.root):
             return [(self.root,)]
         meta = os.path.join(self.root, "metadata.yaml")
@@ -436,7 +478,12 @@ class Ros2Reader(TopicLogReader):
         return [tuple(parts)] if parts else []
 
     def open_recording(self, paths: tuple[str, ...]) -> Recording:
+        if self.session is not None:
+            return SessionRecording.open(self.session, self._file)
         return _RosRecording(paths, ros2=True, root=self.root, msg_dirs=self._msg_dirs, limits=self.limits)
+
+    def _file(self, path: str) -> Recording:
+        return _RosRecording((path,), ros2=True, root=self.root, msg_dirs=self._msg_dirs, limits=self.limits)
 
 
 def _mapping_msg_dirs(options: SourceOptions) -> tuple[tuple[str, ...], list[str]]:
@@ -516,23 +563,42 @@ def _storage_of(root: str) -> str:
 
 
 class Ros1Reader(TopicLogReader):
-    """A ROS 1 bag file (format 2.0).
+    """A ROS 1 bag file (format 2.0), or a session of them read as one recording.
+
+    Args:
+        root: The bag (a session's first bag).
+        options: Mapping, embodiment, state-only.
+        describe_only: Open for `inspect` (a plan that does not resolve is kept, not raised).
+        session: Bags read as one recording (`topics.session`).
 
     Raises:
         SourceError: the bag cannot be opened (truncated, unindexed) or the mapping does not fit it.
     """
 
-    def __init__(self, root: str, options: SourceOptions | None = None, *, describe_only: bool = False):
+    def __init__(
+        self,
+        root: str,
+        options: SourceOptions | None = None,
+        *,
+        describe_only: bool = False,
+        session: Session | None = None,
+    ):
         options = options or SourceOptions()
+        self.session = session
         self._msg_dirs, notes = _mapping_msg_dirs(options)
         super().__init__(root, format_name="ros1", options=options, describe_only=describe_only)
-        self.notes += notes
+        self.notes += notes + list(session.notes if session else ())
 
     def _recordings(self) -> list[tuple[str, ...]]:
-        return [(self.root,)]
+        return [self.session.paths] if self.session is not None else [(self.root,)]
 
     def open_recording(self, paths: tuple[str, ...]) -> Recording:
-        return _RosRecording(paths, ros2=False, root=self.root, msg_dirs=self._msg_dirs, limits=self.limits)
+        if self.session is not None:
+            return SessionRecording.open(self.session, self._file)
+        return self._file(paths[0])
+
+    def _file(self, path: str) -> Recording:
+        return _RosRecording((path,), ros2=False, root=self.root, msg_dirs=self._msg_dirs, limits=self.limits)
 
 
 def _describe_ros2(path: str, options: SourceOptions) -> dict[str, Any]:
@@ -558,6 +624,7 @@ ROS2_FILE_FORMAT = SourceFormat(
     open=Ros2Reader,
     unit="file",
     inspect_unit=_describe_ros2,
+    sessions=session_hooks(_probe_ros2, Ros2Reader),
 )
 ROS1_FORMAT = SourceFormat(
     name="ros1",
@@ -566,4 +633,5 @@ ROS1_FORMAT = SourceFormat(
     open=Ros1Reader,
     unit="file",
     inspect_unit=_describe_ros1,
+    sessions=session_hooks(_probe_ros1, Ros1Reader),
 )
