@@ -91,7 +91,7 @@ from robolake.lake.sources import (
     open_unit,
 )
 from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
-from robolake.lake.sources.mapping import load_mapping
+from robolake.lake.sources.mapping import load_mapping, mapping_from_dict
 from robolake.lake.sources.record import EventStream, Record, SignalPart, read_record, stream_summary
 from robolake.lake.sources.rlds.tfrecord import encode_example, write_records
 from robolake.lake.sources.video import iter_video_frames, seek_frame
@@ -174,6 +174,7 @@ __all__ = [
     "list_tags",
     "list_versions",
     "load_mapping",
+    "mapping_from_dict",
     "load_streams",
     "missing_files",
     "needs_compaction",

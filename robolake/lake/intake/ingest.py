@@ -116,6 +116,10 @@ class IngestConfig:
         execution: `auto` (in this process below `local_below_bytes` of source files and with
             no `ray_address`, else Ray), `local` or `ray`.
         local_below_bytes: Source size below which `auto` runs without Ray.
+        session: Files of one folder read as one recording (`--session`: overlap, split,
+            folder); None: the mapping's `session:`, else each file alone.
+        streams: Glob patterns of the topics / keys the record keeps (`--streams`); None keeps
+            every numeric stream and event (the mapped ones are always kept).
     """
 
     format: str = "auto"
@@ -132,6 +136,8 @@ class IngestConfig:
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
     execution: str = "auto"
     local_below_bytes: int = 64 * 1024**2
+    session: str | None = None
+    streams: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.episodes_per_task < 1:
@@ -144,7 +150,11 @@ class IngestConfig:
             raise ValueError(f"local_below_bytes must be >= 0, got {self.local_below_bytes}")
         ReadLimits(max_read_bytes=self.max_read_bytes)  # validates it
         SourceOptions(
-            resample=self.resample, video_frames=self.video_frames, video_crf=self.video_crf
+            resample=self.resample,
+            video_frames=self.video_frames,
+            video_crf=self.video_crf,
+            session=self.session,
+            streams=self.streams,
         )  # validates them
         if self.access_copy not in (None, "h264"):
             raise ValueError(f"access_copy must be 'h264' or None, got {self.access_copy!r}")
@@ -206,8 +216,12 @@ def _quarantine_row(ref: EpisodeRef, err: SourceError) -> dict[str, Any]:
     }
 
 
-def _read_checked(reader: SourceReader, ref: EpisodeRef) -> TabularEpisode:
+def _read_checked(reader: SourceReader, ref: EpisodeRef, *, record: bool = True) -> TabularEpisode:
+    """The reader's tabular episode; with `record=False`, a reader that can skips the streams its
+    steps do not need (the first pass only decides the content hash)."""
     try:
+        if not record and getattr(reader, "reads_record", False):
+            return reader.read_tabular(ref, record=False)  # type: ignore[call-arg]
         return reader.read_tabular(ref)
     except SourceError:
         raise
@@ -304,7 +318,7 @@ class _CheckStage:
         out = []
         for ref in self.chunks[index]:
             try:
-                ep = _read_checked(self.readers[ref.source_uri], ref)
+                ep = _read_checked(self.readers[ref.source_uri], ref, record=False)
                 notes = tuple(str(n) for n in ep.metadata.get("notes", ()))
                 out.append(Checked(ref=_ref_key(ref), hash=ep.content_hash, notes=notes))
             except SourceError as e:
@@ -706,6 +720,8 @@ def _ingest(
             video_crf=config.video_crf,
             resample=config.resample,
             limits=ReadLimits(max_read_bytes=config.max_read_bytes),
+            session=config.session,
+            streams=config.streams,
         ),
     )
     readers = list(found_units.readers)

@@ -368,8 +368,13 @@ class TopicLogReader:
         if problem:
             raise SourceError(problem[0], problem[1], problem[2])
 
-    def read_tabular(self, ref: EpisodeRef) -> TabularEpisode:
-        """Decode, check and resample one episode's numeric streams; hash its camera bytes.
+    reads_record = True  # read_tabular(ref, record=False) skips the streams the steps do not need
+
+    def read_tabular(self, ref: EpisodeRef, *, record: bool = True) -> TabularEpisode:
+        """Read one episode's record (every stream), derive its steps from it; hash its camera bytes.
+
+        With `record=False` only the streams the steps need are read (ingest's first pass, which
+        only decides the content hash); the episode's `record` then holds those alone.
 
         Raises:
             SourceError: a mapped topic is missing or empty, a clock runs backwards, values are
@@ -394,6 +399,8 @@ class TopicLogReader:
             cams = {c.source for c in plan.cameras}
             kept, left_out = self._record_topics(topics, plan)
             mapped = set(plan.numeric_topics()) | {plan.task_from, plan.split.source} - {None}
+            if not record:
+                kept = {t: k for t, k in kept.items() if t in mapped}
             undecodable: set[str] = set()
             builder = RecordBuilder(budget=self.limits.max_read_bytes, path=rec.path)
             cam_hash = {c.source: hashlib.sha256() for c in plan.cameras}
@@ -438,9 +445,9 @@ class TopicLogReader:
             if plan.task_from and task_text is None:
                 task_text = self._task_text(rec, plan.task_from, start_ns, stop_ns)
             path = rec.path
-        record = builder.build()
+        kept_record = builder.build()
         rendered = render_topic_steps(
-            record,
+            kept_record,
             plan,
             topic_kinds(topics, plan),
             fps=self.fps,
@@ -469,7 +476,7 @@ class TopicLogReader:
             },
         }
         metadata["record"] = {
-            "streams": stream_summary(record),
+            "streams": stream_summary(kept_record),
             "source_bytes": builder.source_bytes,
             **({"left_out": left_out} if left_out else {}),
         }
@@ -500,7 +507,7 @@ class TopicLogReader:
                 media_digests=digests,
             ),
             metadata=metadata,
-            record=record,
+            record=kept_record,
         )
 
     def _record_topics(self, topics: dict[str, TopicInfo], plan: Plan) -> tuple[dict[str, str | None], dict[str, str]]:
@@ -511,7 +518,7 @@ class TopicLogReader:
         mapped = set(plan.numeric_topics()) | ({plan.task_from} if plan.task_from else set())
         if plan.split.by == "topic" and plan.split.source:
             mapped.add(plan.split.source)
-        patterns = getattr(self.options, "streams", None)  # SourceOptions.streams (--streams)
+        patterns = self.options.streams
         kept: dict[str, str | None] = {}
         left: dict[str, str] = {}
         for name, info in topics.items():
