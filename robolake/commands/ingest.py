@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from robolake.commands.common import quiet_ray, tqdm_progress
 
@@ -115,12 +114,6 @@ def run(args: argparse.Namespace) -> int:
     from robolake.lake import DEFAULT_MAX_READ_BYTES
 
     budget = DEFAULT_MAX_READ_BYTES if args.max_read_gb is None else max(1, int(args.max_read_gb * 1e9))
-    # passed only when given (IngestConfig carries them to SourceOptions, which validates them)
-    chosen: dict[str, Any] = {
-        k: v
-        for k, v in (("session", args.session), ("streams", tuple(args.streams) if args.streams else None))
-        if v is not None
-    }
     config = IngestConfig(
         format=args.format,
         embodiment=args.embodiment,
@@ -132,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         access_copy=args.access_copy,
         resample=args.resample,
         max_read_bytes=budget,
-        **chosen,
+        session=args.session,
+        streams=tuple(args.streams) if args.streams else None,
     )
     result = ingest(args.src, args.lake, config, progress=None if args.no_progress else tqdm_progress())
     print(

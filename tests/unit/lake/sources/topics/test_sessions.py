@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -105,10 +104,6 @@ def test_bags_recorded_side_by_side_are_one_episode(tmp_path: Path):
     assert lake_frames(lake, "wrist") == [rec.frames[i] for i in exp["frame_index"]]
 
 
-@pytest.mark.skipif(
-    "session" not in {f.name for f in dataclasses.fields(IngestConfig)},
-    reason="IngestConfig carries no `session` yet (the CLI passes --session to it)",
-)
 def test_ingest_session_option_on_the_command_line(tmp_path: Path, capsys):
     _side_by_side(tmp_path / "take")
     rc = cli_main(["ingest", str(tmp_path / "take"), str(tmp_path / "lake"), "--session", "overlap", "--no-progress"])
