@@ -88,7 +88,7 @@ class Layout:
     gaps: tuple[float, ...] = ()  # pauses inserted (seconds) after each `seconds` block
     offset_s: float = 0.0  # shift every stream (the second file of a split bag)
     burst: int = 1  # joint messages published in bursts of this many sharing one stamp
-    extra: dict[str, Any] = field(default_factory=dict)  # topic -> (kind, [(t, value), ...]) also recorded
+    extra: dict[str, Any] = field(default_factory=dict)  # topic -> (kind, [(t, value[, log t]), ...]) also recorded
 
 
 @dataclass
@@ -164,9 +164,10 @@ def _messages(layout: Layout) -> tuple[list[tuple[int, str, int, Any]], Recorded
             frames.append(img.tobytes())
             msgs.append((ns + latency, "/top/image_raw", ns, ("rgb8", img)))
     for topic, (kind, entries) in layout.extra.items():
-        for t, value in entries:
+        for t, value, *logged in entries:  # (t, value) or (t, value, log t): a stamp apart from its log time
             ns = T0_NS + int(round(t * 1e9))
-            msgs.append((ns + latency, topic, ns, (kind, value)))
+            log_ns = T0_NS + int(round(logged[0] * 1e9)) if logged else ns + latency
+            msgs.append((log_ns, topic, ns, (kind, value)))
     msgs.sort(key=lambda m: m[0])
     rec = Recorded(joint_t=stamps, joint_v=jv, cmd_t=s["cmd"], cmd_v=cv, cam_t=s["cam"], frames=frames)
     return msgs, rec

@@ -270,6 +270,8 @@ class Loaded:
         num_steps: Steps it wrote.
         num_frames: Camera frames it wrote.
         stats: `partial_stats` of its steps, per embodiment (merged on the driver).
+        notes: What its reader noticed that only a full read shows (streams kept as recorded
+            despite a bad clock or NaN, topics left out of the record).
     """
 
     episodes: list[dict[str, Any]]
@@ -278,6 +280,7 @@ class Loaded:
     num_steps: int = 0
     num_frames: int = 0
     stats: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def fragments_of(self, table: str) -> list[str]:
         return self.fragments.get(table, [])
@@ -294,6 +297,7 @@ class Loaded:
             "num_steps": self.num_steps,
             "num_frames": self.num_frames,
             "stats": self.stats,
+            "notes": self.notes,
         }
 
     @classmethod
@@ -305,6 +309,7 @@ class Loaded:
             num_steps=int(d["num_steps"]),
             num_frames=int(d["num_frames"]),
             stats=dict(d["stats"]),
+            notes=[str(n) for n in d.get("notes", [])],
         )
 
 
@@ -352,6 +357,7 @@ class _LoadStage:
         access: list[pa.Table] = []
         signals: list[pa.Table] = []
         events: list[pa.Table] = []
+        notes: list[str] = []
         episodes: list[dict[str, Any]] = []
         quarantine: list[dict[str, Any]] = []
         for ref in self.chunks[index]:
@@ -378,6 +384,7 @@ class _LoadStage:
                 signals.append(sig)
                 events.append(ev)
             episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames]))
+            notes += [str(n) for n in ep.metadata.get("notes", ())]
         fragments: dict[str, list[str]] = {t: [] for t in ROW_TABLES}
         for table, parts in (
             ("steps", steps),
@@ -397,6 +404,7 @@ class _LoadStage:
             num_steps=int(sum(t.num_rows for t in steps)),
             num_frames=int(sum(t.num_rows for t in media)),
             stats=partial_stats(pa.concat_tables(steps)) if steps else {},
+            notes=notes,
         ).to_json()
 
     @staticmethod
@@ -844,6 +852,7 @@ def _ingest(
 
     loaded = load(todo)
     quarantine += [q for res in loaded for q in res.quarantine]
+    notes += [n for res in loaded for n in res.notes]  # what only the full read saw (collapsed below)
     quarantine_list = [(q["source_path"], q["reason"]) for q in quarantine]
     for path, reason in quarantine_list:
         log.info("quarantined %s: %s", path, reason)  # reported in the result (the CLI prints it once)

@@ -52,6 +52,7 @@ __all__ = [
     "stream_summary",
     "gaps",
     "EVENT_KINDS",
+    "record_notes",
 ]
 
 _OVERHEAD = 200  # bytes a held message costs beyond its values (tuples, dicts), for the budget
@@ -599,3 +600,48 @@ def stream_summary(record: Record) -> dict[str, dict[str, Any]]:
 
 def concat_parts(parts: Iterable[SignalPart]) -> list[SignalPart]:
     return sorted(parts, key=lambda p: (p.stream, p.part))
+
+
+def record_notes(record: Record, path: str, *, future_s: float = 1.0) -> list[str]:
+    """What a user should hear about streams kept as recorded: a clock that goes backwards, stamps
+    ahead of when they were logged, duplicated messages, non-finite values (named per stream;
+    the record keeps them all, the steps' own streams are checked strictly by `resample`)."""
+    notes: list[str] = []
+    by_stream: dict[str, list[SignalPart]] = {}
+    for s in record.signals:
+        if s.kind == "numeric":
+            by_stream.setdefault(s.stream, []).append(s)
+    for name, parts in sorted(by_stream.items()):
+        t = np.concatenate([p.t_ns for p in parts])
+        log = np.concatenate([p.log_ns for p in parts]) if all(len(p.log_ns) for p in parts) else None
+        order = np.argsort(log, kind="stable") if log is not None else np.arange(len(t))
+        back = np.flatnonzero(np.diff(t[order]) < 0)
+        if back.size:
+            notes.append(
+                f"{path}: {name}: its clock goes backwards {back.size} times (first at message {int(back[0]) + 1}); "
+                "kept as recorded"
+            )
+        if log is not None:
+            ahead = (t - log) > future_s * 1e9
+            if ahead.any():
+                notes.append(
+                    f"{path}: {name}: {int(ahead.sum())} messages are stamped more than {future_s:g} s after they "
+                    f"were logged (up to {float((t - log).max()) / 1e9:.3f} s); kept as recorded"
+                )
+        dup = 0
+        bad = 0
+        for p in parts:
+            if len(p) > 1 and p.values:
+                same_t = np.diff(p.t_ns) == 0
+                same_v = np.ones(len(p) - 1, bool)
+                for v in p.values:
+                    same_v &= np.all(v[1:] == v[:-1], axis=1)
+                dup += int((same_t & same_v).sum())
+            for v in p.values:
+                if v.dtype.kind == "f":
+                    bad += int((~np.isfinite(v)).any(axis=1).sum())
+        if dup:
+            notes.append(f"{path}: {name}: {dup} messages repeat the one before (same stamp, same values); kept")
+        if bad:
+            notes.append(f"{path}: {name}: {bad} of {len(t)} messages hold NaN/inf values; kept as recorded")
+    return notes

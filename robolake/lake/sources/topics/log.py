@@ -45,7 +45,7 @@ from robolake.lake.sources.base import (
     content_hash,
 )
 from robolake.lake.sources.mapping import CameraMap, StreamMap
-from robolake.lake.sources.record import RecordBuilder, stream_summary
+from robolake.lake.sources.record import RecordBuilder, record_notes, stream_summary
 from robolake.lake.sources.registry import SourceOptions
 from robolake.lake.sources.resample import (
     Stream,
@@ -481,7 +481,7 @@ class TopicLogReader:
             **({"left_out": left_out} if left_out else {}),
         }
         metadata["composition"] = {"kind": "topics", "plan": plan.to_json(), "topics": topic_kinds(topics, plan)}
-        notes = [f"{path}: {n}" for n in aligned.metadata.get("notes", ())]
+        notes = [f"{path}: {n}" for n in aligned.metadata.get("notes", ())] + record_notes(kept_record, path)
         unread = {t: why for t, why in left_out.items() if "mapped as a camera" not in why}
         if unread:
             notes.append(

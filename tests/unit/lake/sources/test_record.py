@@ -106,3 +106,32 @@ def test_every_topic_lands_in_the_record_with_its_counts(imu_lake: tuple[Path, P
     imu = next(p for p in rec.signals if p.stream == "/imu")
     assert imu.clock == "header" and len(imu.log_ns) == 200
     assert "angular_velocity.x" in imu.fields and "orientation_covariance" in imu.fields
+
+
+def test_bad_streams_are_kept_and_named_and_the_rest_lands(tmp_path: Path):
+    t = np.arange(100) / 100.0
+    back = [(x - (0.5 if i == 40 else 0.0), np.arange(10.0), x + 0.001) for i, x in enumerate(t)]
+    extra = {
+        "/temp": ("imu", back),  # a header clock that jumps back once
+        "/nan": ("float64", [(x, float("nan")) for x in t]),  # a stream of NaN
+        "/dup": ("float64", [(0.3, 2.0), (0.3, 2.0), (0.4, 3.0)]),  # a duplicated message
+    }
+    bag = tmp_path / "src" / "bad"
+    write_ros2(bag, Layout(seconds=1.0, extra=extra))
+    res = ingest(str(bag), str(tmp_path / "lake"), IngestConfig(execution="local"))
+    assert res.ingested == 1 and res.quarantined == 0
+    text = "\n".join(res.notes)
+    assert "/temp: its clock goes backwards 1 times" in text
+    assert "/nan: 100 of 100 messages hold NaN/inf" in text
+    assert "/dup: 1 messages repeat the one before" in text
+    counts = read_record(*(Lake.open(str(tmp_path / "lake")).to_arrow(t) for t in ("signals", "events"))).counts()
+    assert counts["/temp"] == 100 and counts["/nan"] == 100 and counts["/dup"] == 3
+
+
+def test_a_record_past_the_read_budget_is_refused_by_name():
+    from robolake.lake import SourceError
+
+    b = RecordBuilder(budget=50_000, path="rig.bag")
+    with pytest.raises(SourceError, match=r"read budget .* at stream /ft"):
+        for i in range(10_000):
+            b.add("/ft", {"data": np.zeros(6)}, t_ns=i, log_ns=i)
