@@ -9,7 +9,8 @@ __all__ = ["register", "run"]
 WHERE_HELP = (
     'a filter over episodes, e.g. "task = \'pick\' and num_steps > 50", "max(abs(action)) > 3", '
     "\"success and source = 'rollout'\" (names: episode columns, length, duration, source, source_path, "
-    "quarantine_free, ingest_version, meta.KEY; aggregates max/min/mean/sum/std/count over state, action, timestamp)"
+    "quarantine_free, ingest_version, meta.KEY; aggregates max/min/mean/sum/std/count/any/all over state, action, "
+    "timestamp; the record: stream('/imu').rate_hz >= 150, any(event('/fault')), count(event('/button')) >= 2)"
 )
 
 

@@ -24,6 +24,22 @@ entry per episode), so a filter over 100k episodes is a handful of array operati
 
 Functions over episode values: `abs`, `contains(text, sub)`, `startswith`, `endswith`,
 `like(text, 'sql %pattern_')`, `lower`, `upper`, `isnull`.
+
+The record of every other stream (`robolake.lake.sources.record`) is named by quoted stream:
+
+- `stream('/imu')` is whether the episode recorded it; `stream('/imu').count`, `.rate_hz`,
+  `.gaps`, `.longest_gap_s`, `.kind`, `.clock` are what the episode metadata says of it (no
+  table is read): `stream('/imu').rate_hz >= 150`, `stream('/ft').gaps > 0`;
+- `event('/fault')` is one value per event, so it lives inside an aggregate: `any`, `all`,
+  `count`, `min`, `max`, `mean`, `sum`, `std` (`any`/`all` also take step expressions). Bare, it
+  is every event: `any(event('/fault_flag'))` keeps episodes with one, `count(event('/button'))
+  >= 2`. Its value is text (`true`/`false` for a flag, a label, null for a trigger), compared
+  with text, with `true`/`false`, or with a number (`event('/mode') = 3`); `event('/x').t` is
+  its time in seconds on the steps' axis: `any(event('/fault') = true and event('/fault').t < 2)`.
+  One stream per aggregate (combine aggregates with and/or). They read the events table one
+  stream at a time, filtered in Lance and reduced batch by batch (`robolake.lake._where_record`).
+
+A stream no episode of the lake has recorded is an error naming the streams it has.
 """
 
 from __future__ import annotations
@@ -41,7 +57,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from robolake.lake._where_record import (
+    STREAM_ATTRS,
+    EventBatch,
+    PerEpisode,
+    event_batches,
+    recorded_streams,
+    stream_column,
+)
 from robolake.lake.lake import Lake
+from robolake.lake.sources.record import EVENT_KINDS
 
 __all__ = ["WhereError", "parse_where", "select_episode_ids", "source_path_of", "Where"]
 
@@ -60,8 +85,11 @@ _EPISODE_COLUMNS = (
 )
 _DERIVED = ("length", "duration", "source", "source_path", "quarantine_free", "ingest_version")
 _STEP_NAMES = ("state", "action", "timestamp")
-_AGGREGATES = ("max", "min", "mean", "sum", "std", "count")
+_AGGREGATES = ("max", "min", "mean", "sum", "std", "count", "any", "all")
 _FUNCTIONS = ("abs", "contains", "startswith", "endswith", "like", "lower", "upper", "isnull")
+_RECORD = ("stream", "event")  # stream('S') and event('S'): the record's streams, by quoted name
+_EVENT_ATTRS = ("t", "value")
+_SHOWN_STREAMS = 40  # streams an unknown-stream error lists
 _SQL_WORDS = {
     "and": "and",
     "or": "or",
@@ -109,6 +137,8 @@ class Where:
     tree: ast.expr
     names: frozenset[str]
     step_columns: frozenset[str]
+    streams: frozenset[str] = frozenset()  # named by stream('S')
+    event_streams: frozenset[str] = frozenset()  # named by event('S')
 
     @property
     def needs_steps(self) -> bool:
@@ -184,16 +214,102 @@ def parse_where(expr: str) -> Where:
             raise WhereError(f"--where {expr!r}: constant {node.value!r} is not allowed")
         if isinstance(node, ast.Call):
             fn = node.func.id if isinstance(node.func, ast.Name) else None
-            if fn not in _FUNCTIONS + _AGGREGATES or node.keywords:
+            if fn not in _FUNCTIONS + _AGGREGATES + _RECORD or node.keywords:
                 raise WhereError(
                     f"--where {expr!r}: unknown function {ast.unparse(node.func)!r}; the functions are "
-                    f"{', '.join(_AGGREGATES + _FUNCTIONS)}"
+                    f"{', '.join(_AGGREGATES + _FUNCTIONS + _RECORD)}"
                 )
+            if fn in _RECORD and not (
+                len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            ):
+                raise WhereError(f"--where {expr!r}: {fn}() takes one quoted stream name, e.g. {fn}('/imu')")
         if isinstance(node, ast.Attribute):
-            if not (isinstance(node.value, ast.Name) and node.value.id in ("meta", "metadata")):
-                raise WhereError(f"--where {expr!r}: only meta.KEY may use a dot ({ast.unparse(node)!r})")
-    _check_names(tree.body, expr, names, steps, in_aggregate=False)
-    return Where(text=expr, tree=tree.body, names=frozenset(names), step_columns=frozenset(steps))
+            _check_attribute(node, expr)
+    streams: set[str] = set()
+    events: set[str] = set()
+    _check_names(tree.body, expr, names, steps, (streams, events), in_aggregate=False)
+    return Where(
+        text=expr,
+        tree=tree.body,
+        names=frozenset(names),
+        step_columns=frozenset(steps),
+        streams=frozenset(streams),
+        event_streams=frozenset(events),
+    )
+
+
+def _record_ref(node: ast.AST) -> tuple[str, str, str | None] | None:
+    """(`stream` or `event`, the stream's name, the attribute or None) of `stream('S')[.attr]` /
+    `event('S')[.attr]`; None for any other node."""
+    attr = None
+    if isinstance(node, ast.Attribute):
+        attr, node = node.attr, node.value
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _RECORD
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return node.func.id, node.args[0].value, attr
+    return None
+
+
+def _check_attribute(node: ast.Attribute, expr: str) -> None:
+    if isinstance(node.value, ast.Name) and node.value.id in ("meta", "metadata"):
+        return
+    ref = _record_ref(node)
+    inner = node.value
+    if ref is None and isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id in _RECORD:
+        raise WhereError(
+            f"--where {expr!r}: {inner.func.id}() takes one quoted stream name, e.g. {inner.func.id}('/imu')"
+        )
+    if ref is None:
+        raise WhereError(
+            f"--where {expr!r}: only meta.KEY, stream('S').ATTR and event('S').t may use a dot ({ast.unparse(node)!r})"
+        )
+    fn, _, attr = ref
+    allowed = tuple(STREAM_ATTRS) if fn == "stream" else _EVENT_ATTRS
+    if attr not in allowed:
+        what = (
+            "; ".join(f"{k}: {v}" for k, v in STREAM_ATTRS.items())
+            if fn == "stream"
+            else "t (seconds on the steps' axis), value (its text)"
+        )
+        raise WhereError(f"--where {expr!r}: {fn}() has no .{attr}; it has {what}")
+
+
+def _event_stream_names(node: ast.AST) -> set[str]:
+    return {ref[1] for n in ast.walk(node) if (ref := _record_ref(n)) is not None and ref[0] == "event"}
+
+
+def _check_event_expr(node: ast.AST, expr: str) -> None:
+    """An expression over one stream's events: event refs, constants, comparisons, logic, arithmetic
+    and the text functions."""
+    ref = _record_ref(node)
+    if ref is not None:
+        if ref[0] == "stream":
+            raise WhereError(
+                f"--where {expr!r}: {ast.unparse(node)!r} is one value per episode; use it outside the aggregate"
+            )
+        return
+    if isinstance(node, ast.Name):
+        raise WhereError(
+            f"--where {expr!r}: inside an aggregate of events only event('S'), event('S').t, event('S').value and "
+            f"constants are known, not {node.id!r}"
+        )
+    if isinstance(node, ast.Call):
+        fn = node.func.id if isinstance(node.func, ast.Name) else ""
+        if fn in _AGGREGATES:
+            raise WhereError(f"--where {expr!r}: aggregates cannot nest ({ast.unparse(node)!r})")
+        for a in node.args:
+            _check_event_expr(a, expr)
+        return
+    if isinstance(node, (ast.Subscript, ast.Attribute)):
+        raise WhereError(f"--where {expr!r}: {ast.unparse(node)!r} cannot be used inside an aggregate of events")
+    for child in ast.iter_child_nodes(node):
+        _check_event_expr(child, expr)
 
 
 MAX_WHERE_CHARS = 100_000
@@ -216,13 +332,50 @@ def _check_depth(tree: ast.AST, expr: str) -> None:
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
-def _check_names(node: ast.AST, expr: str, names: set[str], steps: set[str], *, in_aggregate: bool) -> None:
+def _check_names(
+    node: ast.AST,
+    expr: str,
+    names: set[str],
+    steps: set[str],
+    record: tuple[set[str], set[str]],
+    *,
+    in_aggregate: bool,
+) -> None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _AGGREGATES:
         if in_aggregate:
             raise WhereError(f"--where {expr!r}: aggregates cannot nest ({ast.unparse(node)!r})")
         if len(node.args) != 1:
-            raise WhereError(f"--where {expr!r}: {node.func.id}() takes one step expression, e.g. max(abs(action))")
-        _check_names(node.args[0], expr, names, steps, in_aggregate=True)
+            raise WhereError(
+                f"--where {expr!r}: {node.func.id}() takes one step or event expression, e.g. max(abs(action)) "
+                "or any(event('/fault'))"
+            )
+        events = _event_stream_names(node.args[0])
+        if len(events) > 1:
+            raise WhereError(
+                f"--where {expr!r}: {ast.unparse(node)!r} names the events of {len(events)} streams; an aggregate "
+                f"reads one: combine aggregates, e.g. {' or '.join(f'any(event({s!r}))' for s in sorted(events))}"
+            )
+        if events:
+            _check_event_expr(node.args[0], expr)
+            record[1].update(events)
+            names.add("metadata")
+            return
+        _check_names(node.args[0], expr, names, steps, record, in_aggregate=True)
+        return
+    ref = _record_ref(node)
+    if ref is not None:
+        fn, stream, _ = ref
+        if fn == "event":
+            raise WhereError(
+                f"--where {expr!r}: {ast.unparse(node)!r} is one value per event; wrap it in an aggregate, e.g. "
+                f"any(event({stream!r})) or count(event({stream!r})) >= 2"
+            )
+        if in_aggregate:
+            raise WhereError(
+                f"--where {expr!r}: {ast.unparse(node)!r} is one value per episode; use it outside the aggregate"
+            )
+        record[0].add(stream)
+        names.add("metadata")
         return
     if isinstance(node, ast.Attribute):
         names.add("metadata")
@@ -245,14 +398,15 @@ def _check_names(node: ast.AST, expr: str, names: set[str], steps: set[str], *, 
             if node.id not in _EPISODE_COLUMNS + _DERIVED:
                 raise WhereError(
                     f"--where {expr!r}: unknown name {node.id!r}; the names are "
-                    f"{', '.join(_EPISODE_COLUMNS + _DERIVED)}, meta.KEY and aggregates over {', '.join(_STEP_NAMES)}"
+                    f"{', '.join(_EPISODE_COLUMNS + _DERIVED)}, meta.KEY, aggregates over {', '.join(_STEP_NAMES)}, "
+                    "stream('S').ATTR and aggregates over event('S')"
                 )
             names.add(node.id)
         return
     for child in ast.iter_child_nodes(node):
         if isinstance(node, ast.Call) and child is node.func:
             continue
-        _check_names(child, expr, names, steps, in_aggregate=in_aggregate)
+        _check_names(child, expr, names, steps, record, in_aggregate=in_aggregate)
 
 
 # --- evaluation ----------------------------------------------------------------------------------
@@ -433,6 +587,9 @@ class _Steps:
         count = np.bincount(episode, minlength=self.n).astype(np.float64)
         if fn == "count":
             return count
+        if fn in ("any", "all"):
+            hits = np.bincount(episode, weights=(vals != 0) & ~np.isnan(vals), minlength=self.n)
+            return hits > 0 if fn == "any" else hits == count
         if fn in ("max", "min"):
             ufunc, init = (np.maximum, -np.inf) if fn == "max" else (np.minimum, np.inf)
             res = np.full(self.n, init)
@@ -474,6 +631,9 @@ class _Eval:
             return [self.run(e) for e in node.elts]
         if isinstance(node, ast.Name):
             return self.eps.column(node.id)
+        ref = _record_ref(node)
+        if ref is not None and ref[0] == "stream":
+            return stream_column(self.eps.metadata(), ref[1], ref[2])
         if isinstance(node, ast.Attribute):
             return self.eps.meta_key(node.attr)
         if isinstance(node, ast.BoolOp):
@@ -509,13 +669,19 @@ class _Eval:
             raise WhereError(f"--where {self.text!r}: {ast.unparse(node.func)!r} is not a function of the language")
         fn = node.func.id
         if fn in _AGGREGATES:
+            events = _event_stream_names(node.args[0])
+            if events:
+                return self._events(fn, next(iter(events)), node.args[0])
             v = self.step(node.args[0])
             if not isinstance(v, _StepValue):
                 raise WhereError(
                     f"--where {self.text!r}: {ast.unparse(node)!r} aggregates a constant; name a step column"
                 )
             return self._steps(node).aggregate(fn, v)
-        args = [self.run(a) for a in node.args]
+        return self._apply(fn, [self.run(a) for a in node.args])
+
+    def _apply(self, fn: str, args: list[Any]) -> Any:
+        """A function of the language on evaluated arguments (episode or event values)."""
         if fn == "abs":
             return np.abs(np.asarray(args[0], dtype=float))
         if fn == "isnull":
@@ -534,6 +700,64 @@ class _Eval:
             "endswith": lambda s: s.endswith(pattern),
         }[fn]
         return _truth(_strings(args[0], method))
+
+    # --- events: one stream's events, batch by batch -------------------------------------------
+
+    def _events(self, fn: str, stream: str, arg: ast.expr) -> np.ndarray:
+        """Aggregate `fn` of the event expression `arg` over each episode's events of `stream`."""
+        times = any((ref := _record_ref(n)) is not None and ref[0] == "event" and ref[2] == "t" for n in ast.walk(arg))
+        acc = PerEpisode(self.eps.n)
+        ids = self.eps.table.column("episode_id").combine_chunks()
+        for batch in event_batches(self.eps.lake, stream, ids, self.eps.metadata(), times=times):
+            if fn in ("any", "all", "count"):
+                acc.add(batch.episode, self._event_truth(arg, batch), None)
+            else:
+                acc.add(batch.episode, None, _numbers(self.event(arg, batch), batch.n))
+        return acc.result(fn)
+
+    def _event_truth(self, node: ast.expr, b: EventBatch) -> np.ndarray:
+        """Each event's truth; a bare `event('S')` (or its .value) is every event, whatever its text."""
+        ref = _record_ref(node)
+        if ref is not None and ref[2] != "t":
+            return np.ones(b.n, dtype=bool)
+        return np.broadcast_to(_truth(self.event(node, b)), (b.n,))
+
+    def event(self, node: ast.expr, b: EventBatch) -> Any:
+        """An event-level expression over one batch: an array of b.n values, or a constant."""
+        ref = _record_ref(node)
+        if ref is not None:
+            return b.t if ref[2] == "t" else b.value
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return [self.event(e, b) for e in node.elts]
+        if isinstance(node, ast.BoolOp):
+            vals = [self._event_truth(v, b) for v in node.values]
+            out = vals[0]
+            for v in vals[1:]:
+                out = (out & v) if isinstance(node.op, ast.And) else (out | v)
+            return out
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
+                return ~self._event_truth(node.operand, b)
+            v = _numbers(self.event(node.operand, b), b.n)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp):
+            with np.errstate(all="ignore"):
+                return _ARITH[type(node.op)](
+                    _numbers(self.event(node.left, b), b.n), _numbers(self.event(node.right, b), b.n)
+                )
+        if isinstance(node, ast.Compare):
+            left = self.event(node.left, b)
+            out = np.ones(b.n, dtype=bool)
+            for op, comp in zip(node.ops, node.comparators, strict=True):
+                right = self.event(comp, b)
+                out &= _compare_event(op, left, right, b.n)
+                left = right
+            return out
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return self._apply(node.func.id, [self.event(a, b) for a in node.args])
+        raise WhereError(f"--where {self.text!r}: {ast.unparse(node)!r} cannot be used inside an aggregate of events")
 
     def _steps(self, node: ast.expr) -> _Steps:
         """The episodes' steps; parse() marks every step expression, so they are loaded unless it missed one."""
@@ -595,6 +819,47 @@ class _Eval:
         raise WhereError(f"--where {self.text!r}: {ast.unparse(node)!r} cannot be used inside an aggregate")
 
 
+def _numbers(values: Any, n: int) -> np.ndarray:
+    """Event values as float64 [n]: text read as a number (NaN where it is none), true/false as 1/0."""
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return np.array([_number(v) for v in values], dtype=np.float64)
+    if isinstance(values, list):
+        raise WhereError("a list can only follow `in`, e.g. event('/mode') in ('a', 'b')")
+    if isinstance(values, str) or values is None:
+        return np.full(n, _number(values))
+    return np.broadcast_to(np.asarray(values, dtype=np.float64), (n,))
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, (bool, np.bool_)):
+        return float(v)
+    if v in ("true", "false"):
+        return 1.0 if v == "true" else 0.0
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _as_event_text(v: Any) -> Any:
+    """A constant compared with an event's text: true/false as the text a flag records."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return [_as_event_text(x) for x in v]
+    return v
+
+
+def _compare_event(op: ast.cmpop, left: Any, right: Any, n: int) -> np.ndarray:
+    """`_compare_one` for event values: text against a number compares as numbers."""
+    left, right = _as_event_text(left), _as_event_text(right)
+    text = [isinstance(x, np.ndarray) and x.dtype == object for x in (left, right)]
+    number = [isinstance(x, (int, float)) and not isinstance(x, bool) for x in (left, right)]
+    if (text[0] and number[1]) or (text[1] and number[0]):
+        left, right = _numbers(left, n), _numbers(right, n)
+    return _compare_one(op, left, right, n)
+
+
 def _compare_one(op: ast.cmpop, left: Any, right: Any, n: int) -> np.ndarray:
     if isinstance(op, (ast.In, ast.NotIn)):
         if not isinstance(right, list):
@@ -645,9 +910,35 @@ def select_episode_ids(lake: Lake, where: str | Where) -> list[str]:
     eps = _Episodes(lake, parsed)
     if eps.n == 0:
         return []
+    if parsed.streams or parsed.event_streams:
+        _check_streams(parsed, recorded_streams(eps.metadata()))
     ids = eps.table.column("episode_id").to_pylist()
     steps = _Steps(lake, ids, parsed.step_columns) if parsed.needs_steps else None
     mask = _truth(_Eval(eps, steps, parsed.text).run(parsed.tree))
     if mask.shape != (eps.n,):
         mask = np.broadcast_to(mask, (eps.n,))
     return [e for e, keep in zip(ids, mask.tolist(), strict=True) if keep]
+
+
+def _check_streams(where: Where, known: dict[str, str]) -> None:
+    """Every stream `where` names is one the lake's episodes recorded, and event() names an event stream."""
+    for name in sorted(where.streams | where.event_streams):
+        if name in known:
+            continue
+        if not known:
+            raise WhereError(
+                f"--where {_short(where.text)}: no episode here keeps a record of its streams (a lake of format 2, "
+                f"or sources whose streams are all steps), so there is no stream {name!r}"
+            )
+        shown = ", ".join(list(known)[:_SHOWN_STREAMS]) + (
+            f" (and {len(known) - _SHOWN_STREAMS} more)" if len(known) > _SHOWN_STREAMS else ""
+        )
+        raise WhereError(
+            f"--where {_short(where.text)}: no episode recorded a stream {name!r}; the streams are {shown}"
+        )
+    for name in sorted(where.event_streams):
+        if known[name] not in EVENT_KINDS:
+            raise WhereError(
+                f"--where {_short(where.text)}: stream {name!r} is {known[name]}, not events; test it with "
+                f"stream({name!r}).count, .rate_hz or .gaps"
+            )
