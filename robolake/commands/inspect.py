@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         choices=["folder", "overlap", "split"],
         help="report the sessions ingest --session would form: topic-log files of one folder read as one recording "
-        "(overlap: recorded side by side; split: numbered parts name_0.bag, name_1.bag, ...; folder: all of them)",
+        "(overlap: recorded side by side; split: numbered parts name_0.bag, name_1.bag, ...; folder: all of them; "
+        "default: none, each file alone)",
     )
     p.add_argument(
         "--suggest-map", action="store_true", help="print a mapping YAML to start from (> arm.yaml), nothing else"

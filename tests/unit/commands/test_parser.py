@@ -170,6 +170,7 @@ EXPECTED = {
     "tag": (["lake", "name"], ["--version", "--reason", "--replace", "--delete", "--list"]),
     "diff": (["lake", "a", "b"], ["--json"]),
     "optimize": (["lake"], ["--upgrade", "--access-copy"]),
+    "align": (["lake"], ["--fps", "--rule", "--where", "--json"]),
     "view": (
         ["lake"],
         ["--version", "--tag", "--split", "--host", "--port", "--storage-option", "--rerun", "--episodes"],
@@ -208,6 +209,7 @@ def test_the_commands_and_their_order():
         "tag",
         "diff",
         "optimize",
+        "align",
         "view",
     )
     assert list(_subparsers()) == list(COMMANDS)
