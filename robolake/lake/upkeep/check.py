@@ -13,6 +13,11 @@ that exist are not enough.
 Data files are read, not only listed: every fragment's key column is scanned (a truncated
 file fails there), the small tables entirely. That costs one pass over the key columns of
 steps and media, far less than a pack; `quick=True` only checks that files exist.
+
+The record of every other stream (`signals`, `events`) is checked against what each episode's
+metadata says of it, stream by stream: message counts, chunks 0..n-1, stamps per chunk, bytes
+per field, and the rate and gaps its stamps give (`_record_check`; `quick=True` skips reading
+the value bytes). A lake of a format before those tables has nothing there to check.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ from robolake.lake.protocol.versions import (
     read_format_marker,
     read_version,
 )
+from robolake.lake.upkeep._record_check import check_record, expected_streams
 from robolake.schemas.tables import TABLES
+from robolake.schemas.version import LAKE_FORMAT_VERSION, TABLES_ADDED
 from robolake.storage import OutsideRootError, ensure_within, filesystem, join_uri, normalize_uri
 
 __all__ = ["Problem", "CheckReport", "check_lake", "data_files", "missing_files"]
@@ -236,7 +243,7 @@ def _check(
         )
         return report
     try:
-        read_format_marker(uri, storage_options)
+        lake_format = int(read_format_marker(uri, storage_options).get("format_version", LAKE_FORMAT_VERSION))
     except Exception as e:
         report.problems.append(Problem(what=str(e), fix="point robolake at the lake's root directory"))
         return report
@@ -266,11 +273,12 @@ def _check(
             except DamagedManifestError as e:
                 report.notes.append(f"older version {v}'s manifest {e.path} is damaged (it cannot be restored)")
 
-    datasets = _open_tables(uri, lv, storage_options, report, quick, advice)
+    datasets = _open_tables(uri, lv, storage_options, report, quick, advice, lake_format)
     if report.problems:
         return report
     try:
         _check_consistency(uri, datasets, report)
+        _check_record(uri, datasets, report, quick)
     except Exception as e:  # a key column that does not read: a damaged file the quick check did not open
         report.problems.append(
             Problem(
@@ -284,10 +292,18 @@ def _check(
 
 
 def _open_tables(
-    uri: str, lv: LakeVersion, opts: dict[str, str] | None, report: CheckReport, quick: bool, advice: Callable[[], str]
+    uri: str,
+    lv: LakeVersion,
+    opts: dict[str, str] | None,
+    report: CheckReport,
+    quick: bool,
+    advice: Callable[[], str],
+    lake_format: int,
 ) -> dict[str, lance.LanceDataset]:
     datasets = {}
     for table in TABLES:
+        if TABLES_ADDED.get(table, 0) > lake_format:
+            continue  # a table of a later format than this lake's (it reads as absent)
         if table not in lv.tables:
             report.problems.append(
                 Problem(what=f"version {lv.version} names no version of table {table}", fix=advice())
@@ -409,6 +425,38 @@ def _check_consistency(uri: str, ds: dict[str, lance.LanceDataset], report: Chec
                     fix=redo,
                 )
             )
+
+
+_RECORD_SHOWN = 10  # record problems listed one by one; the rest are counted
+
+
+def _check_record(uri: str, ds: dict[str, lance.LanceDataset], report: CheckReport, quick: bool) -> None:
+    """The record's rows against each episode's metadata, one problem per episode and stream."""
+    if "signals" not in ds or "events" not in ds:
+        return
+    found = check_record(ds["signals"], ds["events"], expected_streams(ds["episodes"]), read_data=not quick)
+    redo = (
+        f"restore the version before the ingest that wrote it (`robolake info {uri} --json` lists the versions), "
+        "or delete the episode and ingest its source again"
+    )
+    for table, ids in sorted(found.foreign.items()):
+        report.problems.append(
+            Problem(
+                what=f"table {table} holds rows of {len(ids)} episodes the episodes table does not list "
+                f"(first: {ids[0]})",
+                fix=redo,
+            )
+        )
+    for what in found.issues[:_RECORD_SHOWN]:
+        report.problems.append(Problem(what=f"the record of {what}", fix=redo))
+    if found.total > _RECORD_SHOWN:
+        report.problems.append(
+            Problem(
+                what=f"and {found.total - _RECORD_SHOWN} more problems with the record (signals and events) of "
+                "these or other episodes",
+                fix=redo,
+            )
+        )
 
 
 def _check_writers(
