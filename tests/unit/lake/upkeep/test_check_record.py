@@ -51,7 +51,7 @@ def _first_episode(lake: Lake) -> str:
     return sorted(lake.episode_ids())[0]
 
 
-def _publish(lake: Lake, table: str, change: Callable[[lance.LanceDataset], None]) -> None:
+def _publish(lake: Lake, table: str, change: Callable[[lance.LanceDataset], object]) -> None:
     """Change `table` with Lance directly and publish the result as the lake's next version."""
     lake = Lake.open(lake.uri)
     ds = lance.dataset(lake.table_uri(table))
@@ -105,7 +105,9 @@ def test_cut_bytes_are_named_and_quick_skips_them(lake: Lake):
     eid = _first_episode(lake)
 
     def cut(row: dict) -> None:
-        row["data"] = [d[:-8] if f == "angular_velocity.x" else d for f, d in zip(row["fields"], row["data"])]
+        row["data"] = [
+            d[:-8] if f == "angular_velocity.x" else d for f, d in zip(row["fields"], row["data"], strict=True)
+        ]
 
     _replace_row(lake, eid, "/imu", 2, cut)
     problems = _problems(lake)
