@@ -63,6 +63,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write frames at the model's input size N x N, a training rendition the loader never resizes "
         "(default: the recorded size, resized when loading)",
     )
+    s.add_argument(
+        "--history",
+        action="append",
+        default=[],
+        metavar="STREAM[:FIELD]=SECONDS",
+        help="give each sample the messages of a recorded stream in the SECONDS before its time, as their own "
+        "tokens (as many as were recorded), e.g. /ft=0.1; repeatable (default: none)",
+    )
     s.add_argument("--overwrite", action="store_true", help="replace an existing pack output at OUT")
     s.add_argument("--webdataset", default=None, metavar="DIR", help="also export WebDataset tars here (default: none)")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -71,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> Any:
     """The PackSpec a `robolake pack` command line asks for."""
-    from robolake.packers import PackSpec, TokenLengthConfig
+    from robolake.packers import PackSpec, TokenLengthConfig, parse_history
     from robolake.packers.mix import load_mix
 
     return PackSpec(
@@ -88,6 +96,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         image_size=args.image_size,
         # getattr: other commands build their spec here from a parser without the mixture options
         mix=None if getattr(args, "mix", None) is None else load_mix(args.mix, share=getattr(args, "mix_share", None)),
+        history=tuple(parse_history(h) for h in getattr(args, "history", None) or ()),
     )
 
 

@@ -41,12 +41,15 @@ class CollateConfig:
         image_size: Views are decoded and resized to image_size x image_size RGB.
         max_state_dim: Width state vectors are padded to.
         max_action_dim: Width action vectors are padded to.
+        history_width: Values per stream-history token (the pack spec's `history_width`); 0:
+            the shards carry no history.
     """
 
     tokens_per_view: int
     image_size: int
     max_state_dim: int
     max_action_dim: int
+    history_width: int = 0
 
     def __post_init__(self) -> None:
         for name in ("tokens_per_view", "image_size", "max_state_dim", "max_action_dim"):
@@ -154,6 +157,7 @@ def collate_rows(rows: pa.Table | pa.RecordBatch, config: CollateConfig) -> Pack
     action = [a.reshape(horizon, int(d)) for a, d in zip(flat_actions, action_dims, strict=True)]
     episode_ids = _flat(table, "episode_id").to_pylist()
     steps = _np(table, "step_index").astype(np.int64).tolist()
+    history = _history(table, config.history_width, n) if config.history_width else None
 
     batch = make_packed_batch(
         pixels=_pixels(table, config.image_size),
@@ -167,9 +171,26 @@ def collate_rows(rows: pa.Table | pa.RecordBatch, config: CollateConfig) -> Pack
         max_state_dim=config.max_state_dim,
         max_action_dim=config.max_action_dim,
         sample_keys=tuple(zip(episode_ids, steps, strict=True)),
+        history=history,
+        history_width=config.history_width,
     )
     _check_boundaries(table, batch, n)
     return batch
+
+
+def _history(table: pa.Table, width: int, n: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per sample (values [k, width], dt [k], stream ids [k]) of its stream-history tokens."""
+    if "history_lengths" not in table.column_names:
+        raise ValueError(
+            "these shards carry no stream history (packed without --history); collate with history_width=0"
+        )
+    lengths = _np(table, "history_lengths").astype(np.int64)
+    if len(lengths) != n:
+        raise ValueError(f"history_lengths holds {len(lengths)} samples for {n}: the shards are damaged; re-run pack")
+    values = _np(table, "history_values").astype(np.float32).reshape(-1, width)
+    dt = _np(table, "history_dt").astype(np.float32)
+    ids = _np(table, "history_stream").astype(np.int64)
+    return list(zip(_split(values, lengths), _split(dt, lengths), _split(ids, lengths), strict=True))
 
 
 def _check_boundaries(table: pa.Table, batch: PackedBatch, n: int) -> None:

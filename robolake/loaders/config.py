@@ -34,6 +34,8 @@ def batch_layout(spec: PackSpec, embodiments: Sequence[str], collate: CollateCon
         num_embodiments=len(embodiments),
         max_seqlen=spec.max_tokens,
         embodiments=tuple(embodiments),
+        history_streams=len(spec.history),
+        history_width=collate.history_width,
     )
 
 
@@ -98,4 +100,5 @@ class LoaderConfig:
             image_size=self.image_size,
             max_state_dim=self.max_state_dim or shards.max_state_dim,
             max_action_dim=self.max_action_dim or shards.max_action_dim,
+            history_width=shards.manifest.pack_spec.history_width if shards.manifest.pack_spec.history else 0,
         )

@@ -123,6 +123,7 @@ class LakeStream(ResumableSource):
             image_size=self.config.image_size,
             max_state_dim=self.config.max_state_dim or max((specs[t].state_dim for t in tags), default=1),
             max_action_dim=self.config.max_action_dim or max((specs[t].action_dim for t in tags), default=1),
+            history_width=self.spec.history_width if self.spec.history else 0,
         )
         self.epoch = 0
         self.batches_done = 0

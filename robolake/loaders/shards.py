@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from robolake.lake import Lake, list_versions, read_version
 from robolake.packers.manifest import SHARDS_NAME, LineageError, PackManifest, read_manifest
-from robolake.schemas.packed import packed_schema
+from robolake.schemas.packed import HISTORY_COLUMNS, packed_schema
 from robolake.storage import ensure_within, exists, join_uri, normalize_uri
 
 __all__ = ["PackedShards", "open_shards", "check_lineage", "check_not_stale", "stale_deletions"]
@@ -131,6 +131,8 @@ def _check_schema(ds: lance.LanceDataset, uri: str) -> None:
     diffs = []
     for f in want:
         idx = got.get_field_index(f.name)
+        if idx < 0 and f.name in HISTORY_COLUMNS:
+            continue  # packed before stream history existed: it has none
         if idx < 0:
             diffs.append(f"missing column {f.name!r} ({f.type})")
         elif not got.field(idx).type.equals(f.type):

@@ -7,6 +7,7 @@ from robolake.packers.binpack import (
     reference_best_fit_decreasing,
 )
 from robolake.packers.export import export_webdataset
+from robolake.packers.history import HistorySpec, parse_history
 from robolake.packers.lengths import (
     ByteTokenizer,
     TokenLengthConfig,
@@ -45,4 +46,6 @@ __all__ = [
     "read_manifest",
     "LineageError",
     "export_webdataset",
+    "HistorySpec",
+    "parse_history",
 ]

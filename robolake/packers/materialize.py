@@ -346,7 +346,12 @@ class SequenceMaterializer:
                     frames.append(frame_data[view_pos])
                     fcams.append(frame_cams[view_pos])
                     view_pos += 1
-            lengths = idx.episode_length[ep[pos : pos + n]].astype(np.int32)
+            lengths = idx.length_of(samples[pos : pos + n]).astype(np.int32)
+            hist = [idx.history.tokens(int(ep[r]), int(t[r])) for r in rows] if idx.history is not None else []
+            out["history_lengths"].append([len(h[1]) for h in hist] if hist else [0] * n)
+            out["history_stream"].append(np.concatenate([h[2] for h in hist]).tolist() if hist else [])
+            out["history_dt"].append(np.concatenate([h[1] for h in hist]).tolist() if hist else [])
+            out["history_values"].append(np.concatenate([h[0].reshape(-1) for h in hist]).tolist() if hist else [])
             out["seq_index"].append(int(seq))
             out["num_samples"].append(n)
             out["total_tokens"].append(int(lengths.sum()))

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from robolake.lake import Lake, row_offsets
+from robolake.packers.history import HistoryData, load_history
 from robolake.packers.lengths import text_token_lengths
 from robolake.packers.spec import PackSpec
 
@@ -50,6 +51,8 @@ class SampleIndex:
             rows are packets that decode through its `streams` row); None: none is.
         access_offset: int64 [E, max_cameras] row offset in the access-copy table of camera c's
             step 0 (-1 where it has no access copy); None: the lake has none.
+        history: The stream histories samples carry (`packers/history.py`); their tokens vary
+            per sample, so with history a sample's length is its episode's plus its own count.
     """
 
     episodes: pa.Table
@@ -61,6 +64,7 @@ class SampleIndex:
     embodiments: tuple[str, ...]
     recorded: np.ndarray | None = None
     access_offset: np.ndarray | None = None
+    history: HistoryData | None = None
 
     @property
     def num_samples(self) -> int:
@@ -82,7 +86,11 @@ class SampleIndex:
 
     def length_of(self, ids: np.ndarray) -> np.ndarray:
         """int64: backbone tokens of each sample id."""
-        return self.episode_length[self.episode_of(ids)]
+        ids = np.asarray(ids, dtype=np.int64)
+        ep = self.episode_of(ids)
+        if self.history is None:
+            return self.episode_length[ep]
+        return self.episode_length[ep] + self.history.counts(ep, self.step_of(ids, ep))
 
     def samples_of_episodes(self, episodes: np.ndarray) -> np.ndarray:
         """int64: the sample ids of `episodes` (rows of `episodes`), episode after episode."""
@@ -105,7 +113,7 @@ class SampleIndex:
     @cached_property
     def length(self) -> np.ndarray:
         """int64 [S] backbone tokens of each sample (built on first use)."""
-        return self.episode_length[self.episode]
+        return self.length_of(np.arange(self.num_samples, dtype=np.int64))
 
     def keys(self, idx: np.ndarray) -> list[tuple[str, int]]:
         idx = np.asarray(idx, dtype=np.int64)
@@ -209,6 +217,7 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
     per_ep = (num_steps + spec.step_stride - 1) // spec.step_stride
     ep_len = num_cams * spec.tokens.tokens_per_view + text_token_lengths(episodes["task"], spec.tokens)
     embodiments = tuple(sorted(set(episodes["embodiment"].to_pylist())))
+    history = load_history(lake, episodes, spec.history, width=spec.history_width) if spec.history else None
     return SampleIndex(
         episodes=episodes,
         sample_start=np.concatenate([[0], np.cumsum(per_ep)]).astype(np.int64),
@@ -219,6 +228,7 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
         embodiments=embodiments,
         recorded=recorded,
         access_offset=access_offset,
+        history=history,
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from robolake.lake import EpisodeFilter
+from robolake.packers.history import HISTORY_WIDTH, HistorySpec
 from robolake.packers.lengths import ByteTokenizer, TextTokenizer, TokenLengthConfig
 from robolake.packers.mixspec import MixSpec
 
@@ -46,6 +47,9 @@ class PackSpec:
             resizes), or None to keep the lake's frames as they are.
         mix: A weighted mixture of the selected episodes (by embodiment, task, source or tag;
             `packers/mix.py`), or None to pack each sample once.
+        history: Streams whose messages in a window before each sample's time the sample carries
+            as backbone tokens, one per message (`packers/history.py`; `pack --history`).
+        history_width: Values per history token (a stream's values are padded to it).
     """
 
     max_tokens: int = 4096
@@ -61,8 +65,14 @@ class PackSpec:
     where: EpisodeFilter | None = None
     image_size: int | None = None
     mix: MixSpec | None = None
+    history: tuple[HistorySpec, ...] = ()
+    history_width: int = HISTORY_WIDTH
 
     def __post_init__(self) -> None:
+        if len({h.stream for h in self.history}) != len(self.history):
+            raise ValueError(f"a history stream is given twice: {[h.stream for h in self.history]}")
+        if not 1 <= self.history_width <= 1024:
+            raise ValueError(f"history_width must be between 1 and 1024, got {self.history_width}")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.algorithm not in ALGORITHMS:
@@ -110,6 +120,11 @@ class PackSpec:
             "image_size": self.image_size,
             # Only when set: a spec without a mixture keeps the digest it always had (loader states).
             **({} if self.mix is None else {"mix": self.mix.to_json()}),
+            **(
+                {"history": [h.to_json() for h in self.history], "history_width": self.history_width}
+                if self.history
+                else {}
+            ),
         }
 
     @classmethod
@@ -167,6 +182,8 @@ class PackSpec:
                 where=None if where_json is None else EpisodeFilter(**where_json),
                 image_size=None if image_size is None else int(image_size),
                 mix=None if mix is None else MixSpec.from_json(mix),
+                history=tuple(HistorySpec.from_json(h) for h in d.get("history", [])),
+                history_width=int(d.get("history_width", HISTORY_WIDTH)),
             )
         except KeyError as e:
             raise ValueError(f"pack spec JSON lacks field {e.args[0]!r}; was it written by PackSpec.to_json?") from e

@@ -5,8 +5,10 @@ the data-loading stack (lance, PyAV, fsspec, ray).
 
 
 A packed batch holds n samples laid end to end on one token axis. Sample i's backbone tokens are
-its camera views (`tokens_per_view` tokens each, in view order) followed by its text tokens, so its
-length is `views_i * tokens_per_view + text_len_i` and `cu_seqlens` follows from those counts. The
+its camera views (`tokens_per_view` tokens each, in view order), its text tokens, then its
+stream-history tokens (one per recorded message in its window, `packers/history.py`; none unless
+packed with `--history`), so its length is `views_i * tokens_per_view + text_len_i + history_i`
+and `cu_seqlens` follows from those counts. The
 action head works on its own token axis (state token, future tokens, H action tokens per sample)
 and cross-attends to the backbone through `cu_seqlens_q` / `cu_seqlens_k`.
 
@@ -62,6 +64,10 @@ class PackedBatch:
         action_mask: bool [n, H, max_action_dim], True on real dims of steps inside the episode.
         embodiment_id: int64 [n].
         sample_keys: (episode_id, step_index) per sample, for tracing a batch back to the lake.
+        history_values: float32 [total_history, width], normalised values of each history token.
+        history_dt: float32 [total_history], seconds of each token's message before its sample (<= 0).
+        history_stream: int64 [total_history], the history stream id of each token.
+        cu_history: int32 [n+1] boundaries of each sample's history tokens.
     """
 
     cu_seqlens: torch.Tensor
@@ -78,6 +84,10 @@ class PackedBatch:
     action_mask: torch.Tensor
     embodiment_id: torch.Tensor
     sample_keys: tuple[tuple[str, int], ...] = ()
+    history_values: torch.Tensor | None = None
+    history_dt: torch.Tensor | None = None
+    history_stream: torch.Tensor | None = None
+    cu_history: torch.Tensor | None = None
 
     @property
     def num_samples(self) -> int:
@@ -100,6 +110,13 @@ class PackedBatch:
     @property
     def text_lengths(self) -> torch.Tensor:
         return (self.cu_text[1:] - self.cu_text[:-1]).long()
+
+    @property
+    def history_lengths(self) -> torch.Tensor:
+        """int64 [n] stream-history tokens of each sample (zeros without history)."""
+        if self.cu_history is None:
+            return torch.zeros(self.num_samples, dtype=torch.long, device=self.cu_seqlens.device)
+        return (self.cu_history[1:] - self.cu_history[:-1]).long()
 
     def _map(self, fn: Any) -> PackedBatch:
         changes = {
@@ -169,6 +186,8 @@ def make_packed_batch(
     max_state_dim: int,
     max_action_dim: int,
     sample_keys: tuple[tuple[str, int], ...] = (),
+    history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+    history_width: int = 0,
 ) -> PackedBatch:
     """Assemble a PackedBatch from per-sample pieces; the one builder loaders and tests share.
 
@@ -184,6 +203,9 @@ def make_packed_batch(
         max_state_dim: Width to pad state to.
         max_action_dim: Width to pad actions to.
         sample_keys: (episode_id, step) per sample.
+        history: Per sample, (values [k, history_width], dt [k], stream ids [k]) of its
+            stream-history tokens; None: no history.
+        history_width: Values per history token.
 
     Raises:
         ValueError: the pieces disagree in count or a vector is wider than the padded width.
@@ -207,7 +229,10 @@ def make_packed_batch(
         raise ValueError(f"pixels hold {px.shape[0]} views but views_per_sample sums to {int(views.sum())}")
     horizon = int(action[0].shape[0]) if n else 0
     text_lengths = np.array([len(t) for t in text_ids], dtype=np.int64)
-    lengths = views * tokens_per_view + text_lengths
+    hist_lengths = np.array([len(h[1]) for h in history], dtype=np.int64) if history is not None else None
+    if hist_lengths is not None and len(hist_lengths) != n:
+        raise ValueError(f"history holds {len(hist_lengths)} samples, the batch {n}")
+    lengths = views * tokens_per_view + text_lengths + (hist_lengths if hist_lengths is not None else 0)
 
     state_t = torch.zeros(n, max_state_dim, dtype=torch.float32)
     state_m = torch.zeros(n, max_state_dim, dtype=torch.bool)
@@ -245,7 +270,26 @@ def make_packed_batch(
         action_mask=action_m,
         embodiment_id=torch.as_tensor(np.asarray(embodiment_id), dtype=torch.int64),
         sample_keys=tuple(sample_keys),
+        **(_history_tensors(history, history_width) if history is not None else {}),
     )
+
+
+def _history_tensors(history: list[tuple[np.ndarray, np.ndarray, np.ndarray]], width: int) -> dict[str, torch.Tensor]:
+    lengths = np.array([len(h[1]) for h in history], dtype=np.int64)
+    total = int(lengths.sum())
+    values = (
+        np.concatenate([np.asarray(h[0], np.float32).reshape(-1, width) for h in history])
+        if total
+        else np.zeros((0, width), np.float32)
+    )
+    dt = np.concatenate([np.asarray(h[1], np.float32) for h in history]) if total else np.zeros(0, np.float32)
+    ids = np.concatenate([np.asarray(h[2], np.int64) for h in history]) if total else np.zeros(0, np.int64)
+    return {
+        "history_values": torch.from_numpy(np.ascontiguousarray(values)),
+        "history_dt": torch.from_numpy(dt),
+        "history_stream": torch.from_numpy(ids),
+        "cu_history": torch.from_numpy(cu_seqlens_from_lengths(lengths)),
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,6 +304,8 @@ class BatchLayout:
         num_embodiments: Embodiment ids are in [0, num_embodiments).
         max_seqlen: Capacity of one packed sequence (backbone tokens).
         embodiments: Embodiment tag of each id.
+        history_streams: Stream-history streams (ids in [0, history_streams)); 0 without history.
+        history_width: Values per history token.
     """
 
     tokens_per_view: int
@@ -269,6 +315,8 @@ class BatchLayout:
     num_embodiments: int
     max_seqlen: int
     embodiments: tuple[str, ...] = ()
+    history_streams: int = 0
+    history_width: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,10 @@ import pyarrow as pa
 
 from robolake.schemas.tables import _col, schema_of
 
-__all__ = ["PackedRow", "packed_schema"]
+__all__ = ["PackedRow", "packed_schema", "HISTORY_COLUMNS"]
+
+# Added with stream history: shards packed before them lack these columns and read as without history.
+HISTORY_COLUMNS = ("history_lengths", "history_stream", "history_dt", "history_values")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +45,18 @@ class PackedRow:
     action: list[float] = _col(pa.list_(pa.float32()), "[sum H*action_dims] normalised actions t..t+H-1, flat.")
     action_valid: list[int] = _col(
         pa.list_(pa.int32()), "[n] steps of the chunk inside the episode (the rest repeat the last action)."
+    )
+    history_lengths: list[int] = _col(
+        pa.list_(pa.int32()), "[n] stream-history tokens of each sample (messages in its window).", nullable=True
+    )
+    history_stream: list[int] = _col(
+        pa.list_(pa.int32()), "[sum history_lengths] history stream id of each token.", nullable=True
+    )
+    history_dt: list[float] = _col(
+        pa.list_(pa.float32()), "[sum history_lengths] seconds of each message before the sample (<= 0).", nullable=True
+    )
+    history_values: list[float] = _col(
+        pa.list_(pa.float32()), "[sum history_lengths * history_width] normalised values, flat.", nullable=True
     )
 
 

@@ -57,6 +57,8 @@ class ModelConfig:
         num_timestep_buckets: Timesteps are discretised to int(t * buckets) before embedding.
         num_inference_steps: Euler steps of `get_action`.
         attention_backend: One of ATTENTION_BACKENDS, for every varlen attention in the model.
+        history_streams: Stream-history streams the model embeds (one small MLP each); 0: none.
+        history_width: Values per history token.
     """
 
     image_size: int = 32
@@ -87,8 +89,15 @@ class ModelConfig:
     num_timestep_buckets: int = 1000
     num_inference_steps: int = 4
     attention_backend: str = "auto"
+    history_streams: int = 0
+    history_width: int = 0
 
     def __post_init__(self) -> None:
+        if self.history_streams < 0 or self.history_width < 0 or (self.history_streams > 0) != (self.history_width > 0):
+            raise ValueError(
+                f"history_streams ({self.history_streams}) and history_width ({self.history_width}) must both be 0 "
+                "or both be positive"
+            )
         positive = (
             "image_size",
             "patch_size",

@@ -3,8 +3,10 @@
 Data flow for a batch of n samples:
 
 1. Every camera view goes through the vision encoder (same cost whatever the layout) and becomes
-   `tokens_per_view` tokens; instruction bytes go through an embedding. Both are scattered into
-   the packed token axis: sample i's views in order, then its text, at `cu_seqlens[i]`. Learned
+   `tokens_per_view` tokens; instruction bytes go through an embedding; each stream-history
+   message (`pack --history`) goes through its stream's small MLP over (values, time offset).
+   All are scattered into the packed token axis: sample i's views in order, then its text, then
+   its history tokens, at `cu_seqlens[i]`. Learned
    positions are looked up with `position_ids`, which restart at 0 for each sample.
 2. The backbone runs transformer blocks over that axis. Packed, attention is varlen (no token of
    sample i sees sample j, and no compute is spent on padding). Padded (`PaddedBatch`), the same
@@ -33,10 +35,13 @@ from robolake.training.encoders import (
     CategorySpecificMLP,
     MultiEmbodimentActionEncoder,
     VisionEncoder,
+    sinusoidal_embedding,
 )
 from robolake.training.layers import Attend, DenseAttend, TransformerBlock, VarlenAttend
 
 __all__ = ["GrootModel", "ModelOutput"]
+
+_DT_FEATURES = 8  # sinusoidal features of a history token's time offset (seconds before its sample)
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,12 @@ class GrootModel(nn.Module):
             output_dim=c.dit_output_dim,
         )
         self.action_decoder = CategorySpecificMLP(c.num_embodiments, c.dit_output_dim, c.head_hidden, c.max_action_dim)
+        # one MLP per history stream over [values, time offset features] (categories = stream ids)
+        self.history_encoder = (
+            CategorySpecificMLP(c.history_streams, c.history_width + _DT_FEATURES, c.head_hidden, c.d_model)
+            if c.history_streams
+            else None
+        )
         nn.init.normal_(self.text.weight, std=0.02)
         nn.init.normal_(self.position.weight, std=0.02)
 
@@ -119,6 +130,15 @@ class GrootModel(nn.Module):
             )
         if b.action.shape[1] != c.action_horizon:
             raise ValueError(f"batch action horizon {b.action.shape[1]} differs from the model's {c.action_horizon}")
+        if b.history_values is not None and b.history_values.shape[0] and self.history_encoder is None:
+            raise ValueError(
+                "the batch carries stream-history tokens but the model has no history encoder; size the model to the "
+                "data (`size_model_config`) so that history_streams and history_width are set"
+            )
+        if b.history_values is not None and b.history_values.shape[0] and b.history_values.shape[1] != c.history_width:
+            raise ValueError(
+                f"history tokens have {b.history_values.shape[1]} values, the model expects {c.history_width}"
+            )
         if b.embodiment_id.device.type == "cpu" and b.num_samples and int(b.embodiment_id.max()) >= c.num_embodiments:
             raise ValueError(f"embodiment id {int(b.embodiment_id.max())} >= num_embodiments={c.num_embodiments}")
 
@@ -140,7 +160,26 @@ class GrootModel(nn.Module):
         txt = self.text(b.text_ids).to(vis.dtype)
         x = vis.new_zeros(b.total_tokens, self.config.d_model)
         x = x.index_copy(0, view_pos.flatten(), vis).index_copy(0, text_pos, txt)
+        if b.history_values is not None and b.cu_history is not None and b.history_values.shape[0]:
+            x = self._embed_history(b, x, starts, views * tpv + text_len)
         return x + self.position(b.position_ids).to(x.dtype)
+
+    def _embed_history(
+        self, b: PackedBatch, x: torch.Tensor, starts: torch.Tensor, before: torch.Tensor
+    ) -> torch.Tensor:
+        """x with each sample's history tokens placed after its views and text."""
+        assert self.history_encoder is not None and b.history_values is not None and b.cu_history is not None
+        assert b.history_dt is not None and b.history_stream is not None
+        n, dev = b.num_samples, x.device
+        hist_len = b.history_lengths
+        total = int(b.history_values.shape[0])
+        hsi = torch.repeat_interleave(torch.arange(n, device=dev), hist_len, output_size=total)
+        hist_pos = starts[hsi] + before[hsi] + torch.arange(total, device=dev) - b.cu_history[:-1].long()[hsi]
+        feats = torch.cat(
+            [b.history_values.to(x.dtype), sinusoidal_embedding(b.history_dt * 100.0, _DT_FEATURES).to(x.dtype)], dim=-1
+        )
+        tok = self.history_encoder(feats[:, None, :], b.history_stream)[:, 0]
+        return x.index_copy(0, hist_pos, tok.to(x.dtype))
 
     def encode(self, batch: PackedBatch | PaddedBatch) -> _Context:
         """Run the backbone; returns its features and the action head's attention for this layout."""

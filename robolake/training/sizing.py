@@ -40,6 +40,8 @@ def fit_model_config(
     max_action_dim: int,
     num_embodiments: int,
     max_seqlen: int,
+    history_streams: int = 0,
+    history_width: int = 0,
 ) -> ModelConfig:
     """`base` with its data-facing sizes set from the data.
 
@@ -55,6 +57,8 @@ def fit_model_config(
         max_action_dim=max(base.max_action_dim, _round_up(max_action_dim, 8)),
         num_embodiments=max(base.num_embodiments, num_embodiments),
         max_positions=max(base.max_positions, _round_up(max_seqlen, 64)),
+        history_streams=max(base.history_streams, history_streams),
+        history_width=max(base.history_width, history_width),
     )
 
 
@@ -68,6 +72,8 @@ def size_model_config(base: ModelConfig, layout: BatchLayout) -> ModelConfig:
         max_action_dim=layout.max_action_dim,
         num_embodiments=layout.num_embodiments,
         max_seqlen=layout.max_seqlen,
+        history_streams=layout.history_streams,
+        history_width=layout.history_width,
     )
 
 
@@ -93,5 +99,6 @@ def data_layout(data: PackedShards | Lake, spec: PackSpec, config: LoaderConfig)
         image_size=config.image_size,
         max_state_dim=config.max_state_dim or max((e.state_dim for e in known), default=1),
         max_action_dim=config.max_action_dim or max((e.action_dim for e in known), default=1),
+        history_width=spec.history_width if spec.history else 0,
     )
     return batch_layout(spec, tags, collate)

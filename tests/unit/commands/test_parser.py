@@ -51,6 +51,7 @@ EXPECTED = {
             "--mix",
             "--mix-share",
             "--image-size",
+            "--history",
             "--overwrite",
             "--webdataset",
             "--no-progress",
