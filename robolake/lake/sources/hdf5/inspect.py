@@ -20,6 +20,7 @@ import numpy as np
 
 from robolake.lake.sources.base import SourceError, iso_time
 from robolake.lake.sources.hdf5.layout import Layout, attr_text, camera_kind, check_links, open_hdf5
+from robolake.lake.sources.hdf5.record import is_image_dataset
 from robolake.lake.sources.registry import SourceOptions
 
 
@@ -123,6 +124,8 @@ def describe_file(path: str, options: SourceOptions, groups: dict[str, str] | No
                         end_s=float(t[-1]),
                         clock=True,
                     )
+            if is_image_dataset(key, obj):
+                entry["image"] = True  # the record leaves it out (`hdf5.record`)
             kind = camera_kind(obj)
             if kind is not None and (
                 obj.ndim >= 3 or (kind == "encoded" and re.search(r"(image|rgb|cam)", key, re.IGNORECASE))
@@ -199,19 +202,27 @@ def _rows_of(layout: Layout) -> dict[str, str]:
     return roles
 
 
-def _ignored_why(rel: str, row: dict[str, Any], layout: str) -> str:
-    """Why a default ingest leaves a dataset out, and how a mapping takes it in."""
-    if row.get("clock"):
-        return "ignored: a clock no mapped stream uses"
+def _ignored_why(rel: str, row: dict[str, Any], lay: Layout, inside: bool) -> str:
+    """What a default ingest does with a dataset the layout's steps do not use: the episode's
+    record keeps it (`hdf5.record`), or leaves it out and why; and how a mapping takes it in."""
+    layout, kind = lay.name, str(row.get("type", ""))
+    if not inside:
+        return "not kept: outside every episode (a file-level dataset)"
     if row.get("error") or row.get("note"):
         return "ignored: unreadable (see below)"
-    if row.get("camera"):
-        return f"ignored: images the {layout} layout does not take as a camera (map it under cameras:)"
-    if not str(row.get("type", "")).startswith(("float", "int", "uint", "bool")):
-        return f"ignored: {row.get('type')} values are not numeric"
+    if rel == "compress_len" and any(c[3] == "encoded" for c in lay.cameras):
+        return "not kept: byte lengths of the cameras' padded JPEG rows (part of their frames)"
+    if row.get("camera") or row.get("image"):
+        return f"not kept: images the {layout} layout does not take as a camera (map it under cameras:)"
+    if row.get("clock"):
+        return "in the record only: a clock no mapped stream uses"
+    if kind.startswith("|S") or kind == "object":
+        return "in the record only, as text events"
+    if not kind.startswith(("float", "int", "uint", "bool")):
+        return f"not kept: {kind} values are neither numbers nor text"
     if rel.startswith("obs/") and rel.count("/") > 1:
-        return f"ignored: in a nested group under obs/ (map {rel} under state: to include it)"
-    return f"ignored: not part of the {layout} layout (map {rel} under state: or action: to include it)"
+        return f"in the record only: in a nested group under obs/ (map {rel} under state: to put it in the steps)"
+    return f"in the record only: not in the {layout} layout's steps (map {rel} under state: or action: to include it)"
 
 
 def describe_reader(reader: _Resolved) -> dict[str, Any]:
@@ -225,9 +236,11 @@ def describe_reader(reader: _Resolved) -> dict[str, Any]:
     info = describe_file(reader.root, reader.options, groups)
     roles = _rows_of(lay)
     prefix = next((groups[g] + "/" for _, g, _ in lay.episodes if g), "")
+    keyed = any(k for _, _, k in lay.episodes)  # a file of key families: an episode's datasets hold `{i}`
     for key, row in info["keys"].items():
         rel = key[len(prefix) :] if prefix and key.startswith(prefix) else key
-        row["role"] = roles.get(rel) or _ignored_why(rel, row, lay.name)
+        inside = key.startswith(prefix) and (not keyed or "{i}" in rel)
+        row["role"] = roles.get(rel) or _ignored_why(rel, row, lay, inside)
     first = prefix + lay.state[0][0]
     frames = int(info["keys"].get(first, {}).get("count", 0))
     s_dim, a_dim = sum(lay.state_widths), sum(lay.action_widths)

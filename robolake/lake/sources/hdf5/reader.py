@@ -59,6 +59,7 @@ from robolake.lake.sources.base import (
     TabularEpisode,
     content_hash,
 )
+from robolake.lake.sources.columnar import ColumnRecord
 from robolake.lake.sources.hdf5.inspect import (
     describe_file,
     describe_reader,
@@ -74,6 +75,8 @@ from robolake.lake.sources.hdf5.layout import (
     open_hdf5,
     resolve_layout,
 )
+from robolake.lake.sources.hdf5.record import episode_datasets, record_group
+from robolake.lake.sources.record import record_notes
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
 from robolake.lake.sources.resample import (
     Stream,
@@ -135,6 +138,7 @@ class HDF5Reader:
         self.fps = self.layout.fps
         self.cameras = tuple(c[0] for c in self.layout.cameras)
         self.notes = list(self.layout.notes)
+        self._names: list[str] | None = None  # dataset paths of a file of key families, listed on first read
 
     def _open(self) -> Any:
         return open_hdf5(self.root)
@@ -266,14 +270,28 @@ class HDF5Reader:
             )
         return ds
 
-    def _read_array(self, g: Any, path: str, ref: EpisodeRef) -> np.ndarray:
+    def _read_raw(self, g: Any, path: str, ref: EpisodeRef, cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        """A dataset's values in its own dtype, checked against the read budget; read once per `cache`."""
+        key = self._concrete(path, ref)
+        if cache is not None and key in cache:
+            return cache[key]
         ds = self._dataset(g, path, ref)
-        self.limits.check_array(
-            ds.shape, ds.dtype.itemsize, self.root, f"{ref.get('group') or ''}/{self._concrete(path, ref)}".lstrip("/")
-        )
+        self.limits.check_array(ds.shape, ds.dtype.itemsize, self.root, f"{ref.get('group') or ''}/{key}".lstrip("/"))
         try:
-            arr = np.asarray(ds[()], dtype=np.float64)
+            raw = np.asarray(ds[()])
         except (OSError, ValueError, TypeError) as e:
+            raise SourceError(
+                "corrupt_file", self.root, f"dataset {path!r} cannot be read ({e}); the file is truncated or corrupt"
+            ) from e
+        if cache is not None:
+            cache[key] = raw
+        return raw
+
+    def _read_array(self, g: Any, path: str, ref: EpisodeRef, cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        raw = self._read_raw(g, path, ref, cache)
+        try:
+            arr = np.asarray(raw, dtype=np.float64)
+        except (ValueError, TypeError) as e:
             raise SourceError(
                 "corrupt_file", self.root, f"dataset {path!r} cannot be read ({e}); the file is truncated or corrupt"
             ) from e
@@ -281,10 +299,12 @@ class HDF5Reader:
             return arr.reshape(1, 1)
         return arr.reshape(len(arr), -1) if arr.size else arr.reshape(len(arr), int(np.prod(arr.shape[1:])))
 
-    def _stream(self, g: Any, path: str, stamps: str | None, ref: EpisodeRef) -> Stream:
-        values = self._read_array(g, path, ref)
+    def _stream(
+        self, g: Any, path: str, stamps: str | None, ref: EpisodeRef, cache: dict[str, np.ndarray] | None = None
+    ) -> Stream:
+        values = self._read_array(g, path, ref, cache)
         t = (
-            self._read_array(g, stamps, ref).reshape(-1)
+            self._read_array(g, stamps, ref, cache).reshape(-1)
             if stamps
             else np.arange(len(values), dtype=np.float64) / self.fps
         )
@@ -292,8 +312,12 @@ class HDF5Reader:
             name=f"{ref.get('group') or ''}/{self._concrete(path, ref)}".lstrip("/"), t=t, values=values, path=self.root
         )
 
-    def read_tabular(self, ref: EpisodeRef) -> TabularEpisode:
-        """Read, check and align one episode's state and action.
+    reads_record = True  # read_tabular(ref, record=False) reads only the datasets the steps need
+
+    def read_tabular(self, ref: EpisodeRef, *, record: bool = True) -> TabularEpisode:
+        """Read, check and align one episode's state and action; keep every dataset of the episode
+        in its record (`hdf5.record`), unless `record=False` (ingest's first pass, which only
+        decides the content hash). Each dataset is read once, in its own dtype.
 
         Raises:
             SourceError: a dataset is missing, unreadable, over the read budget, empty,
@@ -301,20 +325,37 @@ class HDF5Reader:
                 do not overlap in time (stamps).
         """
         lay = self.layout
+        cache: dict[str, np.ndarray] = {}  # each dataset read once, in its own dtype: steps and record share it
+        into = ColumnRecord(path=self.root, budget=self.limits.max_read_bytes, streams=self.options.streams)
         with self._open() as f:
             g = self._group(f, ref)
-            state = [self._stream(g, p, s, ref) for p, s in lay.state]
-            action = [self._stream(g, p, s, ref) for p, s in lay.action]
+            state = [self._stream(g, p, s, ref, cache) for p, s in lay.state]
+            action = [self._stream(g, p, s, ref, cache) for p, s in lay.action]
             cam_t = {
-                c[0]: self._frame_times(g, c[1], c[2], ref)
+                c[0]: self._frame_times(g, c[1], c[2], ref, cache)
                 for c in lay.cameras
                 if not (self.options.state_only and self._concrete(c[1], ref) not in g)
             }
-            task = self._task(f, g, ref)
-            success = self._success(g)
+            task = self._task(f, g, ref, cache)
+            success = self._success(g, cache)
             model_sha = None
             if "model_file" in g.attrs:
                 model_sha = hashlib.sha256(attr_text(g.attrs["model_file"]).encode()).hexdigest()
+            window = ref.get("window")
+            if record:
+                record_group(
+                    g,
+                    into,
+                    layout=lay,
+                    datasets=self._episode_datasets(g, ref),
+                    read=lambda p: self._read_raw(g, p, ref, cache),
+                    camera_times=cam_t,
+                    concrete=lambda p: self._concrete(p, ref),
+                    fps=self.fps,
+                    window=(float(window[0]), float(window[1])) if window is not None else None,
+                )
+        cache.clear()
+        built = into.build() if record else None
         for s, w in zip([*state, *action], [*lay.state_widths, *lay.action_widths], strict=False):
             if s.values.shape[1] != w:  # type: ignore[union-attr]
                 raise SourceError(
@@ -325,7 +366,6 @@ class HDF5Reader:
                 )
         stamped = any(st for _, st in (*lay.state, *lay.action)) or any(c[2] for c in lay.cameras)
         group = ref.get("group") or "/"
-        window = ref.get("window")
         notes: list[str] = []
         if stamped or window is not None:
             cams = {
@@ -390,6 +430,9 @@ class HDF5Reader:
             metadata["model_file_sha256"] = model_sha
         if lay.attrs:
             metadata["attrs"] = dict(lay.attrs)
+        if built is not None:
+            metadata["record"] = into.metadata(built)
+            notes += record_notes(built, self.root)
         if notes:
             metadata["notes"] = notes
         return TabularEpisode(
@@ -405,15 +448,30 @@ class HDF5Reader:
                 state=st_v, action=ac_v, timestamps=ts, tasks=tasks, task_index=task_index, media_digests=digests
             ),
             metadata=metadata,
+            record=built,
         )
 
-    def _frame_times(self, g: Any, path: str, stamps: str | None, ref: EpisodeRef) -> np.ndarray:
+    def _episode_datasets(self, g: Any, ref: EpisodeRef) -> dict[str, str]:
+        """Stream name -> path of the episode's datasets: its group's, or its members of the file's key families."""
+        key = str(ref.get("key", ""))
+        if not key:
+            return episode_datasets(dataset_keys(g), "", ())
+        if self._names is None:  # a file of key families: its names listed once per reader
+            self._names = dataset_keys(g)
+        lay = self.layout
+        paths = [x for p, st in (*lay.state, *lay.action) for x in (p, st)] + [x for c in lay.cameras for x in c[1:3]]
+        templates = [p for p in paths if p and "{i}" in p]
+        return episode_datasets(self._names, key, templates)
+
+    def _frame_times(
+        self, g: Any, path: str, stamps: str | None, ref: EpisodeRef, cache: dict[str, np.ndarray] | None = None
+    ) -> np.ndarray:
         ds = self._dataset(g, path, ref)
         if stamps:
-            return self._read_array(g, stamps, ref).reshape(-1)
+            return self._read_array(g, stamps, ref, cache).reshape(-1)
         return np.arange(ds.shape[0], dtype=np.float64) / self.fps
 
-    def _task(self, f: Any, g: Any, ref: EpisodeRef) -> str:
+    def _task(self, f: Any, g: Any, ref: EpisodeRef, cache: dict[str, np.ndarray] | None = None) -> str:
         src = self.layout.task_from
         if not src:
             return self.layout.task
@@ -425,16 +483,20 @@ class HDF5Reader:
                     "missing_key", self.root, f"task_from attribute {key!r} is missing; it has {list(g.attrs.keys())}"
                 )
             return attr_text(holder.attrs[key])
-        ds = self._dataset(g, src, ref)
-        self.limits.check_array(ds.shape, ds.dtype.itemsize, self.root, src)
-        value = np.asarray(ds[()]).reshape(-1)
+        value = self._read_raw(g, src, ref, cache).reshape(-1)
         return attr_text(value[0]) if value.size else ""
 
-    def _success(self, g: Any) -> bool | None:
+    def _success(self, g: Any, cache: dict[str, np.ndarray] | None = None) -> bool | None:
         if "dones" in g and hasattr(g["dones"], "dtype"):
             ds = g["dones"]
-            self.limits.check_array(ds.shape, ds.dtype.itemsize, self.root, "dones")
-            d = np.asarray(ds[()]).reshape(-1)
+            if cache is not None and "dones" in cache:
+                d = cache["dones"].reshape(-1)
+            else:
+                self.limits.check_array(ds.shape, ds.dtype.itemsize, self.root, "dones")
+                d = np.asarray(ds[()])
+                if cache is not None:
+                    cache["dones"] = d
+                d = d.reshape(-1)
             return bool(d[-1]) if d.size else None
         if "success" in g.attrs:
             return bool(np.asarray(g.attrs["success"]).reshape(-1)[0])

@@ -41,6 +41,7 @@ from robolake.lake.sources.base import (
     TabularEpisode,
     content_hash,
 )
+from robolake.lake.sources.columnar import CLOCK_ROWS, CLOCK_SOURCE, ColumnRecord, seconds_to_ns
 from robolake.lake.sources.lerobot.meta import (
     ACTION_KEY,
     STATE_KEY,
@@ -50,6 +51,8 @@ from robolake.lake.sources.lerobot.meta import (
     resolves_inside,
 )
 from robolake.lake.sources.lerobot.plan import LeRobotPlan
+from robolake.lake.sources.lerobot.record import SKIPPED, parquet_column_bytes, record_rows
+from robolake.lake.sources.record import Record, record_notes
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
 from robolake.lake.sources.video import file_digest, iter_video_frames, read_record
 from robolake.schemas.embodiment import EmbodimentSpec
@@ -71,6 +74,8 @@ class LeRobotReader:
             default), `jpeg` (re-encoded, one image a frame) or `h264` (re-encoded,
             key-referenced); see `lake.media`.
         video_crf: CRF of the `h264` layout (default `lake.codecs.VIDEO_CRF`).
+        streams: Glob patterns of the columns the record keeps (`--streams`); None keeps every
+            column (state, action, timestamps, tasks and cameras are kept regardless).
 
     Attributes:
         notes: Things a user should hear about that are not errors (cameras left out under
@@ -90,12 +95,14 @@ class LeRobotReader:
         state_only: bool = False,
         video_frames: str = "record",
         video_crf: int | None = None,
+        streams: tuple[str, ...] | None = None,
     ):
         if video_frames not in VIDEO_FRAME_LAYOUTS:
             raise ValueError(f"video_frames must be one of {VIDEO_FRAME_LAYOUTS}, got {video_frames!r}")
         self.state_only = state_only
         self.video_frames = video_frames
         self.video_crf = VIDEO_CRF if video_crf is None else video_crf
+        self.streams = streams
         self.meta = LeRobotMeta(root)
         self.root = self.meta.root
         self.notes = self.meta.notes
@@ -121,7 +128,7 @@ class LeRobotReader:
         roles = {STATE_KEY: "state", ACTION_KEY: "action", "timestamp": "timestamps", "task_index": "task"}
         roles.update(
             {
-                key: "ignored: a meta/modality.json annotation (the embodiment names it; its values are not ingested)"
+                key: "in the record only: a meta/modality.json annotation (the embodiment names it)"
                 for _, key in self.plan.spec.annotations
             }
         )
@@ -158,9 +165,11 @@ class LeRobotReader:
             else:
                 row["role"] = roles.get(
                     k,
-                    "bookkeeping"
-                    if k in ("frame_index", "episode_index", "index")
-                    else "ignored: not state, action or a camera (meta/modality.json can name it)",
+                    f"bookkeeping: not in the record ({SKIPPED[k]})"
+                    if k in SKIPPED
+                    else "bookkeeping (in the record)"
+                    if k in ("frame_index", "index")
+                    else "in the record only: not state, action or a camera (meta/modality.json can name it)",
                 )
             keys[k] = row
         spec = self.plan.spec
@@ -309,8 +318,12 @@ class LeRobotReader:
         tasks = tuple(tasks_table[t] for t in unique)
         return tasks, np.searchsorted(np.asarray(unique), task_ids).astype(np.int32)
 
-    def read_tabular(self, ref: EpisodeRef) -> TabularEpisode:
-        """Read and validate an episode's parquet rows; hash its content.
+    reads_record = True  # read_tabular(ref, record=False) leaves the record out
+
+    def read_tabular(self, ref: EpisodeRef, *, record: bool = True) -> TabularEpisode:
+        """Read and validate an episode's parquet rows; hash its content; keep every column in its
+        record (`lerobot.record`), unless `record=False` (ingest's first pass, which only decides
+        the content hash).
 
         Raises:
             SourceError: the episode's listing is unusable, or its rows are unreadable,
@@ -335,9 +348,9 @@ class LeRobotReader:
                     f"{name} has {int(bad.sum())} NaN/inf values (first at row {row}); clean or drop the episode",
                 )
         if "timestamp" in table.column_names:
-            ts = table["timestamp"].to_numpy().astype(np.float64)
+            ts, clock = table["timestamp"].to_numpy().astype(np.float64), CLOCK_SOURCE
         elif "frame_index" in table.column_names:
-            ts = table["frame_index"].to_numpy().astype(np.float64) / self.fps
+            ts, clock = table["frame_index"].to_numpy().astype(np.float64) / self.fps, CLOCK_ROWS
         else:
             raise SourceError("missing_column", path, "neither 'timestamp' nor 'frame_index' is present")
         if not np.all(np.isfinite(ts)):
@@ -365,10 +378,20 @@ class LeRobotReader:
                 success = bool(table[key][-1].as_py())
                 break
         digests = []
+        framed: dict[str, str] = {}  # key -> dtype of each camera with frames in this episode
         for cam in self.cameras:
             video = self._video_path(ref, cam)
+            key = self.plan.video_keys[cam]
             if video is not None:
                 digests.append(f"{cam}:{file_digest(video)}:{ref.get(f'from:{cam}')}:{ref.get(f'to:{cam}')}")
+            if video is not None or self.meta.dtype(key) == "image":
+                framed[key] = str(self.meta.dtype(key) or "video")
+        metadata: dict[str, Any] = {
+            "data_path": ref.get("data_path"),
+            "tasks": list(tasks),
+            "source_version": self.version,
+        }
+        built = self._record(table, path, ts, clock, framed, metadata) if record else None
         return TabularEpisode(
             ref=ref,
             state=state.astype(np.float32),
@@ -381,8 +404,33 @@ class LeRobotReader:
             content_hash=content_hash(
                 state=state, action=action, timestamps=ts, tasks=tasks, task_index=local, media_digests=tuple(digests)
             ),
-            metadata={"data_path": ref.get("data_path"), "tasks": list(tasks), "source_version": self.version},
+            metadata=metadata,
+            record=built,
         )
+
+    def _record(
+        self, table: pa.Table, path: str, ts: np.ndarray, clock: str, cameras: dict[str, str], metadata: dict[str, Any]
+    ) -> Record:
+        """The episode's record from its rows (`lerobot.record`); its summary and notes go into `metadata`."""
+        into = ColumnRecord(path=path, streams=self.streams)
+        footer = pq.read_metadata(path)  # the footer alone: stored bytes per column
+        record_rows(
+            table,
+            into,
+            t_ns=seconds_to_ns(ts),
+            clock=clock,
+            cameras=cameras,
+            mapped=(STATE_KEY, ACTION_KEY, "timestamp", "frame_index", "task_index", "next.success", "success"),
+            column_bytes=(
+                parquet_column_bytes(footer, table.column_names) if footer.num_rows == table.num_rows else None
+            ),
+        )
+        built = into.build()
+        metadata["record"] = into.metadata(built)
+        notes = record_notes(built, path)
+        if notes:
+            metadata["notes"] = notes
+        return built
 
     # --- episode frames --------------------------------------------------------------------
 
@@ -526,6 +574,7 @@ def _open_lerobot(path: str, options: SourceOptions) -> LeRobotReader:
         state_only=options.state_only,
         video_frames=options.video_frames,
         video_crf=options.video_crf,
+        streams=options.streams,
     )
 
 

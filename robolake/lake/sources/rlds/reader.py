@@ -42,9 +42,12 @@ from robolake.lake.sources.base import (
     TabularEpisode,
     content_hash,
 )
+from robolake.lake.sources.columnar import ColumnRecord
 from robolake.lake.sources.mapping import check_sources
+from robolake.lake.sources.record import record_notes
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
 from robolake.lake.sources.resample import Stream, check_frame_sizes, check_stream
+from robolake.lake.sources.rlds.record import record_example
 from robolake.lake.sources.rlds.tfrecord import parse_example, read_record, scan_records
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
 
@@ -267,8 +270,12 @@ class RLDSReader:
             raise SourceError("shape", path, f"feature {key!r} has {w} values per step but features.json says {want}")
         return v.reshape(n, w)
 
-    def read_tabular(self, ref: EpisodeRef) -> TabularEpisode:
-        """Read and check one episode record.
+    reads_record = True  # read_tabular(ref, record=False) leaves the record out
+
+    def read_tabular(self, ref: EpisodeRef, *, record: bool = True) -> TabularEpisode:
+        """Read and check one episode record; keep every feature in the episode's record
+        (`rlds.record`), unless `record=False` (ingest's first pass, which only decides the
+        content hash).
 
         Raises:
             SourceError: truncated or corrupt record, missing feature, widths off, NaN/inf,
@@ -326,6 +333,23 @@ class RLDSReader:
         for k, v in ex.items():
             if k.startswith("episode_metadata/") and isinstance(v, list) and len(v) == 1:
                 metadata[k] = v[0].decode("utf-8", "replace")
+        built = None
+        if record:
+            into = ColumnRecord(path=path, budget=self.options.limits.max_read_bytes, streams=self.options.streams)
+            record_example(
+                ex,
+                self.features,
+                into,
+                steps=n,
+                fps=self.fps,
+                cameras=self._cams,
+                mapped=(*self.state_keys, *self.action_keys, *((self.task_key,) if self.task_key else ())),
+            )
+            built = into.build()
+            metadata["record"] = into.metadata(built)
+            notes = record_notes(built, path)
+            if notes:
+                metadata["notes"] = notes
         return TabularEpisode(
             ref=ref,
             state=state.astype(np.float32),
@@ -339,6 +363,7 @@ class RLDSReader:
                 state=state, action=action, timestamps=ts, tasks=tasks, task_index=task_index, media_digests=digests
             ),
             metadata=metadata,
+            record=built,
         )
 
     @staticmethod
@@ -425,6 +450,7 @@ class RLDSReader:
             "fps": self.fps,
             "fps_assumed": self.fps_assumed,
             "first_episode_steps": steps,
+            "counts_of": "the first episode (a key's count is its steps or values there)",
             "cameras": list(self.cameras),
             "state": list(self.state_keys),
             "action": list(self.action_keys),

@@ -142,13 +142,16 @@ def test_hdf5_without_cameras_is_described_with_why_each_key_is_left_out(tmp_pat
     assert rc == 0 and unit["cameras"] == [] and unit["ingest"].startswith("1 episode(s)")
     assert unit["keys"]["observations/qpos"]["role"] == "state[0]"
     assert unit["keys"]["observations/qvel"]["role"] == (
-        "ignored: not part of the aloha layout (map observations/qvel under state: or action: to include it)"
+        "in the record only: not in the aloha layout's steps "
+        "(map observations/qvel under state: or action: to include it)"
     )
     write_robomimic(tmp_path / "mimic.hdf5", demos=2, images=False, datagen_info=True)
     rc, out = _inspect(capsys, str(tmp_path / "mimic.hdf5"))
     assert (
         rc == 0
-        and "ignored: in a nested group under obs/ (map obs/datagen_info/eef_pose under state: to include it)" in out
+        and "in the record only: in a nested group under obs/ (map obs/datagen_info/eef_pose under state: to put it in "
+        "the steps)"
+        in out
     )
     assert "obs/datagen_info is a group (3 datasets)" in out
 
