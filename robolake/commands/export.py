@@ -60,6 +60,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="copy recorded video packets into the mp4s without re-encoding where the codec fits (bit-exact)",
     )
+    s.add_argument(
+        "--fps",
+        type=float,
+        default=None,
+        metavar="F",
+        help=(
+            "render each episode from its record at F Hz (as `robolake align --fps F` would, without writing "
+            "the lake) and export that; episodes that cannot be rendered at F are left out and named "
+            "(default: the lake's steps at their own rate)"
+        ),
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
     s.set_defaults(fn=run)
 
@@ -75,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         success=None if args.success is None else args.success == "true",
     )
     progress = None if args.no_progress else tqdm_progress()
-    config = ExportConfig(video=VideoOptions(codec="h264", crf=args.crf), copy_video=args.copy_video)
+    config = ExportConfig(video=VideoOptions(codec="h264", crf=args.crf), copy_video=args.copy_video, fps=args.fps)
     results = export_lerobot(
         open_lake_at(args.lake, args, args.version),
         args.out,
@@ -84,8 +95,13 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
     )
     for r in results:
+        rate = f" rendered at {args.fps:g} Hz" if args.fps is not None else ""
         print(
             f"exported {r.episodes} episodes ({r.frames} frames, {r.tasks} tasks, {r.videos} mp4 files) of "
-            f"{r.embodiment} from lake version {r.lake_version} to {r.path} in {r.seconds:.1f}s"
+            f"{r.embodiment}{rate} from lake version {r.lake_version} to {r.path} in {r.seconds:.1f}s"
         )
+        for eid, why in sorted(r.refused.items())[:20]:
+            print(f"  refused {eid}: {why}")
+        if len(r.refused) > 20:
+            print(f"  ... and {len(r.refused) - 20} more episodes refused (meta/robolake_export.json lists them)")
     return 0

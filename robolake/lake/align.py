@@ -18,6 +18,10 @@ copies of a realigned episode are dropped (`robolake optimize --access-copy h264
 
 The rate and rules of the rendition are in the version's summary and in each episode's metadata
 (`alignment`), which `robolake info` shows.
+
+One episode's rendition is `render_episode` (its steps in memory, or why it has none) and
+`rendered_media` (its frames re-pointed); `align_lake` writes what they give, and
+`export --fps` (`lake.export`) writes it to a LeRobot dataset instead, leaving the lake as it is.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from robolake.lake.stats.embodiments import refresh_embodiments
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import schema_for_table
 
-__all__ = ["AlignSpec", "AlignResult", "align_lake"]
+__all__ = ["AlignSpec", "AlignResult", "RenderedEpisode", "align_lake", "render_episode", "rendered_media"]
 
 log = logging.getLogger(__name__)
 _NS = 1_000_000_000
@@ -106,6 +110,113 @@ def _episode_record(lake: Lake, episode_id: str) -> Any:
     return read_record(lake.to_arrow("signals", where=where), lake.to_arrow("events", where=where))
 
 
+@dataclass(frozen=True, kw_only=True)
+class RenderedEpisode:
+    """One episode's steps rendered from its record, in memory: nothing is written.
+
+    Attributes:
+        episode: Its `episodes` row as the rendition makes it (num_steps, fps, metadata `alignment`).
+        steps: Its `steps` rows (timestamps from 0; every step has the episode's first task).
+        frames: Camera -> the index of the recorded frame each step shows (`Aligned.frames`).
+        t0_ns: The time the rendition's seconds count from (`Rendered.t0_ns`).
+        lake_t: The lake's step timestamps of the episode (sorted), which its media rows follow.
+    """
+
+    episode: dict[str, Any]
+    steps: pa.Table
+    frames: dict[str, np.ndarray]
+    t0_ns: int
+    lake_t: np.ndarray
+
+    @property
+    def new_frames(self) -> bool:
+        """Whether its media rows must be re-pointed (`rendered_media`): it has cameras and its ticks moved."""
+        new_t = self.steps["timestamp"].to_numpy()
+        same = len(self.lake_t) == len(new_t) and np.allclose(self.lake_t, new_t, atol=1e-9)
+        return bool(self.episode["cameras"]) and not same
+
+
+def render_episode(lake: Lake, row: dict[str, Any], fps: float | None, rules: dict[str, str]) -> RenderedEpisode | str:
+    """Render one episode's steps from its record at `fps` (None: its own) with `rules`.
+
+    The lake is only read. The frames are not re-pointed here (`rendered_media` does, when
+    `new_frames`), but an episode whose frames cannot take the new ticks is refused here.
+
+    Args:
+        lake: The lake the episode is in.
+        row: Its `episodes` row.
+        fps: Tick rate; None keeps the episode's own.
+        rules: (stream or topic) -> alignment rule, over the defaults.
+
+    Returns:
+        The rendered episode, or why it cannot be rendered (no record, a record of another
+        composition, a recorded video on new ticks, the `SourceError` rendering raised).
+    """
+    eid = row["episode_id"]
+    meta = json.loads(row["metadata"] or "{}")
+    comp = meta.get("composition")
+    if not comp or not lake.has_table("signals"):
+        return "no record: ingested before the record existed, or by a reader that keeps none"
+    if comp.get("kind") != "topics":
+        return f"its record's composition {comp.get('kind')!r} has no alignment"
+    rate = float(fps or row["fps"])
+    try:
+        rendered = render_topic_steps(
+            _episode_record(lake, eid),
+            Plan.from_json(comp["plan"]),
+            comp["topics"],
+            fps=rate,
+            mode=str(meta.get("resample", "ticks")),
+            path=str((meta.get("recording") or [row["source_uri"]])[0]),
+            rules=rules,
+        )
+    except SourceError as e:
+        return f"{e.reason_code}: {e.message}"
+    aligned = rendered.aligned
+    old = lake.to_arrow("steps", columns=["timestamp", "task_index"], where=f"episode_id = {sql_quote(eid)}")
+    task = old["task_index"].to_numpy()
+    n = len(aligned.timestamps)
+    task_index = np.full(n, int(task[0]) if len(task) else 0, np.int32)
+    steps = steps_rows(eid, row["embodiment"], aligned.timestamps, aligned.state, aligned.action, task_index)
+    alignment = {"fps": rate, "rules": aligned.metadata.get("rules", {}), "window": aligned.metadata.get("window")}
+    meta = {
+        **meta,
+        "alignment": alignment,
+        "notes": [note for note in meta.get("notes", []) if "Hz ticks" not in note]
+        + [f"{note}" for note in aligned.metadata.get("notes", [])],
+    }
+    episode = {**row, "num_steps": n, "fps": rate, "metadata": json.dumps(meta, sort_keys=True)}
+    out = RenderedEpisode(
+        episode=episode,
+        steps=steps,
+        frames=dict(aligned.frames),
+        t0_ns=rendered.t0_ns,
+        lake_t=np.sort(old["timestamp"].to_numpy()),
+    )
+    if out.new_frames:
+        encodings = set(
+            lake.to_arrow("media", columns=["encoding"], where=f"episode_id = {sql_quote(eid)}")["encoding"].to_pylist()
+        )
+        if any(e.startswith(("video;", "h264")) for e in encodings):
+            return (
+                f"its frames are {sorted(encodings)}: a video's packets cannot take new ticks (its steps are at "
+                f"{row['fps']:g} Hz; ingest again with `fps:` in a mapping, or --frames record of image topics)"
+            )
+    return out
+
+
+def rendered_media(lake: Lake, episode: RenderedEpisode) -> tuple[pa.Table | None, int]:
+    """The media rows of a rendered episode and how many ticks show an earlier frame than theirs.
+
+    None when its frames stay as they are (no cameras, or the ticks did not move). Otherwise
+    each new step shows the latest recorded frame at or before it, copied from the media row
+    that holds it (every camera of the episode at once).
+    """
+    if not episode.new_frames:
+        return None, 0
+    return _media_for(lake, episode)
+
+
 def align_lake(lake: Lake | str, spec: AlignSpec, *, storage_options: dict[str, str] | None = None) -> AlignResult:
     """Rebuild the steps of a lake's episodes from their record, as one new version.
 
@@ -130,58 +241,19 @@ def align_lake(lake: Lake | str, spec: AlignSpec, *, storage_options: dict[str, 
     before = after = missing = 0
     rules = dict(spec.rules)
     for eid in ids:
-        row = rows[eid]
-        meta = json.loads(row["metadata"] or "{}")
-        comp = meta.get("composition")
-        if not comp or not lake.has_table("signals"):
-            kept[eid] = "no record: ingested before the record existed, or by a reader that keeps none"
+        ep = render_episode(lake, rows[eid], spec.fps, rules)
+        if isinstance(ep, str):
+            kept[eid] = ep
             continue
-        if comp.get("kind") != "topics":
-            kept[eid] = f"its record's composition {comp.get('kind')!r} has no alignment"
-            continue
-        record = _episode_record(lake, eid)
-        fps = float(spec.fps or row["fps"])
-        try:
-            rendered = render_topic_steps(
-                record,
-                Plan.from_json(comp["plan"]),
-                comp["topics"],
-                fps=fps,
-                mode=str(meta.get("resample", "ticks")),
-                path=str((meta.get("recording") or [row["source_uri"]])[0]),
-                rules=rules,
-            )
-        except SourceError as e:
-            kept[eid] = f"{e.reason_code}: {e.message}"
-            continue
-        aligned = rendered.aligned
-        old = lake.to_arrow("steps", columns=["timestamp", "task_index"], where=f"episode_id = {sql_quote(eid)}")
-        old_t = np.sort(old["timestamp"].to_numpy())
-        new_t = aligned.timestamps - aligned.timestamps[0]
-        same_ticks = len(old_t) == len(new_t) and np.allclose(old_t, new_t, atol=1e-9)
-        if row["cameras"] and not same_ticks:
-            media, n_missing, why = _media_for(lake, eid, row, meta, rendered, old_t)
-            if media is None:
-                kept[eid] = why
-                continue
+        media, n_missing = rendered_media(lake, ep)
+        if media is not None:
             new_media.append(media)
             media_replaced.append(eid)
             missing += n_missing
-        task = old["task_index"].to_numpy()
-        task_index = np.full(len(new_t), int(task[0]) if len(task) else 0, np.int32)
-        new_steps.append(
-            steps_rows(eid, row["embodiment"], aligned.timestamps, aligned.state, aligned.action, task_index)
-        )
-        alignment = {"fps": fps, "rules": aligned.metadata.get("rules", {}), "window": aligned.metadata.get("window")}
-        meta = {
-            **meta,
-            "alignment": alignment,
-            "notes": [n for n in meta.get("notes", []) if "Hz ticks" not in n]
-            + [f"{n}" for n in aligned.metadata.get("notes", [])],
-        }
-        new_episodes.append({**row, "num_steps": len(new_t), "fps": fps, "metadata": json.dumps(meta, sort_keys=True)})
-        before += int(row["num_steps"])
-        after += len(new_t)
+        new_steps.append(ep.steps)
+        new_episodes.append(ep.episode)
+        before += int(rows[eid]["num_steps"])
+        after += ep.steps.num_rows
     done = tuple(e["episode_id"] for e in new_episodes)
     if not done:
         return AlignResult(lake=lake.uri, version=lake.version, kept=kept)
@@ -246,32 +318,23 @@ def _set_spec_fps(tx: Any, tags: list[str], fps: float | None) -> None:
         tx.overwrite("embodiments", pa.Table.from_pylist(rows, schema=schema_for_table("embodiments")))
 
 
-def _media_for(
-    lake: Lake, eid: str, row: dict[str, Any], meta: dict[str, Any], rendered: Any, old_t: np.ndarray
-) -> tuple[pa.Table | None, int, str]:
-    """Media rows of an episode on new ticks, copied from the rows that hold each frame; or why not."""
+def _media_for(lake: Lake, episode: RenderedEpisode) -> tuple[pa.Table, int]:
+    """Media rows of an episode on new ticks, copied from the rows that hold each frame."""
+    row = episode.episode
+    eid = row["episode_id"]
+    meta = json.loads(row["metadata"])
     media = lake.to_arrow("media", where=f"episode_id = {sql_quote(eid)}")
-    encodings = set(media["encoding"].to_pylist())
-    if any(e.startswith(("video;", "h264")) for e in encodings):
-        return (
-            None,
-            0,
-            (
-                f"its frames are {sorted(encodings)}: a video's packets cannot take new ticks; its steps stay at "
-                f"{row['fps']:g} Hz (ingest again with `fps:` in a mapping, or --frames record of image topics)"
-            ),
-        )
     plan = Plan.from_json(meta["composition"]["plan"])
-    aligned = rendered.aligned
-    old_t0 = (int(meta["t0_ns"]) - rendered.t0_ns) / _NS  # both are the first mapped message; kept for safety
-    old_ticks = old_t + float(meta.get("window", [0.0])[0]) + old_t0
+    old_t0 = (int(meta["t0_ns"]) - episode.t0_ns) / _NS  # both are the first mapped message; kept for safety
+    old_ticks = episode.lake_t + float(meta.get("window", [0.0])[0]) + old_t0
     by_cam = {c.name: c.source for c in plan.cameras}
-    rows_out: dict[str, list[Any]] = {k: [] for k in media.schema.names}
+    new_rel = episode.steps["timestamp"].to_numpy()
+    step_col, time_col = media.schema.get_field_index("step_index"), media.schema.get_field_index("timestamp")
+    out: list[pa.Table] = []
     missing = 0
-    new_rel = aligned.timestamps - aligned.timestamps[0]
     for cam in row["cameras"]:
-        part = [p for p in _camera_parts(lake, eid, by_cam[cam])]
-        stamps = (np.concatenate([p.t_ns for p in part]) - rendered.t0_ns) / _NS if part else np.zeros(0)
+        part = _camera_parts(lake, eid, by_cam[cam])
+        stamps = (np.concatenate([p.t_ns for p in part]) - episode.t0_ns) / _NS if part else np.zeros(0)
         capture = Stream(cam, stamps, np.zeros((len(stamps), 0)))
         old_frame = resample_latest(capture, old_ticks)  # the frame each old step shows
         sel = media.filter(pc.equal(media["camera"], cam))
@@ -281,19 +344,23 @@ def _media_for(
             if step in step_of:
                 holder.setdefault(int(f), step_of[step])
         have = np.asarray(sorted(holder))
-        want = aligned.frames[cam]
-        for k, f in enumerate(want.tolist()):
+        src: list[int] = []
+        for f in episode.frames[cam].tolist():
             if f in holder:
-                src = holder[f]
+                src.append(holder[f])
             else:
                 missing += 1
                 j = int(np.searchsorted(have, f, side="right")) - 1
-                src = holder[int(have[max(j, 0)])]
-            for name in media.schema.names:
-                rows_out[name].append(sel[name][src].as_py())
-            rows_out["step_index"][-1] = k
-            rows_out["timestamp"][-1] = float(new_rel[k])
-    return pa.Table.from_pydict(rows_out, schema=media.schema), missing, ""
+                src.append(holder[int(have[max(j, 0)])])
+        taken = sel.take(pa.array(src, pa.int64()))
+        taken = taken.set_column(
+            step_col, media.schema.field(step_col), pa.array(np.arange(len(src)), media.schema.field(step_col).type)
+        )
+        taken = taken.set_column(
+            time_col, media.schema.field(time_col), pa.array(new_rel[: len(src)], media.schema.field(time_col).type)
+        )
+        out.append(taken)
+    return pa.concat_tables(out) if out else media.schema.empty_table(), missing
 
 
 def _camera_parts(lake: Lake, eid: str, topic: str) -> list[Any]:

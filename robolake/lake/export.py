@@ -33,8 +33,22 @@ Why these choices:
   dataset directory must resolve inside OUT (a symlink out of it is refused).
 - Statistics are the writer's, from the exported rows and frames (the lake's cover the whole
   embodiment, not the filtered subset).
+- Another rate from the record (`fps`, `--fps F`): each selected episode is rendered at F Hz
+  from its record by the function `robolake align` uses (`align.render_episode`, around the
+  function ingest derives steps with), in memory: the lake is only read, and `align --fps F`
+  followed by a plain export gives the same dataset. Each step shows the latest recorded frame
+  at or before its tick, copied from the media row that holds it (`align.rendered_media`), so
+  the mp4 has one frame per row (a tick whose frame no lake step showed gets the latest one
+  stored, counted as `frames_missing` in `robolake_export.json`). A dataset has one fps, so an
+  episode that cannot be rendered at F (no record, a recorded video whose packets cannot take
+  new ticks, a record the rendering refuses) is not exported at its own rate either: it is left
+  out and named, with why, in the result (`ExportResult.refused`) and in
+  `robolake_export.json`. An embodiment none of whose selected episodes can be rendered fails
+  the export before anything is written (leave it out with `--embodiment`); the layout (OUT or
+  OUT/<tag>) is the selection's either way.
 - Memory: one episode's steps and one camera's media rows at a time, plus a few floats a step
-  for the exact statistics.
+  for the exact statistics; with `fps`, the rendered steps of every selected episode (rendered
+  once, before the first file, so the refused are known) and one episode's media rows.
 
 What is not kept: per-episode metadata beyond task and success (source paths, reader details),
 and GR00T annotations other than the task description (the lake does not hold them, e.g.
@@ -53,13 +67,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from robolake.lake.align import AlignSpec, RenderedEpisode, render_episode, rendered_media
 from robolake.lake.lake import Lake
 from robolake.lake.media.frames import decode_row, load_streams, video_gop
 from robolake.lake.media.record import StreamIndex, decode_runs, rgb
@@ -91,10 +107,14 @@ class ExportConfig(LeRobotFiles):
         decode_threads: Threads decoding the lake's frames ahead of the video encoder.
         copy_video: Copy recorded video packets into the mp4s where the codec fits, instead of
             re-encoding them (see the essay).
+        fps: Render every episode from its record at this rate (Hz) and export that rendition;
+            episodes that cannot be rendered are refused by name (see the essay). None: export
+            the lake's steps as they are.
     """
 
     decode_threads: int = 2
     copy_video: bool = False
+    fps: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -102,6 +122,7 @@ class ExportConfig(LeRobotFiles):
             raise ValueError(f"export writes LeRobot v3.0, got version {self.version!r}")
         if self.decode_threads < 1:
             raise ValueError(f"decode_threads must be >= 1, got {self.decode_threads}")
+        AlignSpec(fps=self.fps)  # the rate is checked as align checks it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +138,8 @@ class ExportResult:
         videos: mp4 files written.
         tasks: Distinct tasks.
         seconds: Wall time.
+        refused: With `ExportConfig.fps`: episode id -> why it is not in the dataset (it could
+            not be rendered at that rate); always empty without.
     """
 
     embodiment: str
@@ -127,6 +150,7 @@ class ExportResult:
     videos: int
     tasks: int
     seconds: float
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 def export_lerobot(
@@ -150,12 +174,14 @@ def export_lerobot(
         progress: Called as progress(embodiment, episodes_done, episodes_total).
 
     Returns:
-        One result per dataset written, in embodiment order.
+        One result per dataset written, in embodiment order; with `config.fps`, each names the
+        episodes of its embodiment it refused.
 
     Raises:
         FileExistsError: `out` exists and is not empty.
         ValueError: no episode matches, or the episodes cannot form a LeRobot dataset
-            (frame sizes that differ between episodes, odd sizes, missing frames or cameras).
+            (frame sizes that differ between episodes, odd sizes, missing frames or cameras),
+            or with `config.fps` no selected episode of an embodiment can be rendered at it.
     """
     config = config or ExportConfig()
     if isinstance(lake, str):
@@ -176,19 +202,76 @@ def export_lerobot(
     by_tag: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: (r["embodiment"], r["source_uri"], r["source_episode_index"], r["episode_id"])):
         by_tag.setdefault(r["embodiment"], []).append(r)
+    several = len(by_tag) > 1  # the layout is the selection's, whatever a rendition refuses
     specs = lake.embodiments()
-    for tag, episodes in by_tag.items():
+    for tag in by_tag:
         if tag not in specs:
             raise ValueError(f"lake {lake.uri} has episodes of embodiment {tag!r} but no spec for it; re-ingest them")
-        _check_names(specs[tag], episodes, several=len(by_tag) > 1)
+    rendition = _Rendition.of(lake, by_tag, config.fps) if config.fps is not None else _Rendition()
+    by_tag = {tag: rendition.rows(episodes) for tag, episodes in by_tag.items()}
+    for tag, episodes in by_tag.items():
+        _check_names(specs[tag], episodes, several=several)
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for tag, episodes in by_tag.items():
-        dest = out if len(by_tag) == 1 else Path(under_root(out, tag, what="embodiment tag"))
+        dest = out if not several else Path(under_root(out, tag, what="embodiment tag"))
         results.append(
-            _export_one(lake, specs[tag], episodes, dest, filter, _codec_for(lake, episodes, config), progress)
+            _export_one(
+                lake, specs[tag], episodes, dest, filter, _codec_for(lake, episodes, config), progress, rendition
+            )
         )
     return results
+
+
+@dataclass(frozen=True)
+class _Rendition:
+    """With `--fps`: each selected episode rendered from its record, or why it could not be."""
+
+    fps: float | None = None
+    episodes: dict[str, RenderedEpisode] = field(default_factory=dict)
+    refused: dict[str, dict[str, str]] = field(default_factory=dict)  # embodiment -> episode id -> why
+
+    @classmethod
+    def of(cls, lake: Lake, by_tag: dict[str, list[dict[str, Any]]], fps: float) -> _Rendition:
+        """Render every selected episode at `fps`; refuse the lot when an embodiment keeps none.
+
+        Raises:
+            ValueError: no selected episode of an embodiment can be rendered at `fps`.
+        """
+        episodes: dict[str, RenderedEpisode] = {}
+        refused: dict[str, dict[str, str]] = {}
+        for tag, rows in by_tag.items():
+            mine = refused.setdefault(tag, {})
+            for row in rows:
+                got = render_episode(lake, row, fps, {})
+                if isinstance(got, str):
+                    mine[row["episode_id"]] = got
+                else:
+                    episodes[row["episode_id"]] = got
+            if len(mine) == len(rows):
+                why = "; ".join(f"{r['episode_id']}: {mine[r['episode_id']]}" for r in rows[:3])
+                more = f" (and {len(rows) - 3} more)" if len(rows) > 3 else ""
+                leave = f", or leave embodiment {tag!r} out (--embodiment)" if len(by_tag) > 1 else ""
+                raise ValueError(
+                    f"export --fps {fps:g}: none of the {len(rows)} selected episodes of embodiment {tag!r} can be "
+                    f"rendered from its record at {fps:g} Hz: {why}{more}; export without --fps (at the lake's "
+                    f"rate){leave}"
+                )
+        left_out = sorted(eid for mine in refused.values() for eid in mine)
+        if left_out:
+            log.warning(
+                "export --fps %g: %d episodes cannot be rendered at that rate and are left out: %s",
+                fps,
+                len(left_out),
+                ", ".join(left_out[:10]),
+            )
+        return cls(fps=fps, episodes=episodes, refused=refused)
+
+    def rows(self, episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The episodes rows to export: each as its rendition makes it; the refused left out."""
+        if self.fps is None:
+            return episodes
+        return [self.episodes[e["episode_id"]].episode for e in episodes if e["episode_id"] in self.episodes]
 
 
 def _check_names(spec: EmbodimentSpec, episodes: list[dict[str, Any]], *, several: bool) -> None:
@@ -235,6 +318,7 @@ def _export_one(
     filter: EpisodeFilter | None,
     config: ExportConfig,
     progress: ProgressFn | None,
+    rendition: _Rendition,
 ) -> ExportResult:
     t0 = time.perf_counter()
     fps = _common_fps(spec, episodes)
@@ -258,18 +342,21 @@ def _export_one(
     )
     pool = ThreadPoolExecutor(max_workers=config.decode_threads, thread_name_prefix="robolake-export")
     with pool, LeRobotWriter(dest, features, config, tasks=_task_order(ep_tasks)) as writer:
-        off_grid = copied = 0
+        off_grid = copied = missing = 0
         for i, (ep, names) in enumerate(zip(episodes, ep_tasks, strict=True)):
-            steps = _read_steps(lake, ep)
+            rendered = rendition.episodes.get(ep["episode_id"])
+            steps = _read_steps(lake, ep) if rendered is None else rendered.steps
             n = steps.num_rows
             ts = steps["timestamp"].to_numpy().astype(np.float64)
             off_grid += bool(np.abs(ts - np.arange(n) / fps).max() > _TIMESTAMP_TOLERANCE_S)
-            streams = load_streams(lake.dataset("streams"), [ep["episode_id"]])
+            media, n_missing = rendered_media(lake, rendered) if rendered is not None else (None, 0)
+            missing += n_missing
+            streams = {} if media is not None else load_streams(lake.dataset("streams"), [ep["episode_id"]])
             frames, segments = {}, {}
             for cam in cameras:
                 key = _video_key(spec, cam)
                 frames[key], segment = _episode_frames(
-                    lake, ep, cam, n, pool, streams.get((ep["episode_id"], cam)), config
+                    lake, ep, cam, n, pool, streams.get((ep["episode_id"], cam)), config, media
                 )
                 if segment is not None:
                     segments[key] = segment
@@ -306,6 +393,10 @@ def _export_one(
             "copied_videos": copied,
             "videos_total": len(episodes) * len(cameras),
         }
+        if rendition.fps is not None:
+            lineage["rendered_fps"] = rendition.fps  # steps and frames rendered from the record at this rate
+            lineage["refused"] = rendition.refused.get(spec.tag, {})
+            lineage["frames_missing"] = missing  # ticks showing an earlier frame: theirs was never stored
         writer.finish(meta={"modality.json": modality, "robolake_export.json": lineage})
     log.info("exported %d episodes of %s to %s", len(episodes), spec.tag, dest)
     return ExportResult(
@@ -317,6 +408,7 @@ def _export_one(
         videos=writer.num_videos,
         tasks=len(writer.tasks),
         seconds=time.perf_counter() - t0,
+        refused=dict(rendition.refused.get(spec.tag, {})),
     )
 
 
@@ -481,15 +573,20 @@ def _episode_frames(
     pool: ThreadPoolExecutor,
     stream: StreamIndex | None,
     config: ExportConfig,
+    rendered: pa.Table | None = None,
 ) -> tuple[Iterator[np.ndarray], EncodedSegment | None]:
     """The episode's decoded RGB frames of `camera` in step order (the writer checks their sizes),
-    and its packets to copy instead of encoding, when they fit (`_segment`)."""
+    and its packets to copy instead of encoding, when they fit (`_segment`). `rendered`: the
+    episode's media rows as a rendition re-pointed them (`rendered_media`), instead of the lake's."""
     eid = episode["episode_id"]
-    media = lake.to_arrow(
-        "media",
-        columns=["step_index", "encoding", "data"],
-        where=f"episode_id = {sql_quote(eid)} AND camera = {sql_quote(camera)}",
-    ).sort_by("step_index")
+    if rendered is not None:
+        media = rendered.filter(pc.equal(rendered["camera"], camera)).sort_by("step_index")
+    else:
+        media = lake.to_arrow(
+            "media",
+            columns=["step_index", "encoding", "data"],
+            where=f"episode_id = {sql_quote(eid)} AND camera = {sql_quote(camera)}",
+        ).sort_by("step_index")
     if media.num_rows != n or not np.array_equal(media["step_index"].to_numpy(), np.arange(n)):
         raise ValueError(
             f"episode {eid} camera {camera!r} has {media.num_rows} frames for {n} steps; the lake is "

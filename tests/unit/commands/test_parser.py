@@ -121,6 +121,7 @@ EXPECTED = {
             "--split",
             "--crf",
             "--copy-video",
+            "--fps",
             "--no-progress",
         ],
     ),

@@ -96,6 +96,7 @@ def _frame_times(path: Path) -> np.ndarray:
     with av.open(str(path)) as c:
         stream = c.streams.video[0]
         base = stream.time_base  # read while the container is open
+        assert base is not None, f"{path} has no time base"
         pts = sorted(p.pts for p in c.demux(stream) if p.pts is not None)
     return np.array([float(t * base) for t in pts])
 
