@@ -5,9 +5,10 @@ mapping's `episodes:` children) and indexed key families (`states_0`, `states_1`
 collapsed to one row (`data/demo_*/obs/qpos`, `states_{i}`) with the rows summed and the members
 counted. 1-D float datasets named like clocks (`t`, `time`, `*_t`, `stamps`, `timestamps`) get
 their rate and span, which is what a mapping's `stamps:` needs. Where a layout resolved, each row
-says what ingest does with it (state, action, camera, stamps, or not ingested), and the layout is
-written out as a mapping to edit; where none did, a mapping is suggested from the names, shapes
-and dtypes. Reading a clock is checked against the read budget like every other read.
+says what ingest does with it (state, action, camera, stamps, kept in the episode's record only,
+or not kept and why), and the layout is written out as a mapping to edit; where none did, a
+mapping is suggested from the names, shapes and dtypes. Reading a clock is checked against the
+read budget like every other read.
 """
 
 from __future__ import annotations

@@ -39,6 +39,10 @@ are JPEG-encoded once, here. Every read is checked against the read budget first
 a dataset declaring more than it is a `too_large` quarantine row naming the file and dataset,
 before anything is allocated (HDF5 decompresses a chunked dataset into an array of its
 declared shape, so bounding the declared shape bounds the decompression).
+
+Beside the steps, each episode keeps its record (`hdf5.record`): every dataset of the episode
+but images, in its own dtype, at its stamps where it has them. Each dataset is read once per
+episode: the steps and the record share the arrays.
 """
 
 from __future__ import annotations

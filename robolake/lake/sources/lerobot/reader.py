@@ -16,6 +16,10 @@ info.json declares or that change size mid-episode (`frame_size`: frames of one 
 never mix sizes in the lake), a declared video that is missing (`missing_video`; with
 `state_only` the reader takes state and action alone), and the checks on values, timestamps
 and frame counts. Each is a `SourceError` naming the file, and ingest quarantines the episode.
+
+Beside the steps, each episode keeps its record (`lerobot.record`): every column of its rows in
+the column's own type (float64 state stays float64), at the rows' timestamps, taken from the
+rows already read.
 """
 
 from __future__ import annotations

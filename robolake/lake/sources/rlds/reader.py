@@ -20,6 +20,10 @@ metadata says it was assumed). A mapping's sources are flattened feature keys.
 Discovery lists records by reading only the 12-byte record headers of each shard; the episode
 content is read on the workers. A record with several `is_first` steps is quarantined rather than
 split, since RLDS defines one episode per record and such a record was written wrongly.
+
+Beside the steps, each episode keeps its record (`rlds.record`): every feature, in the dtype
+features.json declares (`is_first` stays bool), images as the cameras' frame times only.
+`inspect` reads one record, so its counts are the first episode's (`counts_of` says so).
 """
 
 from __future__ import annotations

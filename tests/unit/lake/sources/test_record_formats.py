@@ -358,3 +358,23 @@ def test_topic_logs_every_topic_lands_with_inspects_counts(
     assert counts["/phase"] == 2
     if fmt != "mcap":
         assert counts["/imu"] == 100 and counts["/ticks"] == 20 and counts["/fault"] == 2
+
+
+def test_streams_narrows_the_record_but_keeps_what_the_steps_use(tmp_path: Path):
+    path = write_robomimic(tmp_path / "mimic.hdf5", demos=1, images=False)
+    ingest(str(path), str(tmp_path / "lake"), IngestConfig(execution="local", streams=("obs/robot0_*",)))
+    lake = Lake.open(str(tmp_path / "lake"))
+    counts = _table_counts(lake)
+    assert set(counts) == {
+        "obs/object",
+        "obs/robot0_eef_pos",
+        "obs/robot0_eef_quat",
+        "obs/robot0_gripper_qpos",
+        "actions",
+    }
+    meta = json.loads(lake.episodes(columns=["metadata"])["metadata"][0].as_py())["record"]
+    assert meta["left_out"] == {
+        "dones": "not matched by --streams",
+        "rewards": "not matched by --streams",
+        "states": "not matched by --streams",
+    }
