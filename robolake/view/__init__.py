@@ -9,8 +9,9 @@
 
 Pages: the lake (versions and tags with what each changed, embodiments, statistics, quarantine
 summary), the episodes table (filtered, sorted and paged by the server), one episode (frames,
-play/pause and a scrubber, state/action plots with a cursor at the frame shown, task, source,
-lineage) and the quarantine. Everything is read through `robolake.lake.Lake`; nothing is written.
+play/pause and a scrubber, state/action plots with a cursor at the frame shown, every recorded
+stream at its own rate with the step ticks over it and events as markers (`record`), task,
+source, lineage) and the quarantine. Everything is read through `robolake.lake.Lake`; nothing is written.
 Needs the `view` extra (starlette, uvicorn; rerun-sdk for the export).
 """
 
@@ -25,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "EpisodeQuery": "robolake.view.episodes",
     "FrameSource": "robolake.view.frames",
     "LakeCatalog": "robolake.view.catalog",
+    "RecordSource": "robolake.view.record",
     "RerunExport": "robolake.view.rerun_export",
     "ViewServer": "robolake.view.server",
     "create_app": "robolake.view.app",

@@ -15,12 +15,14 @@ second round trip); everything else the pages draw comes from GET endpoints:
     /api/lineage?id=ID       which lake versions hold it
     /api/steps?id=ID         timestamps, state and action as one binary blob (see episodes.py)
     /api/frame?id=ID&camera=CAM&step=K   one frame (`frames.frame_bytes`)
+    /api/record?id=ID        the episode's recorded streams (no values) and its event markers (record.py)
+    /api/signal?id=ID&stream=S&px=&from=&to=   one stream's messages in [from, to] s, decimated to px buckets
     /api/quarantine?reason=&offset=&limit=
     /static/...              the pages' scripts and styles, and the vendored uPlot
 
 Nothing in a URL is ever joined into a path. Episode ids, camera names and steps are query
 values looked up in the lake's own tables (the episode index, the episode's camera list, its
-step count); anything not found answers 404, so `../` in any position finds nothing. Static
+step count, its recorded streams); anything not found answers 404, so `../` in any position finds nothing. Static
 files are served by Starlette's `StaticFiles` from this package's `static/` directory, which
 refuses paths that leave it. Every route is a GET: the viewer never writes.
 
@@ -59,6 +61,7 @@ from robolake.lake import Lake
 from robolake.view.catalog import LakeCatalog
 from robolake.view.episodes import SORT_KEYS, EpisodeCatalog, EpisodeQuery
 from robolake.view.frames import FrameSource
+from robolake.view.record import DEFAULT_PX, MAX_PX, RecordSource
 
 __all__ = ["LOOPBACK_HOSTS", "create_app"]
 
@@ -102,6 +105,7 @@ class _Viewer:
         self.catalog = LakeCatalog(lake)
         self.episodes = EpisodeCatalog(self.catalog)
         self.frames = FrameSource(lake)
+        self.record = RecordSource(lake)
         self._templates = {name: _template(name) for name in (*_PAGES, "missing")}
         self._details: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
@@ -143,6 +147,19 @@ def _int(request: Request, name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise HTTPException(400, f"{name} must be an integer, got {raw!r}") from None
+
+
+def _float(request: Request, name: str) -> float | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        x = float(raw)
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x):
+        raise HTTPException(400, f"{name} must be a number of seconds, got {raw!r}")
+    return x
 
 
 def _answers(endpoint: Callable[[Request], Response]) -> Callable[[Request], Response]:
@@ -228,6 +245,25 @@ def _routes(v: _Viewer) -> list[Any]:
             raise HTTPException(404, str(e)) from None
         return Response(data, media_type=mime, headers={"Cache-Control": _CACHE})
 
+    def api_record(request: Request) -> Response:
+        d = v.detail(request.query_params.get("id"))
+        out = _json(v.record.catalog(d["episode_id"]))
+        out.headers["Cache-Control"] = _CACHE
+        return out
+
+    def api_signal(request: Request) -> Response:
+        d = v.detail(request.query_params.get("id"))
+        stream = request.query_params.get("stream", "")
+        px = _int(request, "px", DEFAULT_PX)
+        if not 1 <= px <= MAX_PX:
+            return _json({"error": f"px must be 1..{MAX_PX}, got {px}"}, status=400)
+        out = v.record.series(d["episode_id"], stream, px=px, start=_float(request, "from"), end=_float(request, "to"))
+        if out is None:
+            raise HTTPException(404, f"episode {d['episode_id']!r} recorded no numeric stream {stream!r}")
+        answer = _json(out)
+        answer.headers["Cache-Control"] = _CACHE
+        return answer
+
     def api_quarantine(request: Request) -> Response:
         offset, limit = _int(request, "offset", 0), _int(request, "limit", 100)
         if offset < 0 or not 1 <= limit <= 1000:
@@ -247,6 +283,8 @@ def _routes(v: _Viewer) -> list[Any]:
         Route("/api/lineage", _answers(api_lineage), methods=get),
         Route("/api/steps", _answers(api_steps), methods=get),
         Route("/api/frame", _answers(api_frame), methods=get),
+        Route("/api/record", _answers(api_record), methods=get),
+        Route("/api/signal", _answers(api_signal), methods=get),
         Route("/api/quarantine", _answers(api_quarantine), methods=get),
         Mount("/static", app=StaticFiles(packages=[("robolake.view", "static")]), name="static"),
     ]

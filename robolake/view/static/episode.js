@@ -4,6 +4,7 @@
 //   robolakeView.setStep(k) -> Promise (resolves once every camera shows frame k)
 //   robolakeView.plotted()  -> [{kind, group, dims, values: [[...per step] per dim]}] (what the plots hold)
 //   robolakeView.timings    -> {ready_ms, ...} (navigation start to first frame + plots drawn)
+//   robolakeView.extraPlots -> [{u, line}] other plots whose step cursor follows (record.js adds them)
 "use strict";
 
 (() => {
@@ -213,7 +214,7 @@
   function moveCursors() {
     if (!view.timestamps) return;
     const t = view.timestamps[view.step];
-    for (const p of view.plots) p.line.style.left = p.u.valToPos(t, "x") + "px";
+    for (const p of view.plots.concat(view.extraPlots || [])) p.line.style.left = p.u.valToPos(t, "x") + "px";
     // Legends read each joint's value at the frame shown; only plots on screen are updated
     // (a legend is DOM work, ~0.5 ms a plot, where the cursor line is one style change).
     for (const p of onScreen) p.u.setLegend({ idx: view.step });
