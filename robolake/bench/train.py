@@ -23,12 +23,18 @@ beside it: on a quiet machine the two agree, on a loaded one only the CPU ratio 
 +-15% of its median. Sample lengths follow a realistic mixture: 1-3 camera views and
 instructions of 5-120 bytes with a long tail (log-normal, median ~22).
 
+A fourth case, `history`, gives every sample native-rate stream history beside its cameras
+(`pack --history`): a 1 kHz force-torque window of 50 ms and a 200 Hz IMU window of 100 ms, as
+many messages as were recorded (jitter and dropped messages vary the count; samples near an
+episode's start, before a stream began, hold fewer), and compares packed with padded on them.
+
 Usage: robolake bench train [--quick] [--json out.json]
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import statistics
 import sys
 import time
@@ -80,6 +86,41 @@ def make_batch(
         tokens_per_view=config.tokens_per_view,
         max_state_dim=config.max_state_dim,
         max_action_dim=config.max_action_dim,
+    )
+
+
+HISTORY_STREAMS = ((1000.0, 0.05), (200.0, 0.1))  # (rate Hz, window s): force-torque, IMU
+HISTORY_WIDTH = 16
+
+
+def make_history_batch(config: ModelConfig, n: int, rng: np.random.Generator) -> PackedBatch:
+    """`make_batch` samples that also carry the recorded messages of `HISTORY_STREAMS` in their windows."""
+    base = make_batch(config, n, rng)
+    history = []
+    for _ in range(n):
+        vals, dts, ids = [], [], []
+        early = rng.random() < 0.15  # near the episode start: the stream began inside the window
+        for k, (hz, window) in enumerate(HISTORY_STREAMS):
+            full = int(hz * window)
+            count = int(rng.integers(0, full + 1)) if early else int(rng.binomial(full, 0.92))
+            dts.append(-np.sort(rng.uniform(0, window, count)).astype(np.float32)[::-1])
+            vals.append(rng.standard_normal((count, HISTORY_WIDTH)).astype(np.float32))
+            ids.append(np.full(count, k, np.int64))
+        history.append((np.concatenate(vals), np.concatenate(dts), np.concatenate(ids)))
+    views = base.views_per_sample.numpy()
+    return make_packed_batch(
+        pixels=base.pixels,
+        views_per_sample=views,
+        text_ids=[t.numpy() for t in torch.split(base.text_ids, base.text_lengths.tolist())],
+        state=[base.state[i].numpy() for i in range(n)],
+        action=[base.action[i].numpy() for i in range(n)],
+        action_valid_steps=base.action_mask.any(-1).sum(-1).numpy(),
+        embodiment_id=base.embodiment_id.numpy(),
+        tokens_per_view=config.tokens_per_view,
+        max_state_dim=config.max_state_dim,
+        max_action_dim=config.max_action_dim,
+        history=history,
+        history_width=HISTORY_WIDTH,
     )
 
 
@@ -245,6 +286,24 @@ def _run(quick: bool) -> dict[str, Any]:
     targets = {"ratio_to_limit": 0.85, "speedup_packed_vs_padded": 0.85 / (1.0 - pad)}
     torch.manual_seed(0)
     fp8 = fp8_fidelity(GrootModel(config), packed[0])
+    hconfig = dataclasses.replace(
+        config, history_streams=len(HISTORY_STREAMS), history_width=HISTORY_WIDTH, max_positions=1024
+    )
+    h_packed = [make_history_batch(hconfig, samples, rng) for _ in range(max(2, n_batches // 2))]
+    h_padded = [b.to_padded() for b in h_packed]
+    h_timing = measure(hconfig, {"packed": h_packed, "padded": h_padded}, warmup=warmup, repeats=repeats)
+    h_pad = statistics.mean(p.padding_fraction for p in h_padded)
+    h_speedup = two_clocks(h_timing, "packed", "padded")
+    history = {
+        "streams": [{"rate_hz": hz, "window_s": w} for hz, w in HISTORY_STREAMS],
+        "history_tokens_per_sample": statistics.mean(float(b.history_lengths.float().mean()) for b in h_packed),
+        "real_tokens_per_batch": statistics.mean(b.total_tokens for b in h_packed),
+        **h_timing,
+        "padding_fraction": h_pad,
+        "speedup_packed_vs_padded": h_speedup["median"],
+        "speedup_packed_vs_padded_spread": h_speedup,
+        "target": 0.85 / (1.0 - h_pad),
+    }
     return {
         "machine": machine(),
         "preset": "tiny",
@@ -268,6 +327,7 @@ def _run(quick: bool) -> dict[str, Any]:
             "speedup_packed_vs_padded": speedup >= targets["speedup_packed_vs_padded"],
         },
         "fp8": fp8,
+        "history": history,
     }
 
 
@@ -294,6 +354,24 @@ def print_table(result: dict[str, Any]) -> None:
             f"{label:<28}cpu {spread(two['cpu'])}  (target >= {t[key]:.2f}, on CPU time){flag}; "
             f"wall {spread(two['wall'])}"
         )
+    h = result["history"]
+    print(
+        f"with stream history ({h['history_tokens_per_sample']:.0f} history tokens/sample of "
+        + ", ".join(f"{s['rate_hz']:g} Hz x {s['window_s']:g} s" for s in h["streams"])
+        + f"): padding fraction {h['padding_fraction']:.3f}"
+    )
+    for name in ("packed", "padded"):
+        r = h[name]
+        print(
+            f"  {name:<14}{r['effective_tokens_per_s']:>12.0f}{r['effective_tokens_per_cpu_s']:>14.0f}"
+            f"{r['step_ms']:>10.1f}{r['step_cpu_ms']:>9.1f}"
+        )
+    flag = "  below target" if h["speedup_packed_vs_padded"] < h["target"] else ""
+    two = h["speedup_packed_vs_padded_spread"]
+    print(
+        f"  speedup packed vs padded  cpu {spread(two['cpu'])}  (target >= {h['target']:.2f}){flag}; "
+        f"wall {spread(two['wall'])}"
+    )
     f = result["fp8"]
     print(
         f"fp8 weight-only: linear weight bytes vs bf16 {f['weight_bytes_ratio_vs_bf16']:.3f}, "

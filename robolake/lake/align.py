@@ -155,8 +155,13 @@ def render_episode(lake: Lake, row: dict[str, Any], fps: float | None, rules: di
     eid = row["episode_id"]
     meta = json.loads(row["metadata"] or "{}")
     comp = meta.get("composition")
-    if not comp or not lake.has_table("signals"):
-        return "no record: ingested before the record existed, or by a reader that keeps none"
+    if not lake.has_table("signals") or "record" not in meta:
+        return "no record: ingested before the record existed (its steps are its record)"
+    if not comp:
+        return (
+            f"its record holds the {row['source_format']} columns at their own rate, one row per step "
+            "(steps are built from them one to one); only topic-log episodes (ROS, MCAP) are realigned"
+        )
     if comp.get("kind") != "topics":
         return f"its record's composition {comp.get('kind')!r} has no alignment"
     rate = float(fps or row["fps"])

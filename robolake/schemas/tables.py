@@ -170,7 +170,10 @@ class SignalRow:
     chunk: int = _col(pa.int32(), "Order of this chunk within the part.")
     kind: str = _col(pa.string(), "numeric, or camera (capture times of frames; no values).")
     msgtype: str = _col(pa.string(), "Message type or source dtype description.")
-    clock: str = _col(pa.string(), "What t_ns is: header (message stamps), log (receive time) or source (seconds).")
+    clock: str = _col(
+        pa.string(),
+        "What t_ns is: header (message stamps), log (receive time), source (seconds) or rows (index / fps).",
+    )
     count: int = _col(pa.int32(), "Messages in this chunk.")
     t_ns: list[int] = _col(pa.list_(pa.int64()), "Per message: its time in ns on the stream's clock.")
     log_ns: list[int] = _col(pa.list_(pa.int64()), "Per message: its log (receive) time in ns; empty when none.")

@@ -20,6 +20,7 @@ __all__ = [
     "CategorySpecificLinear",
     "CategorySpecificMLP",
     "MultiEmbodimentActionEncoder",
+    "StreamTokenEncoder",
     "VisionEncoder",
     "sinusoidal_embedding",
 ]
@@ -59,6 +60,32 @@ class CategorySpecificMLP(nn.Module):
 
     def forward(self, x: torch.Tensor, category: torch.Tensor) -> torch.Tensor:
         return self.layer2(F.relu(self.layer1(x, category)), category)
+
+
+class StreamTokenEncoder(nn.Module):
+    """One small MLP per recorded stream over a history token's (values, time-offset features).
+
+    History tokens are many (tens per sample) and streams few, so tokens are grouped by stream and
+    each group goes through its own MLP as one matmul; `CategorySpecificLinear`'s per-row weight
+    gather would copy a weight matrix per token.
+    """
+
+    def __init__(self, num_streams: int, in_features: int, hidden: int, out_features: int) -> None:
+        super().__init__()
+        self.mlps = nn.ModuleList(
+            nn.Sequential(nn.Linear(in_features, hidden), nn.GELU(), nn.Linear(hidden, out_features))
+            for _ in range(num_streams)
+        )
+        self.out_features = out_features
+
+    def forward(self, x: torch.Tensor, stream: torch.Tensor) -> torch.Tensor:
+        """x [T, in], stream int64 [T] -> [T, out]."""
+        out = x.new_zeros(x.shape[0], self.out_features)
+        for k, mlp in enumerate(self.mlps):
+            idx = torch.nonzero(stream == k, as_tuple=True)[0]
+            if idx.numel():
+                out = out.index_copy(0, idx, mlp(x[idx]).to(out.dtype))
+        return out
 
 
 class MultiEmbodimentActionEncoder(nn.Module):

@@ -34,6 +34,7 @@ from robolake.training.dit import DiT
 from robolake.training.encoders import (
     CategorySpecificMLP,
     MultiEmbodimentActionEncoder,
+    StreamTokenEncoder,
     VisionEncoder,
     sinusoidal_embedding,
 )
@@ -101,7 +102,7 @@ class GrootModel(nn.Module):
         self.action_decoder = CategorySpecificMLP(c.num_embodiments, c.dit_output_dim, c.head_hidden, c.max_action_dim)
         # one MLP per history stream over [values, time offset features] (categories = stream ids)
         self.history_encoder = (
-            CategorySpecificMLP(c.history_streams, c.history_width + _DT_FEATURES, c.head_hidden, c.d_model)
+            StreamTokenEncoder(c.history_streams, c.history_width + _DT_FEATURES, c.head_hidden, c.d_model)
             if c.history_streams
             else None
         )
@@ -178,7 +179,7 @@ class GrootModel(nn.Module):
         feats = torch.cat(
             [b.history_values.to(x.dtype), sinusoidal_embedding(b.history_dt * 100.0, _DT_FEATURES).to(x.dtype)], dim=-1
         )
-        tok = self.history_encoder(feats[:, None, :], b.history_stream)[:, 0]
+        tok = self.history_encoder(feats, b.history_stream)
         return x.index_copy(0, hist_pos, tok.to(x.dtype))
 
     def encode(self, batch: PackedBatch | PaddedBatch) -> _Context:

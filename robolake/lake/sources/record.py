@@ -72,7 +72,8 @@ class SignalPart:
         part: Layout index within the stream.
         kind: `numeric`, or `camera` (only the capture times of frames).
         msgtype: Message type.
-        clock: What `t_ns` is: `header`, `log`, or `source` (a dataset's own seconds).
+        clock: What `t_ns` is: `header` (message stamps), `log` (receive time), `source` (a
+            dataset's own seconds) or `rows` (row index / fps: a dataset without times).
         t_ns: int64 [N] times on that clock.
         log_ns: int64 [N] log times, or empty when the source has none.
         fields: Dotted paths of the numeric leaves.

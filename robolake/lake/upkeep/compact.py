@@ -81,6 +81,8 @@ def compact_in(tx: LakeTransaction) -> dict[str, dict[str, int]]:
         "media": _media_rows_per_file(tx),
         "streams": 1 << 16,
         "access": _media_rows_per_file(tx, "access"),
+        "signals": _media_rows_per_file(tx, "signals"),  # rows are chunks of up to 64k messages: size by bytes
+        "events": 1 << 20,
     }
     tx.index_episodes(merge_all=True)  # Lance compacts only fragments one index segment covers
     done = {}

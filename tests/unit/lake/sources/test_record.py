@@ -135,3 +135,17 @@ def test_a_record_past_the_read_budget_is_refused_by_name():
     with pytest.raises(SourceError, match=r"read budget .* at stream /ft"):
         for i in range(10_000):
             b.add("/ft", {"data": np.zeros(6)}, t_ns=i, log_ns=i)
+
+
+def test_a_lake_of_records_compacts(tmp_path: Path):
+    from robolake.lake import optimize
+
+    for seed in (1, 2):
+        write_ros2(tmp_path / "src" / f"rig{seed}", Layout(seconds=0.5, seed=seed, extra=_extras(0.5)))
+        ingest(str(tmp_path / "src" / f"rig{seed}"), str(tmp_path / "lake"), IngestConfig(execution="local"))
+    before = read_record(*(Lake.open(str(tmp_path / "lake")).to_arrow(t) for t in ("signals", "events"))).counts()
+    report = optimize(str(tmp_path / "lake"))
+    assert report.version is not None
+    lake = Lake.open(str(tmp_path / "lake"))
+    assert len(lake.dataset("signals").get_fragments()) == 1 and len(lake.dataset("events").get_fragments()) == 1
+    assert read_record(lake.to_arrow("signals"), lake.to_arrow("events")).counts() == before
