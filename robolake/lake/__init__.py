@@ -92,7 +92,7 @@ from robolake.lake.sources import (
 )
 from robolake.lake.sources.limits import DEFAULT_MAX_READ_BYTES
 from robolake.lake.sources.mapping import load_mapping, mapping_from_dict
-from robolake.lake.sources.record import EventStream, Record, SignalPart, read_record, stream_summary
+from robolake.lake.sources.record import EventStream, Record, SignalPart, read_record, steps_seconds, stream_summary
 from robolake.lake.sources.rlds.tfrecord import encode_example, write_records
 from robolake.lake.sources.video import iter_video_frames, seek_frame
 from robolake.lake.stats.embodiments import add_embodiments, new_embodiment_row, refresh_embodiments
@@ -112,6 +112,7 @@ __all__ = [
     "SignalPart",
     "read_record",
     "stream_summary",
+    "steps_seconds",
     "upgrade_note",
     "clear_half_created",
     "faults",

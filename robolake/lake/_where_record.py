@@ -8,9 +8,8 @@ projected to the columns the expression needs, in batches of `BATCH_ROWS`, each 
 to per-episode partial results before the next is read. Memory is one batch and a few numbers
 per episode, however many events the lake holds.
 
-Event times are put on the steps' own axis: step `timestamp` 0 is at `t0_ns + window[0]` s in
-the episode metadata, so `event('/x').t` is `(t_ns - t0_ns) / 1e9 - window[0]` seconds; an
-episode without those keys (a dataset whose record is in its own seconds) counts from 0.
+Event times are put on the steps' own axis by `record.steps_seconds` (the one place that knows
+where step 0 sits on the record's clock, and how far the log clock runs behind header stamps).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
+from robolake.lake.sources.record import steps_seconds
 
 __all__ = [
     "BATCH_ROWS",
@@ -46,7 +46,6 @@ STREAM_ATTRS = {
     "clock": "header, log or source",
 }
 _TEXT_ATTRS = ("kind", "clock")
-_NS = 1e9
 
 
 def _streams(meta: dict[str, Any]) -> dict[str, Any]:
@@ -122,9 +121,7 @@ def event_batches(
     """
     if not lake.has_table("events"):
         return
-    t0 = np.array([int(m.get("t0_ns") or 0) for m in metadata], dtype=np.int64)
-    w0 = np.array([_window_start(m) for m in metadata], dtype=np.float64)
-    columns = ["episode_id", "value", *(["t_ns"] if times else [])]
+    columns = ["episode_id", "value", *(["t_ns", "log_ns"] if times else [])]
     for batch in lake.dataset("events").to_batches(
         columns=columns, filter=pc.field("stream") == stream, batch_size=BATCH_ROWS
     ):
@@ -137,18 +134,15 @@ def event_batches(
         value = np.array(batch.column("value").to_pylist(), dtype=object)[keep]
         if times:
             t_ns = np.asarray(batch.column("t_ns").to_numpy(zero_copy_only=False), dtype=np.int64)[keep]
-            t = (t_ns - t0[episode]).astype(np.float64) / _NS - w0[episode]
+            logged = np.asarray(pc.fill_null(batch.column("log_ns"), -1).to_numpy(), dtype=np.int64)[keep]
+            on_log = logged == t_ns  # an event without a stamp of its own is on the log clock
+            t = np.empty(len(t_ns))
+            for e in np.unique(episode):  # one origin per episode (`steps_seconds`)
+                sel = episode == e
+                t[sel] = steps_seconds(t_ns[sel], metadata[int(e)], log_clock=on_log[sel])
         else:
             t = np.zeros(0)
         yield EventBatch(episode=episode, value=value, t=t)
-
-
-def _window_start(meta: dict[str, Any]) -> float:
-    w = meta.get("window")
-    try:
-        return float(w[0]) if isinstance(w, (list, tuple)) and w else 0.0
-    except (TypeError, ValueError):
-        return 0.0
 
 
 class PerEpisode:

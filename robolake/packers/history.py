@@ -14,8 +14,9 @@ numeric stream's floating-point fields (covariances and the header's stamp left 
 one named with `STREAM:FIELD`; a bool event is 1/0 and a trigger 1. They are normalised per
 stream (mean and std over the packed episodes' messages) and padded to `width` values.
 
-The sample's time is the step's on the record's clock: an episode's steps start at
-`t0_ns + source_time_offset_s` (episode metadata), so step t sits at that plus its `timestamp`.
+The sample's time is its step's `timestamp`; message times are put on that axis by
+`record.steps_seconds` (the one place that knows where step 0 sits on the record's clock, and
+how far a log clock runs behind header stamps).
 Everything is held per episode in memory: the streams of the packed episodes, read once with a
 Lance filter per stream.
 """
@@ -30,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from robolake.lake import Lake, read_record, sql_in, sql_quote
+from robolake.lake import Lake, read_record, sql_in, sql_quote, steps_seconds
 
 __all__ = ["HistorySpec", "HistoryData", "parse_history", "load_history", "HISTORY_WIDTH"]
 
@@ -97,7 +98,8 @@ class HistoryData:
         specs: The streams, in token-stream-id order.
         width: Values per token.
         series: (episode row, stream id) -> its messages (absent: the episode lacks the stream).
-        step_ns: Per episode row, int64 [num_steps] each step's time on the record's clock.
+        step_ns: Per episode row, int64 [num_steps] each step's time in ns (step 0 at 0); message
+            times are put on the same axis (`record.steps_seconds`).
         stats: Per stream: mean and std used to normalise it, messages, and the episodes lacking it.
     """
 
@@ -146,8 +148,10 @@ class HistoryData:
         return np.concatenate(vals), np.concatenate(dts), np.concatenate(ids)
 
 
-def _numbers(parts: list[Any], spec: HistorySpec, episode_id: str) -> tuple[np.ndarray, np.ndarray]:
-    """(t_ns, float64 [N, w]) of a numeric stream's chosen fields, parts merged in time order."""
+def _numbers(
+    parts: list[Any], spec: HistorySpec, episode_id: str, meta: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ns on the steps' axis, float64 [N, w]) of a numeric stream's chosen fields, parts merged in time order."""
     ts, vals = [], []
     for p in parts:
         if p.kind != "numeric":
@@ -170,16 +174,16 @@ def _numbers(parts: list[Any], spec: HistorySpec, episode_id: str) -> tuple[np.n
                 f"history stream {spec.stream} of episode {episode_id} has no floating-point field; name one with "
                 f"{spec.stream}:FIELD=SECONDS (fields: {', '.join(p.fields)})"
             )
-        ts.append(p.t_ns)
+        ts.append(_on_steps(p.t_ns, meta, p.clock == "log"))
         vals.append(np.concatenate([p.values[i].astype(np.float64) for i in chosen], axis=1))
     t = np.concatenate(ts)
     order = np.argsort(t, kind="stable")
     return t[order], np.concatenate(vals)[order]
 
 
-def _base_ns(metadata: str | None) -> int:
-    meta = json.loads(metadata or "{}")
-    return int(meta.get("t0_ns", 0)) + int(round(float(meta.get("source_time_offset_s", 0.0)) * _NS))
+def _on_steps(t_ns: np.ndarray, meta: dict[str, Any], log_clock: bool | np.ndarray) -> np.ndarray:
+    """int64 ns on the steps' axis (step `timestamp` 0 is 0) of record times (`steps_seconds`)."""
+    return np.round(steps_seconds(t_ns, meta, log_clock=log_clock) * _NS).astype(np.int64)
 
 
 def load_history(
@@ -198,17 +202,17 @@ def load_history(
         )
     ids = episodes["episode_id"].to_pylist()
     row_of = {e: i for i, e in enumerate(ids)}
-    meta = lake.episodes(sql_in("episode_id", ids), columns=["episode_id", "metadata"]) if ids else None
-    base = dict.fromkeys(range(len(ids)), 0)
-    if meta is not None:
-        for eid, m in zip(meta["episode_id"].to_pylist(), meta["metadata"].to_pylist(), strict=True):
-            base[row_of[eid]] = _base_ns(m)
+    rows = lake.episodes(sql_in("episode_id", ids), columns=["episode_id", "metadata"]) if ids else None
+    metas: dict[int, dict[str, Any]] = dict.fromkeys(range(len(ids)), {})
+    if rows is not None:
+        for eid, m in zip(rows["episode_id"].to_pylist(), rows["metadata"].to_pylist(), strict=True):
+            metas[row_of[eid]] = json.loads(m or "{}")
     steps = lake.to_arrow("steps", columns=["episode_id", "step_index", "timestamp"], where=sql_in("episode_id", ids))
     step_ns: list[np.ndarray] = [np.zeros(0, np.int64) for _ in ids]
     for eid, group in _by_episode(steps):
         r = row_of[eid]
         order = np.argsort(group["step_index"].to_numpy())
-        step_ns[r] = base[r] + np.round(group["timestamp"].to_numpy()[order] * _NS).astype(np.int64)
+        step_ns[r] = np.round(group["timestamp"].to_numpy()[order] * _NS).astype(np.int64)
     data = HistoryData(specs=specs, width=width, step_ns=step_ns)
     for k, spec in enumerate(specs):
         where = f"({sql_in('episode_id', ids)}) AND stream = {sql_quote(spec.stream)}"
@@ -228,9 +232,10 @@ def load_history(
                         "bool or trigger events"
                     )
                 v = np.asarray([1.0 if x in (None, "true") else 0.0 for x in ev.values], np.float64)[:, None]
-                per[r] = (ev.t_ns, v)
+                on_log = ev.t_ns == ev.log_ns if len(ev.log_ns) == len(ev) else np.ones(len(ev), bool)
+                per[r] = (_on_steps(ev.t_ns, metas[r], on_log), v)
             else:
-                per[r] = _numbers(list(sub.signals), spec, eid)
+                per[r] = _numbers(list(sub.signals), spec, eid, metas[r])
         if not per:
             raise ValueError(
                 f"history stream {spec.stream} is in none of the {len(ids)} packed episodes' records; "

@@ -2,9 +2,9 @@
 
 The steps are one rendition of an episode; the record (`signals`, `events`) is every message as
 recorded. The episode page plots each numeric stream from the record, not from the steps: every
-message at its own stamp, on the steps' time axis (step `timestamp` 0 is `t0_ns + window[0]` s
-of the episode metadata, so a message at `t_ns` is at `(t_ns - t0_ns) / 1e9 - window[0]` s),
-with the step ticks drawn over it.
+message at its own stamp, on the steps' time axis (`steps_seconds`: step `timestamp` 0 is 0; a
+log-clock stream beside header-stamped steps shifted by the measured transport latency), with
+the step ticks drawn over it.
 
 A browser cannot draw 600,000 points a stream, and needs no more than a few per pixel. So a
 stream is **decimated for display, never resampled**: the visible span is cut into `px`
@@ -33,8 +33,9 @@ from collections import OrderedDict
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 
-from robolake.lake import Lake, SignalPart, read_record, sql_quote
+from robolake.lake import Lake, SignalPart, read_record, sql_quote, steps_seconds
 from robolake.schemas.tables import schema_for_table
 
 __all__ = ["DEFAULT_PX", "MAX_MARKERS", "MAX_PX", "MAX_SERIES", "RecordSource"]
@@ -45,7 +46,6 @@ MAX_SERIES = 48  # columns of one stream sent (a 720-wide laser scan is not 720 
 MAX_MARKERS = 2000
 _EVENT_KINDS = ("bool", "enum", "string", "trigger")
 _CACHED = 16  # episodes whose metadata is kept
-_NS = 1e9
 
 
 class RecordSource:
@@ -69,11 +69,9 @@ class RecordSource:
         meta = json.loads(rows[0]["metadata"] or "{}") if rows else {}
         rec = meta.get("record")
         streams = rec.get("streams") if isinstance(rec, dict) else None
-        window = meta.get("window")
-        start = float(window[0]) if isinstance(window, list) and window else 0.0
         out = {
-            "t0_ns": int(meta.get("t0_ns") or 0),
-            "window_start_s": start,
+            "meta": meta,  # where step 0 sits on the record's clock (`steps_seconds`)
+            "origin_s": float(steps_seconds(np.zeros(1, np.int64), meta)[0]),  # -(step 0 on the record clock)
             "streams": streams if isinstance(streams, dict) else {},
         }
         with self._lock:
@@ -82,8 +80,8 @@ class RecordSource:
                 self._meta.popitem(last=False)
         return out
 
-    def _seconds(self, ep: dict[str, Any], t_ns: np.ndarray) -> np.ndarray:
-        return (np.asarray(t_ns, np.int64) - ep["t0_ns"]).astype(np.float64) / _NS - ep["window_start_s"]
+    def _seconds(self, ep: dict[str, Any], t_ns: np.ndarray, log_clock: bool | np.ndarray = False) -> np.ndarray:
+        return steps_seconds(t_ns, ep["meta"], log_clock=log_clock)
 
     def catalog(self, episode_id: str) -> dict[str, Any]:
         """What the page needs before it plots: the numeric streams (no values) and every event marker."""
@@ -96,7 +94,7 @@ class RecordSource:
         events = [n for n, st in ep["streams"].items() if isinstance(st, dict) and st.get("kind") in _EVENT_KINDS]
         return {
             "episode_id": episode_id,
-            "origin": {"t0_ns": ep["t0_ns"], "window_start_s": ep["window_start_s"]},
+            "origin": {"steps_zero_on_record_clock_s": -ep["origin_s"]},
             "streams": numeric,
             "events": self._markers(episode_id, ep, sorted(events)),
         }
@@ -105,11 +103,14 @@ class RecordSource:
         if not names or not self._lake.has_table("events"):
             return []
         t = self._lake.to_arrow(
-            "events", columns=["stream", "kind", "t_ns", "value"], where=f"episode_id = {sql_quote(episode_id)}"
+            "events",
+            columns=["stream", "kind", "t_ns", "log_ns", "value"],
+            where=f"episode_id = {sql_quote(episode_id)}",
         )
         streams = np.asarray(t.column("stream").to_pylist(), dtype=object)
         kinds = t.column("kind").to_pylist()
         stamps = np.asarray(t.column("t_ns").to_numpy(), dtype=np.int64)
+        on_log = np.asarray(pc.fill_null(t.column("log_ns"), -1).to_numpy(), dtype=np.int64) == stamps
         values = np.asarray(t.column("value").to_pylist(), dtype=object)
         out = []
         for name in names:
@@ -130,7 +131,7 @@ class RecordSource:
                     "kind": kind,
                     "count": int(rows.size),
                     "markers": int(idx.size),
-                    "t": self._seconds(ep, stamps[idx[:MAX_MARKERS]]).tolist(),
+                    "t": self._seconds(ep, stamps[idx[:MAX_MARKERS]], on_log[idx[:MAX_MARKERS]]).tolist(),
                     "value": [None if x is None else str(x) for x in values[idx[:MAX_MARKERS]]],
                 }
             )
@@ -161,7 +162,7 @@ class RecordSource:
         parts = read_record(
             self._lake.to_arrow("signals", where=where), schema_for_table("events").empty_table()
         ).signals
-        return _decimate(stream, parts, [self._seconds(ep, p.t_ns) for p in parts], px, start, end)
+        return _decimate(stream, parts, [self._seconds(ep, p.t_ns, p.clock == "log") for p in parts], px, start, end)
 
 
 def _columns(parts: tuple[SignalPart, ...]) -> list[tuple[int, str, str, int, np.ndarray]]:

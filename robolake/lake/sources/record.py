@@ -53,6 +53,8 @@ __all__ = [
     "gaps",
     "EVENT_KINDS",
     "record_notes",
+    "log_minus_header_ns",
+    "steps_seconds",
 ]
 
 _OVERHEAD = 200  # bytes a held message costs beyond its values (tuples, dicts), for the budget
@@ -646,3 +648,30 @@ def record_notes(record: Record, path: str, *, future_s: float = 1.0) -> list[st
         if bad:
             notes.append(f"{path}: {name}: {bad} of {len(t)} messages hold NaN/inf values; kept as recorded")
     return notes
+
+
+def log_minus_header_ns(record: Record) -> int | None:
+    """Median of (log time - header stamp) over the messages that carry both: how far the log
+    clock runs behind the stamps (transport latency), to place log-clock streams on a header axis."""
+    diffs = [p.log_ns - p.t_ns for p in record.signals if p.clock == "header" and len(p.log_ns) == len(p)]
+    if not diffs:
+        return None
+    return int(np.median(np.concatenate(diffs)))
+
+
+def steps_seconds(t_ns: np.ndarray, metadata: dict[str, Any], *, log_clock: bool | np.ndarray = False) -> np.ndarray:
+    """Record times on the steps' axis (seconds; step `timestamp` 0 is 0).
+
+    Step 0 sits at `t0_ns + source_time_offset_s` on the clock the steps were built on (the
+    episode metadata). Times on the log clock (`log_clock`: a stream's clock is `log`, or per
+    message an event whose `t_ns` is its `log_ns`) beside header-stamped steps are shifted by the
+    measured `record.log_minus_header_ns`, so that a flag logged with the transport latency
+    lands where the stamped streams put it.
+    """
+    origin = int(metadata.get("t0_ns", 0)) + int(round(float(metadata.get("source_time_offset_s", 0.0)) * 1e9))
+    t = np.asarray(t_ns, dtype=np.int64) - origin
+    steps_on_header = "header" in set((metadata.get("clock") or {}).values())
+    offset = (metadata.get("record") or {}).get("log_minus_header_ns")
+    if steps_on_header and offset is not None:
+        t = t - np.where(np.asarray(log_clock, dtype=bool), int(offset), 0)
+    return t.astype(np.float64) / 1e9

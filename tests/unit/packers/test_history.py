@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from robolake.lake import IngestConfig, Lake, ingest, read_record
+from robolake.lake import IngestConfig, Lake, ingest, read_record, steps_seconds
 from robolake.packers import HistorySpec, PackSpec, TokenLengthConfig, build_sample_index, parse_history
 from robolake.packers.materialize import materializer_for
 from robolake.testing.ros import Layout, write_ros2
@@ -51,9 +52,13 @@ def test_each_sample_holds_every_message_of_its_window(ft_lake: Path):
     (ft,) = rec.parts("/ft")
     h = idx.history
     assert h is not None
+    meta = json.loads(lake.episodes(columns=["metadata"])["metadata"][0].as_py())
+    assert ft.clock == "log" and meta["record"]["log_minus_header_ns"] == 3_000_000  # the writer's latency
+    on_steps = np.round(steps_seconds(ft.t_ns, meta, log_clock=True) * 1e9).astype(np.int64)
     s = 50
     t = int(h.step_ns[0][s])
-    want = int(((ft.t_ns > t - 50_000_000) & (ft.t_ns <= t)).sum())
+    assert t == round(lake.to_arrow("steps", columns=["timestamp"])["timestamp"][s].as_py() * 1e9)
+    want = int(((on_steps > t - 50_000_000) & (on_steps <= t)).sum())
     values, dt, ids = h.tokens(0, s)
     assert len(dt) == want == extra[s] and (dt <= 0).all() and (dt > -0.05).all() and (ids == 0).all()
     assert values.shape == (want, 16) and np.allclose(values[:, 6:], 0)

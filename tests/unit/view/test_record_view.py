@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from robolake.lake import IngestConfig, Lake, ingest, read_record
+from robolake.lake import IngestConfig, Lake, ingest, read_record, steps_seconds
 from robolake.testing.ros import Layout, write_ros2
 from robolake.view import ViewServer, create_app
 
@@ -80,7 +80,7 @@ def _stream(lake: Lake, eid: str, stream: str) -> tuple[np.ndarray, dict[str, np
     meta = json.loads(lake.episodes(columns=["metadata"])["metadata"][0].as_py())
     rec = read_record(lake.to_arrow("signals", where=f"stream = '{stream}'"), lake.to_arrow("events", where="false"))
     (part,) = rec.signals
-    t = (part.t_ns - meta["t0_ns"]) / 1e9 - meta["window"][0]
+    t = steps_seconds(part.t_ns, meta, log_clock=part.clock == "log")
     cols = {}
     for f, v in zip(part.fields, part.values, strict=True):
         for d in range(v.shape[1]):

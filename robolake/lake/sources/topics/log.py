@@ -45,7 +45,7 @@ from robolake.lake.sources.base import (
     content_hash,
 )
 from robolake.lake.sources.mapping import CameraMap, StreamMap
-from robolake.lake.sources.record import RecordBuilder, record_notes, stream_summary
+from robolake.lake.sources.record import RecordBuilder, log_minus_header_ns, record_notes, stream_summary
 from robolake.lake.sources.registry import SourceOptions
 from robolake.lake.sources.resample import (
     Stream,
@@ -478,6 +478,7 @@ class TopicLogReader:
         metadata["record"] = {
             "streams": stream_summary(kept_record),
             "source_bytes": builder.source_bytes,
+            "log_minus_header_ns": log_minus_header_ns(kept_record),
             **({"left_out": left_out} if left_out else {}),
         }
         metadata["composition"] = {"kind": "topics", "plan": plan.to_json(), "topics": topic_kinds(topics, plan)}
