@@ -15,8 +15,11 @@ button triggers; 20 s (6 s with `--quick`). Figures, each measured in this run o
 - `window`: reading 1 s of the 1 kHz stream from the lake over reading it from the source bag,
   paired, CPU seconds (both decode to arrays of the values).
 
-Packed vs padded tokens/s with stream histories belong to `pack --history`, which is not built
-yet; this benchmark says so rather than printing a figure.
+- `history`: a lake of the T265 rig and a contact rig (its force-torque sensor publishes only in
+  contact, a third of the time) streamed with `pack --history /ft=0.05 --history /gyro=0.1`
+  (every message of the 1 kHz and 200 Hz streams in a window before each sample, as tokens) into
+  batches of the tiny model, then training steps packed against the same batches padded
+  (`bench train`'s protocol: steps interleaved, tokens over CPU seconds), with the padding fraction.
 """
 
 from __future__ import annotations
@@ -51,18 +54,31 @@ def _extras(seconds: float) -> dict[str, Any]:
     }
 
 
+def _contact(seconds: float) -> dict[str, Any]:
+    """A rig whose force-torque sensor publishes only in contact (a third of the time, in bursts)."""
+    t = np.arange(int(seconds * 1000)) / 1000.0
+    touching = (np.floor(t / 0.4) % 3) == 1
+    return {
+        _FT: ("multiarray", [(x, np.cos(np.arange(6) + x)) for x in t[touching]]),
+        "/gyro": ("imu", [(x, np.arange(10) * 0.1 - x) for x in np.arange(int(seconds * 200)) / 200.0]),
+    }
+
+
 def _write(root: Path, seconds: float) -> Path:
+    """The T265 rig's recording (the figures below are of it) and, beside it, a contact rig's."""
     from robolake.testing.ros import Layout, write_ros2
 
     bag = root / "src" / "t265_rig"
     write_ros2(bag, Layout(seconds=seconds, joint_hz=100, cmd_hz=50, cam_hz=30, extra=_extras(seconds)))
+    write_ros2(root / "contact" / "contact_rig", Layout(seconds=seconds, seed=5, cam_hz=30, extra=_contact(seconds)))
     return bag
 
 
-def _ingest(src: Path, dest: Path, **config: Any) -> Any:
+def _ingest(src: Path, dest: Path, *, keep: bool = False, **config: Any) -> Any:
     from robolake.lake import IngestConfig, ingest
 
-    shutil.rmtree(dest, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(dest, ignore_errors=True)
     return ingest(str(src), str(dest), IngestConfig(execution="local", **config))
 
 
@@ -211,8 +227,67 @@ def run(quick: bool) -> dict[str, Any]:
             "same_values": bool(len(got_lake) == len(got_src) and np.array_equal(got_lake, got_src)),
             "note": "1 s of the 1 kHz stream: source-bag seconds over lake seconds",
         }
-        out["packed_vs_padded_with_history"] = {"measured": False, "why": "pack --history is not built yet"}
+        _ingest(root / "contact", root / "both")
+        _ingest(bag, root / "both", keep=True)
+        out["history"] = _history_training(root / "both", quick)
         return out
+
+
+def _history_training(lake_dir: Path, quick: bool) -> dict[str, Any]:
+    """Packed vs padded training steps on the lake's samples with native-rate stream history."""
+    import statistics
+
+    import torch
+
+    from robolake.bench.train import measure, two_clocks
+    from robolake.lake import Lake
+    from robolake.loaders import LoaderConfig, open_batches
+    from robolake.packers import HistorySpec, PackSpec, TokenLengthConfig
+    from robolake.training import ModelConfig
+    from robolake.training.sizing import size_model_config
+
+    spec = PackSpec(
+        algorithm="window",
+        max_tokens=1024,
+        tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0),
+        history=(HistorySpec(stream=_FT, seconds=0.05, field="data"), HistorySpec(stream="/gyro", seconds=0.1)),
+    )
+    base = ModelConfig.preset("tiny")
+    config = LoaderConfig(
+        image_size=base.image_size,
+        num_workers=0,
+        shuffle=True,
+        max_state_dim=32,
+        max_action_dim=32,
+        sequences_per_batch=4,
+    )
+    src = open_batches(Lake.open(str(lake_dir)), config, spec=spec)
+    model_config = size_model_config(base, src.layout)
+    every = list(src)  # one epoch (a few hundred sequences); the steps run on batches spread over it
+    want = 3 if quick else 6
+    batches = [every[i] for i in np.linspace(0, len(every) - 1, want).round().astype(int).tolist()]
+    padded = [b.to_padded() for b in batches]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        timing = measure(model_config, {"packed": batches, "padded": padded}, warmup=1, repeats=3 if quick else 5)
+    finally:
+        torch.set_num_threads(previous)
+    pad = statistics.mean(p.padding_fraction for p in padded)
+    speed = two_clocks(timing, "packed", "padded")
+    return {
+        "streams": [h.to_json() for h in spec.history],
+        "batches": len(batches),
+        "history_tokens_per_sample": statistics.mean(float(b.history_lengths.float().mean()) for b in batches),
+        "history_tokens_range": [
+            int(min(int(b.history_lengths.min()) for b in batches)),
+            int(max(int(b.history_lengths.max()) for b in batches)),
+        ],
+        "padding_fraction": pad,
+        "packed_tokens_per_cpu_s": timing["packed"]["effective_tokens_per_cpu_s"],
+        "padded_tokens_per_cpu_s": timing["padded"]["effective_tokens_per_cpu_s"],
+        "speedup_packed_vs_padded": speed,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -242,7 +317,20 @@ def main(argv: list[str] | None = None) -> None:
             ("align --fps 30 vs re-ingest (re-ingest / align)", spread(res["align"]["cpu"])),
             ("1 s window of 1 kHz: source / lake", spread(res["window"]["cpu"])),
             ("window values equal the source's", res["window"]["same_values"]),
-            ("packed vs padded with stream history", "not measured: pack --history is not built yet"),
+        ],
+    )
+    h = res["history"]
+    print_table(
+        "training with native-rate stream history (lake streamed with --history; tiny model, CPU)",
+        [
+            (
+                "history tokens per sample (min-max)",
+                f"{h['history_tokens_per_sample']:.1f} {h['history_tokens_range']}",
+            ),
+            ("padding fraction of the padded batches", f"{h['padding_fraction']:.3f}"),
+            ("packed tokens / CPU s", f"{h['packed_tokens_per_cpu_s']:.0f}"),
+            ("padded tokens / CPU s", f"{h['padded_tokens_per_cpu_s']:.0f}"),
+            ("packed / padded (CPU)", spread(h["speedup_packed_vs_padded"]["cpu"])),
         ],
     )
     write_json(args.json, res)
