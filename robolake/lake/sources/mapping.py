@@ -146,7 +146,9 @@ class SplitMap:
     Attributes:
         by: `file` (one episode per recording), `topic` (a boolean stream is true during an
             episode) or `gap` (a pause longer than `seconds` in the state stream ends one).
-        source: The boolean topic for `by: topic`.
+        source: The topic for `by: topic`: a boolean (true during an episode), a text topic (each
+            run of one label, a phase or subtask, is an episode) or triggers (`std_msgs/Empty`:
+            each starts an episode, which lasts until the next).
         seconds: The gap for `by: gap`.
     """
 
@@ -158,7 +160,9 @@ class SplitMap:
         if self.by not in ("file", "topic", "gap"):
             raise ValueError(f"split.by must be file, topic or gap, got {self.by!r}")
         if self.by == "topic" and not self.source:
-            raise ValueError("split {by: topic} needs 'source', the boolean topic that is true during an episode")
+            raise ValueError(
+                "split {by: topic} needs 'source': a boolean topic true during an episode, a label topic, or triggers"
+            )
         if self.by == "gap" and not (self.seconds and self.seconds > 0):
             raise ValueError("split {by: gap} needs 'seconds' > 0, the pause that ends an episode")
 

@@ -31,6 +31,7 @@ from robolake.lake.sources.topics.plan import (
     Plan,
     Recording,
     TopicInfo,
+    is_passive,
     resolve_plan,
     topic_roles,
 )
@@ -182,8 +183,7 @@ def describe_unit(reader: Any) -> dict[str, Any]:
         try:  # only the camera is missing: say what --state-only would take
             alt = resolve_plan(topics, reader.mapping, reader.root, state_only=True)
             roles = {
-                t: (r + " with --state-only" if not r.startswith("ignored") else r)
-                for t, r in topic_roles(topics, alt).items()
+                t: (r + " with --state-only" if not is_passive(r) else r) for t, r in topic_roles(topics, alt).items()
             }
         except SourceError:
             pass
@@ -191,9 +191,7 @@ def describe_unit(reader: Any) -> dict[str, Any]:
         for name, row in described.get("topics", {}).items():
             role = roles.get(name, "ignored")
             row["role"] = (
-                "ignored: its messages cannot be decoded (why below)"
-                if role.startswith("ignored") and row.get("error")
-                else role
+                "ignored: its messages cannot be decoded (why below)" if is_passive(role) and row.get("error") else role
             )
     out: dict[str, Any] = {"format": reader.format_name, "path": reader.root}
     if plan is not None:
@@ -243,9 +241,7 @@ def _suggested_roles(text: str, topics: dict[str, TopicInfo], path: str) -> dict
         plan = resolve_plan(topics, mapping_from_dict(yaml.safe_load(text), "the suggested mapping"), path)
     except (SourceError, ValueError, TypeError):
         return {}
-    return {
-        t: r if r.startswith("ignored") else f"{r} with --suggest-map" for t, r in topic_roles(topics, plan).items()
-    }
+    return {t: r if is_passive(r) else f"{r} with --suggest-map" for t, r in topic_roles(topics, plan).items()}
 
 
 def _q(text: str) -> str:

@@ -330,15 +330,14 @@ class TopicLogReader:
                         rec.path,
                         f"split topic {split.source} is not in this recording; topics: {sorted(topics)}",
                     )
+                kind = rm.kind_of(topics[src].msgtype)
+                if kind == rm.STRING or rm.short_type(topics[src].msgtype).endswith("/Empty"):
+                    yield from self._event_windows(rec, src, kind == rm.STRING)
+                    return
                 flags: list[tuple[int, bool]] = []
                 for _, log_ns, raw in rec.messages([src]):
                     msg = rec.decode(src, raw)
-                    flags.append(
-                        (
-                            log_ns,
-                            bool(rm.to_vector(msg, "data" if rm.kind_of(topics[src].msgtype) == rm.BOOL else None)[0]),
-                        )
-                    )
+                    flags.append((log_ns, bool(rm.to_vector(msg, "data" if kind == rm.BOOL else None)[0])))
                 if not flags:
                     raise SourceError("empty", rec.path, f"split topic {src} has no messages")
                 start: int | None = None
@@ -362,6 +361,21 @@ class TopicLogReader:
                         yield (begin, a + 1)
                         begin = b
                 yield (begin, times[-1] + 1)
+
+    @staticmethod
+    def _event_windows(rec: Recording, src: str, labels: bool) -> Iterator[tuple[int, int]]:
+        """Episodes cut by events: each trigger (an empty message) starts one, which lasts until the
+        next; with `labels` (a phase or subtask text topic), each run of one label is one episode."""
+        marks: list[tuple[int, str]] = []
+        for _, log_ns, raw in rec.messages([src]):
+            text = str(rm.get_field(rec.decode(src, raw), "data")) if labels else ""
+            if not marks or not labels or text != marks[-1][1]:
+                marks.append((log_ns, text))
+        if not marks:
+            raise SourceError("empty", rec.path, f"split topic {src} has no messages")
+        ends = [m[0] for m in marks[1:]] + [2**63 - 1]
+        for (start, _), end in zip(marks, ends, strict=True):
+            yield (start, end)
 
     def _check_ref(self, ref: EpisodeRef) -> None:
         problem = ref.get("problem")

@@ -36,6 +36,7 @@ __all__ = [
     "Plan",
     "resolve_plan",
     "topic_roles",
+    "is_passive",
     "topic_key",
     "slice_name",
     "COMMAND_PATTERN",
@@ -303,16 +304,27 @@ def topic_roles(topics: dict[str, TopicInfo], plan: Plan | None, why_no_plan: st
             else:
                 roles[name] = "ignored: image topic not mapped (add it under cameras:)"
         elif info.kind == rm.TF:
-            roles[name] = "ignored: TF (map a frame: {source: " + name + ", child_frame: FRAME})"
+            roles[name] = "in the record only: TF (in the steps: {source: " + name + ", child_frame: FRAME})"
         elif info.kind in (rm.JOINT_STATE, rm.NUMERIC):
-            roles[name] = "ignored: numeric, not mapped (add it under state: or action:)"
+            roles[name] = (
+                "in the record only: numeric, not in the steps (add it under state: or action:, or give samples "
+                "its history with pack --history)"
+            )
         elif info.kind == rm.STRING:
-            roles[name] = "ignored: text, not named like an instruction (task_from: to use it)"
+            roles[name] = "event (text), not named like an instruction (task_from: to use it)"
         elif info.kind == rm.BOOL:
-            roles[name] = "ignored: boolean (split: {by: topic, source: ...} to cut episodes on it)"
+            roles[name] = "event (flag); split: {by: topic, source: ...} cuts episodes on it"
         else:
-            roles[name] = "ignored"
+            roles[name] = "in the record only"
     return roles
+
+
+PASSIVE_ROLES = ("ignored", "in the record only", "event", "not ingested")  # roles where no mapping option applies
+
+
+def is_passive(role: str) -> bool:
+    """Whether a topic's role leaves it out of the steps (so no `with --suggest-map` applies to it)."""
+    return role.startswith(PASSIVE_ROLES)
 
 
 def _default_cameras(topics: dict[str, TopicInfo], notes: list[str], state_only: bool) -> tuple[CameraMap, ...]:

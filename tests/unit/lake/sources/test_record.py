@@ -149,3 +149,30 @@ def test_a_lake_of_records_compacts(tmp_path: Path):
     lake = Lake.open(str(tmp_path / "lake"))
     assert len(lake.dataset("signals").get_fragments()) == 1 and len(lake.dataset("events").get_fragments()) == 1
     assert read_record(lake.to_arrow("signals"), lake.to_arrow("events")).counts() == before
+
+
+def test_events_split_episodes_labels_and_triggers(tmp_path: Path):
+    from robolake.lake import mapping_from_dict
+
+    extra = {
+        "/phase": ("string", [(0.05, "reach"), (0.3, "reach"), (0.4, "grasp"), (0.7, "lift")]),
+        "/take": ("empty", [(0.1, None), (0.55, None)]),
+    }
+    write_ros2(tmp_path / "src" / "rig", Layout(seconds=1.0, extra=extra))
+    by_label = mapping_from_dict(
+        {
+            "state": ["/joint_states"],
+            "action": ["/arm/joint_command"],
+            "split": {"by": "topic", "source": "/phase"},
+            "task_from": "/phase",
+        }
+    )
+    res = ingest(str(tmp_path / "src"), str(tmp_path / "a"), IngestConfig(execution="local", mapping=by_label))
+    assert res.ingested == 3  # reach (two messages, one run), grasp, lift
+    tasks = sorted(Lake.open(str(tmp_path / "a")).episodes(columns=["task"])["task"].to_pylist())
+    assert tasks == ["grasp", "lift", "reach"]
+    by_trigger = mapping_from_dict(
+        {"state": ["/joint_states"], "action": ["/arm/joint_command"], "split": {"by": "topic", "source": "/take"}}
+    )
+    res = ingest(str(tmp_path / "src"), str(tmp_path / "b"), IngestConfig(execution="local", mapping=by_trigger))
+    assert res.ingested == 2
