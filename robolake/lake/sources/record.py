@@ -161,12 +161,24 @@ class Record:
 # --- messages to leaves ------------------------------------------------------------------------
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}  # message class -> its field names (None: not a structure)
+
+
 def _children(obj: Any) -> list[tuple[str, Any]] | None:
     if isinstance(obj, dict):
         return [(str(k), v) for k, v in obj.items()]
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj) if not f.name.startswith("__")]
-    return None
+    cls = type(obj)
+    names = _FIELD_NAMES.get(cls, ())
+    if names == ():
+        names = (
+            tuple(f.name for f in dataclasses.fields(obj) if not f.name.startswith("__"))
+            if dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+            else None
+        )
+        _FIELD_NAMES[cls] = names
+    if names is None:
+        return None
+    return [(n, getattr(obj, n)) for n in names]
 
 
 def flatten_message(msg: Any) -> tuple[list[tuple[str, np.ndarray, bool]], dict[str, Any]]:
