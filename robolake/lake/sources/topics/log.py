@@ -13,9 +13,11 @@ topic becomes vectors in `topic_streams`; `topic_inspect` describes a unit for `
 
 Work is split the way ingest runs it. `discover` (driver) opens each recording only to find its
 episode windows: for `split: {by: gap}` and `{by: topic}` it reads log times and a boolean topic,
-never the big messages. `read_tabular` (worker) decodes the numeric topics of one window, hashes
-the camera messages' bytes (so a re-ingest recognises the episode before any image decode) and
-resamples (`resample.align`). `read_frames` reads the camera topics again and picks the latest frame
+never the big messages. `read_tabular` (worker) decodes every topic of one window into the
+episode's record (`sources.record`: each message as recorded, images aside), hashes the camera
+messages' bytes (so a re-ingest recognises the episode before any image decode) and derives the
+steps from the record (`topics.render`, the function `robolake align` runs later); ingest's first
+pass, which only decides the content hash, reads just the topics the steps need. `read_frames` reads the camera topics again and picks the latest frame
 at or before each tick from their header stamps (read from the serialized bytes), in one pass
 with one message of lookahead, and decodes only the frames that land: CompressedImage bytes
 pass through unchanged, raw Images are encoded once per message, not once per tick.
