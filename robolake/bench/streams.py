@@ -248,6 +248,7 @@ def _history_training(lake_dir: Path, quick: bool) -> dict[str, Any]:
 
     spec = PackSpec(
         algorithm="window",
+        window=64,  # a small window mixes lengths in a sequence as a padded loader's random batches do
         max_tokens=1024,
         tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0),
         history=(HistorySpec(stream=_FT, seconds=0.05, field="data"), HistorySpec(stream="/gyro", seconds=0.1)),
