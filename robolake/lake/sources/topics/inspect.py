@@ -31,12 +31,13 @@ from robolake.lake.sources.topics.plan import (
     Plan,
     Recording,
     TopicInfo,
+    is_metadata,
     is_passive,
     resolve_plan,
     topic_roles,
 )
 
-__all__ = ["DECODE_CAP", "describe_recording", "describe_unit", "suggest_mapping"]
+__all__ = ["CANNOT_INGEST", "DECODE_CAP", "describe_recording", "describe_unit", "suggest_mapping"]
 
 DECODE_CAP = 5000
 _NS = 1_000_000_000
@@ -67,6 +68,9 @@ def first_look(rec: Recording, topic: str, info: TopicInfo, raw: Any) -> dict[st
         if info.kind == rm.JOINT_STATE:
             out["joints"] = [str(n) for n in rm.get_field(msg, "name")]
             out["shape"] = [len(out["joints"])]
+            if not out["joints"]:  # positions without names: read by index
+                out["shape"] = [int(rm.to_vector(msg, "position").shape[0])]
+                out["note"] = "the messages name no joints: the positions are taken by index"
         elif info.kind == rm.COMPRESSED_IMAGE:
             data, codec = rm.compressed_image(msg)
             out["shape"], out["codec"] = list(rm.image_size(data)), codec
@@ -244,6 +248,23 @@ def _suggested_roles(text: str, topics: dict[str, TopicInfo], path: str) -> dict
     return {t: r if is_passive(r) else f"{r} with --suggest-map" for t, r in topic_roles(topics, plan).items()}
 
 
+CANNOT_INGEST = "# cannot be ingested as suggested:"
+
+
+def _why_no_state(topics: dict[str, TopicInfo]) -> str:
+    """The first line of a suggestion with no state: an episode needs a state stream, and none is here."""
+    cams = [t for t in sorted(topics) if topics[t].kind in (rm.IMAGE, rm.COMPRESSED_IMAGE)]
+    return (
+        "no topic here holds the robot's state (numbers at a rate); a lake episode needs one"
+        + (
+            f", and this recording holds cameras only ({', '.join(cams[:4])}{' ...' if len(cams) > 4 else ''})"
+            if cams
+            else ""
+        )
+        + ": name a state topic under `state:` (a JointState, a pose, odometry), or record one with the cameras"
+    )
+
+
 def _q(text: str) -> str:
     return json.dumps(text)  # a JSON string is a YAML string, whatever the topic holds
 
@@ -288,6 +309,8 @@ def suggest_mapping(
         if topics[t].kind in (rm.JOINT_STATE, rm.NUMERIC)
         and rows.get(t, {}).get("count", 0)
         and "error" not in rows.get(t, {})
+        and (rows[t].get("shape") or [0])[0] > 0  # a vector to take: not a message of text only
+        and not is_metadata(topics[t])
     ]
     candidates: list[tuple[dict[str, Any], str]] = []
     for t in numeric:
@@ -298,7 +321,7 @@ def suggest_mapping(
             s["field"] = rows[t]["default_field"]
         candidates.append((s, _what(rows[t])))
     for t in sorted(topics):
-        if topics[t].kind == rm.TF:
+        if topics[t].kind == rm.TF and not is_metadata(topics[t]):
             candidates += _tf_streams(t, rows.get(t, {}))
     if plan is not None:
         state = [
@@ -333,10 +356,12 @@ def suggest_mapping(
         )
         cameras = {c.name: c.source for c in plan.cameras}
     else:
-        states = [
+        states = [  # a stream whose rate can be told: two messages or more, at different times
             c
             for c in candidates
-            if not COMMAND_PATTERN.search(c[0]["source"]) and rows.get(c[0]["source"], {}).get("count", 0) > 1
+            if not COMMAND_PATTERN.search(c[0]["source"])
+            and rows.get(c[0]["source"], {}).get("count", 0) > 1
+            and rows[c[0]["source"]].get("rate_hz", 0) > 0
         ]
         states.sort(
             key=lambda c: (
@@ -364,6 +389,8 @@ def suggest_mapping(
         f"# mapping suggested by `robolake inspect` for {path}",
         "# edit it, then: robolake ingest SRC LAKE --map THIS_FILE   (README: Raw logs in)",
     ]
+    if not state:
+        lines.insert(0, f"{CANNOT_INGEST} {_why_no_state(topics)}")
     if tag:
         lines.append(f"embodiment: {_q(tag)}")
     else:
@@ -400,7 +427,7 @@ def suggest_mapping(
         lines.append('task: ""                             # the instruction (or task_from: /a/string/topic)')
     stamped = bool(state) and rows.get(str(state[0]["source"]), {}).get("header_stamp")
     lines.append(
-        f"clock: {'header' if stamped or not state else 'log'}"
+        f"clock: {'header' if stamped else 'log'}"
         f"                        # {'header stamps' if stamped else 'no header stamps: log (receive) time'}"
     )
     if state and state[0]["source"] in rows:

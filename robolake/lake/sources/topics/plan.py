@@ -41,10 +41,21 @@ __all__ = [
     "slice_name",
     "COMMAND_PATTERN",
     "TASK_PATTERN",
+    "is_metadata",
 ]
 
 COMMAND_PATTERN = re.compile(r"(command|cmd|action|target|goal|setpoint)", re.IGNORECASE)
 TASK_PATTERN = re.compile(r"(instruction|task|prompt|language)", re.IGNORECASE)
+# what describes the recording rather than the robot: device info (RealSense's `/device_0/info`,
+# KeyValue), calibration (`camera_info`), static transforms, diagnostics, logs, parameters
+_METADATA_TOPIC = re.compile(
+    r"(^|/)(info|camera_info|tf_static|diagnostics\w*|rosout\w*|parameter_events|file_version|metadata|"
+    r"robot_description|options?)(/|$)",
+    re.IGNORECASE,
+)
+_METADATA_TYPE = re.compile(
+    r"/(KeyValue|Diagnostic\w*|CameraInfo|StreamInfo|ImuInfo|Extrinsics|Log|ParameterEvent|Clock)$"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,6 +278,12 @@ def resolve_plan(topics: dict[str, TopicInfo], mapping: Mapping | None, path: st
     return plan
 
 
+def is_metadata(info: TopicInfo) -> bool:
+    """Whether a topic describes the recording (device info, calibration, static transforms,
+    diagnostics, logs) rather than the robot's motion: never a state or an action by default."""
+    return bool(_METADATA_TOPIC.search(info.name) or _METADATA_TYPE.search(rm.short_type(info.msgtype)))
+
+
 def topic_roles(topics: dict[str, TopicInfo], plan: Plan | None, why_no_plan: str = "") -> dict[str, str]:
     """What an ingest does with each topic, and why, in a few words (for `robolake inspect`)."""
     roles: dict[str, str] = {}
@@ -294,6 +311,8 @@ def topic_roles(topics: dict[str, TopicInfo], plan: Plan | None, why_no_plan: st
             roles[name] = f"not ingested: {why_no_plan}" if why_no_plan else "not ingested"
         elif info.count == 0:
             roles[name] = "ignored: no messages"
+        elif is_metadata(info) and info.kind not in (rm.IMAGE, rm.COMPRESSED_IMAGE):
+            roles[name] = "in the record only: metadata (device info, calibration, static TF, diagnostics)"
         elif info.kind in (rm.IMAGE, rm.COMPRESSED_IMAGE):
             if info.count == 1:
                 roles[name] = "ignored: a single image (a camera needs two frames or more)"

@@ -36,6 +36,9 @@ class NumericStream:
     group becomes its own stream (resampled on its own times), and the groups' columns are put
     back in `names` order after alignment.
 
+    A JointState whose messages leave `name` empty (some drivers publish positions only) is
+    read by index: every value of the field, in the order published.
+
     A TF topic carries the transforms of many frames, each message some of them: the stream
     takes the transform of its `child_frame` from the messages holding it, stamped by that
     transform's own header, and skips the others. An indexed path (`transforms.0.transform`)
@@ -115,6 +118,9 @@ class NumericStream:
                 self.field = self.s.field or "transform"
         if self.info.kind == rm.JOINT_STATE and not (self.field and "." in self.field):  # `position.1`: one value
             have = tuple(rm.get_field(msg, "name"))
+            if not have and self.s.names is None and not self.names:
+                self.names = ()  # a driver that leaves `name` empty: its joints by index, all of them
+                return rm.to_vector(msg, self.field or "position"), (), stamped
             if self.names is None:
                 self.names = have
             if self.s.names is None and set(have) != set(self.names):
