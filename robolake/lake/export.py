@@ -548,6 +548,7 @@ def _segment(stream: StreamIndex, cells: list[bytes], config: ExportConfig) -> E
         and stream.codec in REMUX_CODECS
         and stream.params.get("pix_fmt") == "yuv420p"
         and not len(stream.extra)
+        and not stream.repeats.any()  # a frame shown on several steps (a video topic): re-encode
         and bool(stream.packet_key[0])
     )
     if not fits:

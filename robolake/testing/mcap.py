@@ -8,7 +8,8 @@ The same teleop rig as `robolake.testing.ros` (joints 100 Hz, commands 50 Hz, a 
   are serialized by rosbags, the writer takes them through the `_type` / `_full_text` /
   `serialize` interface of genpy messages.
 - `write_mcap_protobuf`: Foxglove-style protobuf, written with `mcap-protobuf-support`'s
-  writer (`FileDescriptorSet` schemas): `foxglove.CompressedImage` / `foxglove.RawImage` and a
+  writer (`FileDescriptorSet` schemas): `foxglove.CompressedImage` / `foxglove.RawImage` /
+  `foxglove.CompressedVideo` (a `video` topic of `Layout.extra`) and a
   stack's own `robot.JointState` / `robot.JointCommand`, built at run time from descriptors
   (no generated code).
 - `write_mcap_mixed`: one file with JSON joint states, ROS 1 commands and a protobuf camera.
@@ -67,7 +68,8 @@ def write_mcap_ros1(path: Path, layout: Layout) -> Recorded:
 
 
 def protobuf_types() -> dict[str, Any]:
-    """Message classes `foxglove.CompressedImage`, `foxglove.RawImage`, `robot.JointState`, `robot.JointCommand`,
+    """Message classes `foxglove.CompressedImage`, `foxglove.RawImage`, `foxglove.CompressedVideo`,
+    `robot.JointState`, `robot.JointCommand`,
     `robot.Instruction`, built from descriptors at run time."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
@@ -81,6 +83,12 @@ def protobuf_types() -> dict[str, Any]:
                 ("frame_id", 4, F.TYPE_STRING),
                 ("data", 2, F.TYPE_BYTES),
                 ("format", 3, F.TYPE_STRING),
+            ],
+            "CompressedVideo": [
+                ("timestamp", 1, "ts"),
+                ("frame_id", 2, F.TYPE_STRING),
+                ("data", 3, F.TYPE_BYTES),
+                ("format", 4, F.TYPE_STRING),
             ],
             "RawImage": [
                 ("timestamp", 1, "ts"),
@@ -143,6 +151,9 @@ def _protobuf_message(types: dict[str, Any], topic: str, stamp_ns: int, payload:
         )
     elif kind == "string":
         return types["robot.Instruction"](data=value)
+    elif kind == "video":
+        fmt, data = value
+        msg = types["foxglove.CompressedVideo"](frame_id="camera", data=data, format=fmt)
     else:
         raise ValueError(kind)
     msg.timestamp.seconds, msg.timestamp.nanos = ts["seconds"], ts["nanos"]

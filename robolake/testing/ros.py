@@ -4,8 +4,10 @@ These write real recordings (rosbags' rosbag2 and rosbag1 writers, the `mcap` wr
 tests, benchmarks and demos. The layout is what a teleop rig records: joints at 100 Hz
 (`/joint_states`, 3 joints, header stamps with jitter), a command topic at 50 Hz
 (`/arm/joint_command`, JointState), a camera at 15 fps (`/wrist/image_raw/compressed` JPEG, or
-raw `/top/image_raw` rgb8). Values are smooth known functions of the header time, and every
-writer returns what it `Recorded`, so a test can recompute the resampled episode exactly.
+raw `/top/image_raw` rgb8; a `video` topic among `Layout.extra`, from `testing.video`, is a
+`foxglove_msgs/msg/CompressedVideo` / `foxglove.CompressedVideo` camera). Values are smooth
+known functions of the header time, and every writer returns what it `Recorded`, so a test can
+recompute the resampled episode exactly.
 `Layout`'s bad-input knobs (a NaN, a clock jump, a joint that appears, frames that change size,
 a camera that never overlaps, pauses) write the recordings ingest must quarantine or split.
 """
@@ -262,6 +264,11 @@ def _ros_msg(ts: Any, ros2: bool, stamp_ns: int, payload: tuple[str, Any]) -> tu
             linear_acceleration=V(x=v[7], y=v[8], z=v[9]),
             linear_acceleration_covariance=np.full(9, 0.1),
         )
+    if kind == "video":  # (format, packet): one message of a foxglove CompressedVideo camera
+        fmt, data = value
+        return "foxglove_msgs/msg/CompressedVideo", T["foxglove_msgs/msg/CompressedVideo"](
+            timestamp=stamp, frame_id="camera", data=np.frombuffer(data, np.uint8), format=fmt
+        )
     if kind.startswith("custom:"):  # ("custom:<type>", message builder taking the typestore)
         return kind.split(":", 1)[1], value(ts, header)
     raise ValueError(kind)
@@ -279,9 +286,12 @@ def write_ros2(
     """A ROS 2 bag directory written by rosbags' rosbag2 Writer (`compression`: None, message or file, zstd)."""
     from rosbags.rosbag2 import Writer
     from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
-    from rosbags.typesys import Stores, get_typestore
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    from robolake.testing.video import COMPRESSED_VIDEO_MSG
 
     ts = get_typestore(Stores.LATEST)
+    ts.register(get_types_from_msg(COMPRESSED_VIDEO_MSG, "foxglove_msgs/msg/CompressedVideo"))
     if custom_types:
         ts.register(custom_types)
     msgs, rec = _messages(layout)
@@ -374,6 +384,16 @@ JSON_SCHEMAS = {
         },
     },
     "robot.Instruction": {"type": "object", "title": "robot.Instruction", "properties": {"data": {"type": "string"}}},
+    "foxglove.CompressedVideo": {
+        "type": "object",
+        "title": "foxglove.CompressedVideo",
+        "properties": {
+            "timestamp": {"type": "object"},
+            "frame_id": {"type": "string"},
+            "data": {"type": "string", "contentEncoding": "base64"},
+            "format": {"type": "string"},
+        },
+    },
 }
 
 
@@ -436,6 +456,10 @@ def write_mcap_json(path: Path, layout: Layout, *, profile: str = "", foreign_to
             elif kind == "string":
                 body = {"data": value}
                 cid = channel(topic, "robot.Instruction")
+            elif kind == "video":
+                fmt, data = value
+                body = {"timestamp": ts, "frame_id": "camera", "data": base64.b64encode(data).decode(), "format": fmt}
+                cid = channel(topic, "foxglove.CompressedVideo")
             else:
                 raise ValueError(kind)
             w.add_message(

@@ -31,6 +31,15 @@ most a GOP) are kept in its `streams` row as extra packets (step -1), so that ev
 decodes alone and deleting, selecting or merging episodes never breaks another's frames. It is
 the one place a packet is held twice, and files whose episodes start on keyframes (LeRobot's
 and robolake's writers force one) have none.
+
+Steps that repeat a frame (topic logs). A camera logged as video messages (`CompressedVideo`
+in a bag or MCAP file) is sampled onto the steps' ticks: a step shows the latest frame at or
+before it, so a camera slower than the ticks shows one frame on several steps, and a faster one
+has frames no step shows. The latter are extra packets (step -1, kept once in the `streams`
+row: later frames need them). The former are *repeat* entries: an entry right after the packet
+whose frame it repeats, with that packet's pts; it is never fed to the decoder, its media row
+holds no bytes, and its step gets the frame its packet decodes to. Real packets never share a
+pts (frames are matched to steps by it), so the pts alone marks a repeat.
 """
 
 from __future__ import annotations
@@ -140,6 +149,19 @@ class StreamIndex:
             )
         if not np.array_equal(np.sort(owned), np.arange(len(owned))):
             raise ValueError("stream index does not give every step exactly one packet; the streams row is damaged")
+        rep = self.repeats
+        if rep.any() and (bool((self.packet_key & rep).any()) or bool((self.packet_step[rep] < 0).any())):
+            raise ValueError(
+                "stream index has a repeat entry that is a keyframe or an extra; the streams row is damaged"
+            )
+
+    @cached_property
+    def repeats(self) -> np.ndarray:
+        """bool [P]: entries that repeat the frame of the entry before them (same pts; see the essay)."""
+        out = np.zeros(len(self.packet_pts), dtype=bool)
+        if len(out) > 1:
+            out[1:] = self.packet_pts[1:] == self.packet_pts[:-1]
+        return out
 
     @property
     def num_steps(self) -> int:
@@ -238,10 +260,11 @@ class StreamIndex:
         )
 
     def owned_steps(self, runs: Sequence[Run]) -> list[int]:
-        """Steps whose media rows the runs feed (their packets), ascending."""
+        """Steps whose media rows the runs feed (their packets; repeats feed none), ascending."""
         if not runs:
             return []
         idx = np.concatenate([np.arange(r.start, r.end + 1) for r in runs])
+        idx = idx[~self.repeats[idx]]
         st = self.packet_step[idx]
         return np.unique(st[st >= 0]).tolist()
 
@@ -371,10 +394,15 @@ def decode_runs(index: StreamIndex, runs: Sequence[Run], packet: Callable[[int],
     ctx = _decoder(index)
     skippable = index.decoder in _SKIP_SAFE
     pts, dts, key, step_of = index.packet_pts, index.packet_dts, index.packet_key, index.packet_step
+    repeat = index.repeats
     for run in runs:
-        want = {int(pts[index.step_packet[s]]): s for s in run.steps}
+        want: dict[int, list[int]] = {}
+        for s in run.steps:
+            want.setdefault(int(pts[index.step_packet[s]]), []).append(s)
         ctx.flush_buffers()
         for i in range(run.start, run.end + 1):
+            if repeat[i]:
+                continue  # its frame is the one of the packet before it
             st = int(step_of[i])
             data = packet(st) if st >= 0 else index.extra[int(index.extra_of[i])]
             p = av.Packet(data)
@@ -384,8 +412,7 @@ def decode_runs(index: StreamIndex, runs: Sequence[Run], packet: Callable[[int],
             if skippable:
                 ctx.skip_frame = "DEFAULT" if int(pts[i]) in want else "NONREF"
             for frame in ctx.decode(p):
-                s = want.pop(frame.pts, None) if frame.pts is not None else None
-                if s is not None:
+                for s in want.pop(frame.pts, ()) if frame.pts is not None else ():
                     yield s, frame
             if not want:
                 break
@@ -393,11 +420,10 @@ def decode_runs(index: StreamIndex, runs: Sequence[Run], packet: Callable[[int],
             if skippable:
                 ctx.skip_frame = "DEFAULT"
             for frame in ctx.decode(None):
-                s = want.pop(frame.pts, None) if frame.pts is not None else None
-                if s is not None:
+                for s in want.pop(frame.pts, ()) if frame.pts is not None else ():
                     yield s, frame
         if want:
-            missing = sorted(want.values())
+            missing = sorted(s for steps in want.values() for s in steps)
             raise ValueError(
                 f"{index.codec} packets {run.start}..{run.end} did not decode to the frames of steps {missing[:5]}; "
                 "the media rows or the streams row are damaged: run `robolake check` and re-ingest the episode"

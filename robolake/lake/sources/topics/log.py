@@ -17,10 +17,12 @@ never the big messages. `read_tabular` (worker) decodes every topic of one windo
 episode's record (`sources.record`: each message as recorded, images aside), hashes the camera
 messages' bytes (so a re-ingest recognises the episode before any image decode) and derives the
 steps from the record (`topics.render`, the function `robolake align` runs later); ingest's first
-pass, which only decides the content hash, reads just the topics the steps need. `read_frames` reads the camera topics again and picks the latest frame
+pass, which only decides the content hash, reads just the topics the steps need. `read_frames`
+reads the camera topics again and picks the latest frame
 at or before each tick from their header stamps (read from the serialized bytes), in one pass
 with one message of lookahead, and decodes only the frames that land: CompressedImage bytes
-pass through unchanged, raw Images are encoded once per message, not once per tick.
+pass through unchanged, raw Images are encoded once per message, not once per tick. A
+`CompressedVideo` camera is a recorded video (`topics.video`): its packets, by the same rule.
 
 Episode windows are spans of log time; the clock used for resampling can be the header stamps.
 """
@@ -70,6 +72,7 @@ from robolake.lake.sources.topics.streams import (
     nice_rate,
     robust_rate,
 )
+from robolake.lake.sources.topics.video import read_video
 from robolake.schemas.embodiment import EmbodimentSpec
 
 __all__ = ["TopicInfo", "Recording", "TopicLogReader"]
@@ -541,7 +544,8 @@ class TopicLogReader:
         for name, info in topics.items():
             if info.kind in (rm.IMAGE, rm.COMPRESSED_IMAGE):
                 if name not in {c.source for c in plan.cameras}:
-                    left[name] = "image topic not mapped as a camera"
+                    what = "video" if rm.is_video(info.msgtype) else "image"
+                    left[name] = f"{what} topic not mapped as a camera"
                 continue
             if patterns is not None and name not in mapped and not any(fnmatch.fnmatchcase(name, p) for p in patterns):
                 left[name] = "not matched by --streams"
@@ -585,8 +589,25 @@ class TopicLogReader:
         t0 = int(episode.metadata["t0_ns"])
         ticks = np.asarray(episode.timestamps, dtype=np.float64)
         with self.open_recording(paths) as rec:
-            kinds = {t: info.kind for t, info in rec.topics().items()}
+            topics = rec.topics()
+            kinds = {t: info.kind for t, info in topics.items()}
             for cam in self._plan().cameras:
+                if rm.is_video(topics[cam.source].msgtype):
+                    notes: list[str] = []
+                    yield dataclasses.replace(
+                        read_video(
+                            rec,
+                            cam,
+                            window=(start_ns, stop_ns),
+                            ticks=ticks,
+                            t0_ns=t0,
+                            header_clock=self._plan().clock == "header",
+                            notes=notes,
+                        ),
+                        camera=cam.name,
+                    )
+                    episode.metadata.setdefault("notes", []).extend(notes)
+                    continue
                 # One pass with one message of lookahead: message i is the latest at or before some
                 # tick iff a tick falls in [stamp_i, stamp_i+1) (the first also takes earlier ticks,
                 # the last every later one), the rule of `resample_latest`, checked below.

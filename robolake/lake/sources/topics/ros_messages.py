@@ -21,11 +21,16 @@ messages decoded by rosbags (dataclass-like objects) and for JSON messages (dict
 - `std_msgs` Float32/Float64/Int*/Bool/*MultiArray: `data`.
 - Anything else: the dotted `field` the mapping names, or all numeric fields flattened (the
   header skipped), so custom types whose definitions the bag carries work without code.
+- `foxglove_msgs/CompressedVideo` (ROS 2) and `foxglove.CompressedVideo` (protobuf, JSON): one
+  h264/h265/AV1/VP9 packet a message, its codec in `format` (`compressed_video`). A camera like a
+  `CompressedImage` (kind COMPRESSED_IMAGE: its bytes pass through), kept as a recorded video
+  (`topics.video`), never decoded into images.
 - `sensor_msgs/Image`: raw pixels (rgb8, bgr8, mono8, rgba8, bgra8, mono16, 8UC1/8UC3) to an RGB
   array, which the reader encodes once as JPEG; `CompressedImage`: the JPEG/PNG bytes as
   recorded, never re-encoded (the codec is read from the bytes, not from the free-text `format`).
 
-Time stamps: `header.stamp` when a message has one, else the log (receive) time. For image
+Time stamps: `header.stamp` when a message has one (or a top-level `timestamp`, the foxglove
+schemas' field), else the log (receive) time. For image
 topics the stamp is read straight from the serialized bytes (the header is the first field of a
 ROS Image/CompressedImage), so deciding which frame lands on which tick never decodes pixels.
 """
@@ -56,6 +61,8 @@ __all__ = [
     "raw_header_stamp_ns",
     "image_rgb",
     "compressed_image",
+    "compressed_video",
+    "is_video",
     "sniff_image",
     "image_size",
     "camera_name",
@@ -91,7 +98,7 @@ def kind_of(msgtype: str) -> str:
     base = name.rsplit("/", 1)[-1]
     if name == "sensor_msgs/JointState" or base == "JointState":
         return JOINT_STATE
-    if name == "sensor_msgs/CompressedImage" or base == "CompressedImage":
+    if name == "sensor_msgs/CompressedImage" or base in ("CompressedImage", "CompressedVideo"):
         return COMPRESSED_IMAGE
     if name == "sensor_msgs/Image" or base in ("Image", "RawImage"):
         return IMAGE
@@ -264,13 +271,16 @@ def _stamp_ns(stamp: Any) -> int | None:
 
 
 def header_stamp_ns(msg: Any) -> int | None:
-    """`header.stamp` in ns (or a JSON message's top-level `timestamp` {sec, nsec}); None if absent or zero."""
+    """`header.stamp` in ns, or a top-level `timestamp` (JSON {sec, nsec}, protobuf {seconds, nanos}, a
+    ROS Time: the foxglove schemas); None if absent or zero."""
     header = msg.get("header") if isinstance(msg, dict) else getattr(msg, "header", None)
     stamp = None
     if header is not None:
         stamp = header.get("stamp") if isinstance(header, dict) else getattr(header, "stamp", None)
     elif isinstance(msg, dict) and isinstance(msg.get("timestamp"), dict):
         stamp = msg["timestamp"]
+    elif dataclasses.is_dataclass(msg) and hasattr(getattr(msg, "timestamp", None), "sec"):
+        stamp = getattr(msg, "timestamp")  # noqa: B009 - a dataclass of any message type
     if stamp is None:
         return None
     ns = _stamp_ns(stamp)
@@ -394,6 +404,20 @@ def compressed_image(msg: Any) -> tuple[bytes, str]:
             "map only jpeg/png camera topics, or republish this one as sensor_msgs/Image"
         )
     return data, codec
+
+
+def is_video(msgtype: str) -> bool:
+    """Whether messages of `msgtype` are packets of a video (`CompressedVideo`), not images."""
+    return short_type(msgtype).rsplit("/", 1)[-1] == "CompressedVideo"
+
+
+def compressed_video(msg: Any) -> tuple[bytes, str]:
+    """The packet bytes of a `CompressedVideo` message, as recorded, and its `format` (lower case).
+
+    Raises:
+        FieldError: the message has no `data` or `format` field.
+    """
+    return _as_bytes(get_field(msg, "data")), str(get_field(msg, "format")).strip().lower()
 
 
 def camera_name(topic: str) -> str:
