@@ -22,6 +22,14 @@ data set once per frame layout and measures, per layout:
 - `pack_seconds`: `pack` of the whole lake as 64 px training renditions (one warm-up pack of the
   JPEG lake first, so the first layout measured does not pay for starting Ray's workers).
 
+`mcap_video` (a row of its own): a camera logged as `foxglove.CompressedVideo` messages in an MCAP
+file (h264, a keyframe a second, joints at 100 Hz), ingested at the joints' rate (the camera's
+frames repeat on several steps) and at 10 Hz (frames between ticks kept as extra packets):
+`record_over_packets` is the record's bytes (media rows, extra packets, index, extradata) over
+the bytes of the packets the steps need, and `bit_exact` compares every step's frame from the
+lake with PyAV decoding the same packets in order, picked by the image rule (latest at or
+before the tick).
+
 `--pack-pairs N` measures only `pack`: the record and JPEG lakes of each data set packed
 alternately (record, JPEG, record, JPEG, ...; N pairs after a warm-up), so that both see the same
 machine load: per layout median and range, and the record-over-JPEG ratio of each pair.
@@ -58,6 +66,7 @@ __all__ = [
     "default_data_sets",
     "main",
     "media_layouts",
+    "mcap_video",
     "pack_pair_rows",
     "pack_pairs",
     "source_frames",
@@ -304,6 +313,72 @@ def media_layouts(work: str, *, quick: bool, data: dict[str, str] | None = None)
     return {layout: {name: m[layout] for name, m in per_set.items() if layout in m} for layout in LAYOUTS}
 
 
+def mcap_video(work: str, *, quick: bool) -> dict[str, dict[str, Any]]:
+    """CompressedVideo-in-MCAP: record bytes over the packets' bytes, and bit-exactness (module docstring)."""
+    import json
+    from pathlib import Path
+
+    from robolake.lake import Lake
+    from robolake.lake.intake.ingest import IngestConfig, ingest
+    from robolake.lake.sources.mapping import mapping_from_dict
+    from robolake.testing.ros import T0_NS, Layout, write_mcap_json
+    from robolake.testing.video import decode_packets, video_topic
+
+    seconds = 4.0 if quick else 20.0
+    entries, packets = video_topic(seconds, 30.0, size=(96, 128), gop=30)
+    cam_t = np.asarray([t for t, _ in entries])
+    src = os.path.join(work, "mcap-video", "src")
+    os.makedirs(src, exist_ok=True)
+    write_mcap_json(
+        Path(src) / "rig.mcap",
+        Layout(seconds=seconds, camera="none", extra={"/camera/video": ("video", entries)}),
+    )
+    reference = decode_packets(packets)
+    out: dict[str, dict[str, Any]] = {}
+    for name, fps in (("ticks at the joints' 100 Hz", None), ("ticks at 10 Hz", 10.0)):
+        spec: dict[str, Any] = {
+            "state": ["/joint_states"],
+            "action": ["/arm/joint_command"],
+            "cameras": {"wrist": "/camera/video"},
+        }
+        if fps:
+            spec["fps"] = fps
+        lake_dir = os.path.join(work, "mcap-video", f"lake-{fps or 'joints'}")
+        ingest(src, lake_dir, IngestConfig(mapping=mapping_from_dict(spec)))
+        lake = Lake.open(lake_dir)
+        (ep,) = lake.episodes().to_pylist()
+        eid, n = ep["episode_id"], int(ep["num_steps"])
+        stream = lake.frames().stream(eid, "wrist")
+        if stream is None:
+            raise RuntimeError(f"{lake_dir}: the CompressedVideo camera was not kept as a recorded video")
+        ts = lake.to_arrow("steps", where=f"episode_id = '{eid}'").sort_by("step_index")["timestamp"].to_numpy()
+        ticks = ts + (json.loads(ep["metadata"])["t0_ns"] - T0_NS) / 1e9
+        want = np.maximum(np.searchsorted(cam_t, ticks + 1e-9, side="right") - 1, 0)
+        frames = lake.frames().read_many([(eid, "wrist", s) for s in range(n)], exact=True)
+        exact = all(np.array_equal(f, reference[int(w)]) for f, w in zip(frames, want, strict=True))
+        needed = sum(len(p) for p in packets[: int(want.max()) + 1])  # from the first keyframe to the last shown
+        out[name] = {
+            "steps": n,
+            "packets": int((~stream.repeats).sum()),
+            "repeat_entries": int(stream.repeats.sum()),
+            "extra_packets": len(stream.extra),
+            "record_over_packets": _record_bytes(lake) / needed,
+            "bit_exact": bool(exact),
+        }
+    return out
+
+
+def mcap_video_rows(m: dict[str, dict[str, Any]]) -> list[tuple[str, Any]]:
+    return [
+        (
+            f"CompressedVideo in MCAP | {name}",
+            f"{r['record_over_packets']:.3f}x packets | {'exact' if r['bit_exact'] else 'NOT exact'} | "
+            f"{r['steps']} steps, {r['packets']} packets, {r['repeat_entries']} repeats, {r['extra_packets']} extras",
+        )
+        for name, r in m.items()
+    ]
+
+
 def table_rows(layouts: dict[str, dict[str, Any]]) -> list[tuple[str, Any]]:
     """Printable rows: one per (data set, layout)."""
     rows: list[tuple[str, Any]] = []
@@ -425,8 +500,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     random.seed(0)
     layouts = media_layouts(work, quick=args.quick, data=data)
-    write_json(args.json, {"machine": machine(), "quick": args.quick, "media_layouts": layouts})
-    print_table("robolake bench media: layout | x source | exact or PSNR | random reads | pack", table_rows(layouts))
+    video = mcap_video(work, quick=args.quick)
+    write_json(args.json, {"machine": machine(), "quick": args.quick, "media_layouts": layouts, "mcap_video": video})
+    print_table(
+        "robolake bench media: layout | x source | exact or PSNR | random reads | pack",
+        table_rows(layouts) + mcap_video_rows(video),
+    )
     return 0
 
 
