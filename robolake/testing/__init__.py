@@ -11,13 +11,14 @@ known values so that what a reader returns can be checked exactly:
   mcap-protobuf writers of the dev extra);
 - `hdf5`: ALOHA/ACT, robomimic (with Isaac Lab's nested groups, odd cameras), robosuite, flat
   `states_{i}` / `actions_{i}` families and a home-grown HDF5 layout;
-- `rlds`: prepared TFDS (RLDS / Open-X) directories.
+- `rlds`: prepared TFDS (RLDS / Open-X) directories;
+- `zarr_buffers`: Diffusion Policy / UMI Zarr replay buffers (JPEG-XL frames or an mp4 tree), with real faults.
 
 They live in the package, not in tests/, so that `robolake bench ingest` and the notebooks work
 from an installed wheel. Importing them is cheap: each writer imports its format's library
 (rosbags, mcap, h5py, PIL) when it runs.
 """
 
-from robolake.testing import hdf5, images, mcap, rlds, ros
+from robolake.testing import hdf5, images, mcap, rlds, ros, zarr_buffers
 
-__all__ = ["hdf5", "images", "mcap", "rlds", "ros"]
+__all__ = ["hdf5", "images", "mcap", "rlds", "ros", "zarr_buffers"]

@@ -1,0 +1,3 @@
+"""Zarr replay buffers (Diffusion Policy, UMI and the imitation codebases that copy them): layout,
+reader, inspect.
+"""
