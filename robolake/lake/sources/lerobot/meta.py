@@ -10,6 +10,9 @@ per mp4: `meta/episodes/chunk-*/file-*.parquet` says, per episode, which data fi
 `videos/<key>/to_timestamp`); tasks are in `meta/tasks.parquet`.
 GR00T's `meta/modality.json`, when present, names the state/action slices and the cameras.
 
+A dataset whose info.json counts 0 episodes and which has no data file (a recording aborted
+before its first episode) is *empty*, not broken: `SourceError("empty", ...)` says so.
+
 Real datasets have quirks this tolerates: no `codebase_version` (the layout on disk says which),
 `total_chunks` of 0, `chunks_size` of 0, an episode listed twice identically (read once, with a
 note). What it does not tolerate is *dataset metadata* that cannot be trusted: info.json missing,
@@ -444,7 +447,24 @@ class LeRobotMeta:
             tasks[int(index)] = task
         return tasks
 
+    def _recorded_nothing(self) -> bool:
+        """Whether the dataset is empty rather than broken: info.json counts 0 episodes and no
+        data file exists (what LeRobot leaves when a recording is stopped before its first episode
+        is saved: `meta/info.json` alone)."""
+        if self.info.get("total_episodes") != 0:
+            return False
+        data = os.path.join(self.root, "data")
+        return not any(files for _, _, files in os.walk(data))
+
     def _load_episodes(self) -> dict[int, dict[str, Any]]:
+        if self._recorded_nothing():
+            raise SourceError(
+                "empty",
+                self.root,
+                f"an empty LeRobot {self.version} dataset: meta/info.json counts 0 episodes and there is no "
+                "data/ file (a recording stopped before its first episode was saved); nothing to ingest: "
+                "record episodes into it, or delete the folder",
+            )
         if self.version == "v3.0":
             rel_dir = "meta/episodes"
             files = sorted(
