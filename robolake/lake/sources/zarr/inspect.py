@@ -162,19 +162,19 @@ def describe_buffer(buffer: str, videos: str | None, options: SourceOptions) -> 
 
 
 def _spans(keys: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Clock spans as seconds from the buffer's first time; epoch clocks also as ISO 8601."""
+    """Each clock's span as seconds from its own first time (a buffer's clocks need not share an epoch);
+    epoch clocks also as ISO 8601; the buffer's duration is the longest."""
     clocks = [r for r in keys.values() if r.get("clock")]
     if not clocks:
         return {}
-    t0, t1 = min(r["start_s"] for r in clocks), max(r["end_s"] for r in clocks)
-    epoch = 1e8 < t0 < 1e10
+    out: dict[str, Any] = {"duration_s": round(max(r["end_s"] - r["start_s"] for r in clocks), 6)}
     for r in clocks:
-        if epoch:
-            r["start"], r["end"] = iso_time(int(r["start_s"] * 1e9)), iso_time(int(r["end_s"] * 1e9))
-        r["start_s"], r["end_s"] = round(r["start_s"] - t0, 6), round(r["end_s"] - t0, 6)
-    out: dict[str, Any] = {"duration_s": round(t1 - t0, 6)}
-    if epoch:
-        out.update(start=iso_time(int(t0 * 1e9)), end=iso_time(int(t1 * 1e9)))
+        t0, t1 = r["start_s"], r["end_s"]
+        if 1e8 < t0 < 1e10:
+            r["start"], r["end"] = iso_time(int(t0 * 1e9)), iso_time(int(t1 * 1e9))
+            out.setdefault("start", r["start"])
+            out.setdefault("end", r["end"])
+        r["start_s"], r["end_s"] = 0.0, round(t1 - t0, 6)
     return out
 
 
