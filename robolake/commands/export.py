@@ -1,4 +1,5 @@
-"""`robolake export LAKE OUT`: write a lake version as LeRobot v3.0 datasets (+ GR00T modality.json)."""
+"""`robolake export LAKE OUT`: write a lake version as LeRobot v3.0 datasets (+ GR00T modality.json), as
+parquet and mp4 files or, with `--format lerobot-lance`, in LeRobot's Lance layout."""
 
 from __future__ import annotations
 
@@ -23,7 +24,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("lake", help="the lake to read (a path or object-store URI)")
     s.add_argument("out", help="a new or empty local directory for the dataset(s)")
-    s.add_argument("--format", default="lerobot-v3", choices=["lerobot-v3"], help="output format")
+    s.add_argument(
+        "--format",
+        default="lerobot-v3",
+        choices=["lerobot-v3", "lerobot-lance"],
+        help=(
+            "output format: lerobot-v3 (parquet + mp4 files) or lerobot-lance (LeRobot's Lance layout of "
+            "lerobot-lancedb: meta/ + frames.lance, videos.lance, meta.lance; default: lerobot-v3)"
+        ),
+    )
     s.add_argument(
         "--embodiment",
         action="append",
@@ -86,7 +95,12 @@ def run(args: argparse.Namespace) -> int:
         success=None if args.success is None else args.success == "true",
     )
     progress = None if args.no_progress else tqdm_progress()
-    config = ExportConfig(video=VideoOptions(codec="h264", crf=args.crf), copy_video=args.copy_video, fps=args.fps)
+    config = ExportConfig(
+        video=VideoOptions(codec="h264", crf=args.crf),
+        copy_video=args.copy_video,
+        fps=args.fps,
+        format=args.format,
+    )
     results = export_lerobot(
         open_lake_at(args.lake, args, args.version),
         args.out,

@@ -8,7 +8,10 @@ the files, the file rollover and the statistics). The export adds GR00T's `meta/
 built from the embodiment spec, and `meta/robolake_export.json` (lineage: lake URI and version,
 filter, lake episode ids). A LeRobot dataset has one feature layout, so each embodiment selected
 gets its own dataset under `OUT/<tag>/`; with one embodiment `OUT` itself is the dataset.
-`robolake ingest OUT` reads both.
+`robolake ingest OUT` reads both. `ExportConfig.format="lerobot-lance"` (`--format lerobot-lance`)
+writes the same datasets in LeRobot's Lance layout (`lerobot-lancedb`: frames / videos / meta
+Lance tables, `writers.lerobot_lance`): the v3.0 export is staged beside OUT, converted (no
+re-encoding) and removed, so both formats hold the same rows and frames.
 
 Why these choices:
 
@@ -63,6 +66,7 @@ import graphlib
 import json
 import logging
 import os
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -90,7 +94,7 @@ __all__ = ["ExportConfig", "ExportResult", "export_lerobot", "EXPORT_FORMATS"]
 
 log = logging.getLogger(__name__)
 
-EXPORT_FORMATS = ("lerobot-v3",)
+EXPORT_FORMATS = ("lerobot-v3", "lerobot-lance")
 _DECODE_AHEAD = 16  # frames decoded ahead of the encoder (bounds memory for large frames)
 _TIMESTAMP_TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s
 TASK_ANNOTATION = "human.action.task_description"  # GR00T's language key
@@ -110,14 +114,19 @@ class ExportConfig(LeRobotFiles):
         fps: Render every episode from its record at this rate (Hz) and export that rendition;
             episodes that cannot be rendered are refused by name (see the essay). None: export
             the lake's steps as they are.
+        format: `lerobot-v3` (parquet + mp4 files) or `lerobot-lance` (LeRobot's Lance layout, the
+            same v3.0 dataset as frames / videos / meta Lance tables: `writers.lerobot_lance`).
     """
 
     decode_threads: int = 2
     copy_video: bool = False
     fps: float | None = None
+    format: str = "lerobot-v3"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.format not in EXPORT_FORMATS:
+            raise ValueError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, got {self.format!r}")
         if self.version != "v3.0":
             raise ValueError(f"export writes LeRobot v3.0, got version {self.version!r}")
         if self.decode_threads < 1:
@@ -184,6 +193,8 @@ def export_lerobot(
             or with `config.fps` no selected episode of an embodiment can be rendered at it.
     """
     config = config or ExportConfig()
+    if config.format == "lerobot-lance":
+        return _export_lance(lake, out, filter=filter, version=version, config=config, progress=progress)
     if isinstance(lake, str):
         lake = Lake.open(lake, version=version)
     elif version is not None and version != lake.version:
@@ -221,6 +232,50 @@ def export_lerobot(
             )
         )
     return results
+
+
+def _export_lance(
+    lake: Lake | str,
+    out: str | Path,
+    *,
+    filter: EpisodeFilter | None,
+    version: int | None,
+    config: ExportConfig,
+    progress: ProgressFn | None,
+) -> list[ExportResult]:
+    """LeRobot's Lance layout: the v3.0 export, staged beside OUT, then its tables (`write_lerobot_lance`).
+
+    The v3.0 files are a staging step only (removed at the end, also on failure), so the Lance
+    dataset holds exactly what a v3.0 export of the same selection holds.
+    """
+    from robolake.writers.lerobot_lance import write_lerobot_lance
+
+    if "://" in str(out):
+        raise ValueError(f"export writes to a local directory, got {out}; export locally and upload the result")
+    out = Path(os.path.abspath(out))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out} exists and is not empty; export into a new directory or remove it first")
+    staging = out.with_name(f".{out.name}.robolake-v3")
+    if staging.exists():
+        shutil.rmtree(staging)  # a killed export's staging (ours by name), never a dataset
+    try:
+        staged = export_lerobot(
+            lake,
+            staging,
+            filter=filter,
+            version=version,
+            config=dataclasses.replace(config, format="lerobot-v3"),
+            progress=progress,
+        )
+        results = []
+        for r in staged:
+            t0 = time.perf_counter()
+            dest = out / r.path.relative_to(staging)
+            write_lerobot_lance(r.path, dest)
+            results.append(dataclasses.replace(r, path=dest, seconds=r.seconds + time.perf_counter() - t0))
+        return results
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 @dataclass(frozen=True)
