@@ -318,9 +318,7 @@ def mcap_video(work: str, *, quick: bool) -> dict[str, dict[str, Any]]:
     import json
     from pathlib import Path
 
-    from robolake.lake import Lake
-    from robolake.lake.intake.ingest import IngestConfig, ingest
-    from robolake.lake.sources.mapping import mapping_from_dict
+    from robolake.lake import IngestConfig, Lake, ingest, mapping_from_dict
     from robolake.testing.ros import T0_NS, Layout, write_mcap_json
     from robolake.testing.video import decode_packets, video_topic
 

@@ -7,6 +7,7 @@ claims a path reads it). To add a format: write `robolake/lake/sources/<name>.py
 
 from __future__ import annotations
 
+from robolake.lake.sources import lerobot_lance, npz
 from robolake.lake.sources.base import (
     EncodedFrames,
     EpisodeRef,
@@ -39,8 +40,10 @@ from robolake.lake.sources.registry import (
     open_unit,
     register_format,
 )
+from robolake.lake.sources.rerun import reader as rerun_rrd
 from robolake.lake.sources.rlds import reader as rlds
 from robolake.lake.sources.topics import mcap_file, rosbag
+from robolake.lake.sources.zarr import reader as zarr_buffer
 
 __all__ = [
     "EncodedFrames",
@@ -74,13 +77,18 @@ __all__ = [
 
 # --- built-in formats, in detection priority ------------------------------------------------
 for _format in (
+    lerobot_lance.FORMAT,  # before lerobot: lerobot claims any folder with meta/info.json
     lerobot.FORMAT,
     hdf5.FORMAT,
+    zarr_buffer.FORMAT,  # after lerobot (a LeRobot dataset is never a Zarr group)
     rlds.FORMAT,
     rosbag.ROS2_FORMAT,
     rosbag.ROS2_FILE_FORMAT,
     rosbag.ROS1_FORMAT,
     mcap_file.MCAP_FORMAT,
+    npz.FORMAT,  # a folder of .npz files or .npy folders, one per episode (after the others: it walks past them)
+    npz.FILE_FORMAT,  # a lone .npz given directly
+    rerun_rrd.FORMAT,  # *.rrd files (or files starting b"RRF"); no other format reads them
 ):
     register_format(_format)
 

@@ -44,7 +44,8 @@ class SourceError(Exception):
             `corrupt_video`, `frame_count`, `frame_size`, `non_finite`, `timestamps`, `shape`,
             `empty`, `bad_metadata`, `unknown_task`, `duplicate_index`, `unlisted`, `duplicate`,
             `encode_failed`, `too_large` (declares more than the read budget), `outside_source`
-            (points at data outside the source)).
+            (points at data outside the source), `missing_part` (a split recording's part),
+            `pickled` (an array that only unpickling could read: never done), `frame_size`).
         path: The file at fault.
         message: What is wrong and what to do about it; it names the file and the field.
         episodes: Episode indices a unit-level error applies to (empty: unknown or per episode).

@@ -83,6 +83,7 @@ DATA_SUFFIXES = (
     ".pkl",
     ".pickle",
     ".zarr",
+    ".rrd",
     ".arrow",
     ".lance",
     ".csv",

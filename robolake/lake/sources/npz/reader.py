@@ -68,8 +68,8 @@ def is_npz_file(path: str) -> bool:
 
 def is_npz_folder(path: str) -> bool:
     """A folder of episodes: `.npz` files, `.npy` sub-folders, or itself a folder of `.npy` files,
-    holding no other kind of recording (a folder mixing in bags or HDF5 files is walked instead,
-    and its `.npz` files are read one by one)."""
+    holding no other kind of recording and no other folder (a folder mixing in bags, HDF5 files
+    or folders of other data is walked instead, and its `.npz` files are read one by one)."""
     if not os.path.isdir(path):
         return False
     try:
@@ -79,10 +79,10 @@ def is_npz_folder(path: str) -> bool:
     files = [e.name for e in entries if e.is_file() and not e.name.startswith(".")]
     if any(n.lower().endswith(DATA_SUFFIXES) and not n.lower().endswith(_OWN) for n in files):
         return False
-    if any(n.endswith((".npz", ".npy")) for n in files):
-        return True
     dirs = [e.path for e in entries if e.is_dir() and not e.name.startswith(".")]
-    return bool(dirs) and all(is_npy_folder(d) for d in dirs)
+    if dirs and not all(is_npy_folder(d) for d in dirs):
+        return False  # other folders below (datasets, more recordings): walked, not claimed with a stray file
+    return any(n.endswith((".npz", ".npy")) for n in files) or bool(dirs)
 
 
 class NpzReader:

@@ -13,7 +13,8 @@ from robolake.writers.synthetic import EMBODIMENT_NAMES, SyntheticConfig, genera
 
 
 def test_lerobot_is_registered_first_and_aliases_resolve():
-    assert formats()[0].name == "lerobot"
+    # LeRobot's Lance layout first: its folders hold meta/info.json too, which the lerobot reader claims
+    assert [f.name for f in formats()[:2]] == ["lerobot-lance", "lerobot"]
     assert get_format("synthetic").name == "lerobot"
     assert "auto" in format_choices() and "lerobot" in format_choices()
     with pytest.raises(ValueError, match="unknown source format 'nope'"):

@@ -106,7 +106,7 @@ def test_mapping_file_validation(tmp_path: Path):
         ({"state": [{"source": "/j"}]}, "give 'action' streams, or 'action_from_state: true'"),
         ({"state": [{"field": "position"}], "action_from_state": True}, r"state\[0\]: needs 'source'"),
         ({"state": ["/j"], "action": ["/c"], "fps": "fast"}, "fps: expected a number"),
-        ({"state": ["/j"], "action": ["/c"], "split": {"by": "topic"}}, "needs 'source', the boolean topic"),
+        ({"state": ["/j"], "action": ["/c"], "split": {"by": "topic"}}, "needs 'source': a boolean topic"),
         ({"state": ["/j"], "action": ["/c"], "clock": "wall"}, "'clock' must be header or log"),
         ({"state": ["/j"], "action": ["/c"], "cameras": {"a": 3}}, "cameras.a: expected a source string"),
     ]
