@@ -83,6 +83,41 @@ def _bag(extra: dict[str, Any], *, camera: str = "compressed") -> ros.Layout:
     return ros.Layout(seconds=0.5, joint_hz=0.0001, cmd_hz=None, camera=camera, extra=extra)
 
 
+def _video_layout() -> ros.Layout:
+    """Joints and commands, and a camera logged as foxglove CompressedVideo (h264 packets) instead of images."""
+    from robolake.testing.video import video_topic
+
+    entries, _ = video_topic(0.5, 15.0)
+    return ros.Layout(seconds=0.5, camera="none", extra={"/camera/video": ("video", entries)})
+
+
+def _zarr(root: Path, *, videos: bool) -> Path:
+    from robolake.testing.zarr_buffers import write_replay_buffer
+
+    return write_replay_buffer(
+        root / ("dp_real" if videos else "umi"), episodes=2, steps=8, videos=videos, size=(16, 16)
+    )
+
+
+def _rerun(path: Path) -> Path:
+    from robolake.testing.rerun_recordings import write_robot
+
+    return write_robot(path, steps=30, hz=30.0, size=(16, 16))
+
+
+def _npz(root: Path, *, npy: bool) -> Path:
+    from robolake.testing.npz_episodes import write_npz_folder
+
+    return write_npz_folder(root, episodes=2, steps=8, npy=npy)
+
+
+def _lerobot_lance(root: Path) -> Path:
+    from robolake.writers.lerobot_lance import write_lerobot_lance
+
+    v3 = _lerobot("v3.0")(root / "v3")
+    return write_lerobot_lance(v3, root / "arm_lance")
+
+
 FIXTURES: dict[str, Callable[[Path], Path]] = {
     "lerobot/v2.0": _lerobot("v2.0"),
     "lerobot/v2.1": _lerobot("v2.1"),
@@ -107,5 +142,12 @@ FIXTURES: dict[str, Callable[[Path], Path]] = {
     "mcap/ros1": _file("arm.mcap", lambda p: mcap.write_mcap_ros1(p, _SHORT)),
     "mcap/protobuf": _file("arm.mcap", lambda p: mcap.write_mcap_protobuf(p, _SHORT)),
     "mcap/mixed": _file("arm.mcap", lambda p: mcap.write_mcap_mixed(p, _SHORT)),
+    "mcap/compressed-video": _file("video.mcap", lambda p: ros.write_mcap_json(p, _video_layout())),
+    "zarr/umi-jpegxl": lambda root: _zarr(root, videos=False),
+    "zarr/diffusion-policy-videos": lambda root: _zarr(root, videos=True),
+    "rerun": _file("arm.rrd", lambda p: _rerun(p)),
+    "npz/folder": lambda root: _npz(root / "demos", npy=False),
+    "npz/npy-folders": lambda root: _npz(root / "demos_npy", npy=True),
+    "lerobot-lance": lambda root: _lerobot_lance(root),
 }
 """Name -> builder: writes a tiny source under the folder given and returns the path to ingest."""

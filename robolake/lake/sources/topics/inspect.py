@@ -71,6 +71,9 @@ def first_look(rec: Recording, topic: str, info: TopicInfo, raw: Any) -> dict[st
             if not out["joints"]:  # positions without names: read by index
                 out["shape"] = [int(rm.to_vector(msg, "position").shape[0])]
                 out["note"] = "the messages name no joints: the positions are taken by index"
+        elif rm.is_video(info.msgtype):  # packets of a video: its codec, not an image size
+            _, out["codec"] = rm.compressed_video(msg)
+            out["video"] = True
         elif info.kind == rm.COMPRESSED_IMAGE:
             data, codec = rm.compressed_image(msg)
             out["shape"], out["codec"] = list(rm.image_size(data)), codec
