@@ -241,6 +241,40 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
         d.mkdir(parents=True, exist_ok=True)
         hdf5_fixture.write_indexed(d / "flat.h5", episodes=k, steps=steps, images=True, fps=20.0)
 
+    def video_mcap(d: Path) -> None:
+        from robolake.testing.video import video_topic
+
+        d.mkdir(parents=True, exist_ok=True)
+        for i in range(k):
+            entries, _ = video_topic(secs, 15.0)
+            layout = ros_fixture.Layout(
+                seconds=secs, seed=i, camera="none", extra={"/camera/video": ("video", entries)}
+            )
+            ros_fixture.write_mcap_json(d / f"rec_{i}.mcap", layout)
+
+    def lerobot_lance(d: Path) -> None:
+        from robolake.writers.lerobot_lance import write_lerobot_lance
+
+        (v3,) = generate_synthetic(
+            d.parent / f"{d.name}_v3",
+            SyntheticConfig(seed=1, episodes_per_embodiment=k, embodiments=("single_arm_7dof",), version="v3.0"),
+        )
+        write_lerobot_lance(v3, d / "arm_lance")
+
+    def npz_file(d: Path) -> None:
+        from robolake.testing.npz_episodes import write_npz_episode
+
+        d.mkdir(parents=True, exist_ok=True)
+        write_npz_episode(d / "episode.npz", steps=steps)
+
+    def own(module: str) -> Callable[[Path], None]:  # a reader's own bench fixture (robolake.testing.<module>)
+        def build(d: Path) -> None:
+            import importlib
+
+            importlib.import_module(f"robolake.testing.{module}").bench_fixture(d, k, steps)
+
+        return build
+
     rec = f"{k} recordings x {secs:g} s: joints 100 Hz, commands 50 Hz, 24x32 JPEG camera 15 fps"
     return {
         "lerobot": ("lerobot", f"{k} episodes, v3.0, 64x64 h264, 1 camera", lerobot),
@@ -267,6 +301,20 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
             rec + ", JSON + ROS 1 + protobuf channels in one file",
             mcap(mcap_fixture.write_mcap_mixed),
         ),
+        "mcap (CompressedVideo)": (
+            "mcap",
+            f"{k} recordings x {secs:g} s: joints 100 Hz, commands 50 Hz, h264 48x64 foxglove.CompressedVideo 15 fps",
+            video_mcap,
+        ),
+        "zarr": (
+            "zarr",
+            f"{k} episodes x {steps} steps, UMI-style replay buffer, 96x96 JPEG-XL camera",
+            own("zarr_buffers"),
+        ),
+        "rerun": ("rerun", f"{k} takes x {steps} steps, Rerun .rrd: scalars, JPEG camera", own("rerun_recordings")),
+        "npz": ("npz", f"{k} .npz episodes x {steps} steps with JSON sidecars, a uint8 camera", own("npz_episodes")),
+        "lerobot-lance": ("lerobot-lance", f"{k} episodes, LeRobot's Lance layout, 64x64 h264", lerobot_lance),
+        "npz-file": ("npz-file", f"1 lone .npz episode x {steps} steps, a uint8 camera", npz_file),
     }
 
 
