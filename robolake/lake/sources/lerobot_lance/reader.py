@@ -38,6 +38,7 @@ from robolake.lake.sources.lerobot.record import record_rows
 from robolake.lake.sources.limits import ReadLimits
 from robolake.lake.sources.record import Record, record_notes
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
+from robolake.storage import OutsideRootError, ensure_within
 
 __all__ = ["LeRobotLanceReader", "is_lerobot_lance", "FORMAT"]
 
@@ -87,11 +88,31 @@ class LeRobotLanceReader(LeRobotReader):
         state.pop("_videos_ds", None)
         return state
 
+    def _inside(self, table: str) -> str:
+        """A table folder of the dataset, refused when a symlink takes it (or its data) out of the dataset.
+
+        Raises:
+            SourceError: `outside_source`, naming the table.
+        """
+        path = os.path.join(self.root, table)
+        try:
+            ensure_within(self.root, path)
+            if os.path.isdir(os.path.join(path, "data")):
+                ensure_within(self.root, os.path.join(path, "data"))
+        except OutsideRootError:
+            raise SourceError(
+                "outside_source",
+                path,
+                f"{table} resolves outside the dataset {self.root} (a symlink out of it); robolake reads a "
+                "dataset's own files only: copy the table into the dataset",
+            ) from None
+        return path
+
     def _frames(self) -> Any:
         import lance
 
         if getattr(self, "_frames_ds", None) is None:
-            path = os.path.join(self.root, FRAMES)
+            path = self._inside(FRAMES)
             try:
                 self._frames_ds = lance.dataset(path)
             except (OSError, ValueError) as e:
@@ -102,7 +123,7 @@ class LeRobotLanceReader(LeRobotReader):
         import lance
 
         if getattr(self, "_videos_ds", None) is None:
-            path = os.path.join(self.root, VIDEOS)
+            path = self._inside(VIDEOS)
             if not os.path.isdir(path):
                 return None
             self._videos_ds = lance.dataset(path)

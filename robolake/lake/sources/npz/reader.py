@@ -47,6 +47,7 @@ from robolake.lake.sources.record import record_notes
 from robolake.lake.sources.registry import DATA_SUFFIXES, SourceFormat, SourceOptions
 from robolake.lake.sources.video import file_digest
 from robolake.schemas.embodiment import EmbodimentSpec, SliceSpec
+from robolake.storage import OutsideRootError, ensure_within
 
 __all__ = ["NpzReader", "is_npz_folder", "is_npz_file", "inspect_npz", "FORMAT", "FILE_FORMAT"]
 
@@ -174,6 +175,27 @@ class NpzReader:
     def _files(ref: EpisodeRef) -> EpisodeFiles:
         return EpisodeFiles(path=str(ref.get("path")), sidecar=ref.get("sidecar"))
 
+    def _check_inside(self, ep: EpisodeFiles) -> None:
+        """An episode's files (a `.npz`, a folder's `.npy`, the sidecar) must resolve inside the unit.
+
+        Raises:
+            SourceError: `outside_source`, naming the file a symlink (or a `..`) takes out of it.
+        """
+        base = self.root if os.path.isdir(self.root) else os.path.dirname(self.root)
+        paths = [ep.path, *([ep.sidecar] if ep.sidecar else [])]
+        if os.path.isdir(ep.path):
+            paths += [os.path.join(ep.path, n) for n in sorted(os.listdir(ep.path))]
+        for path in paths:
+            try:
+                ensure_within(base, path)
+            except OutsideRootError:
+                raise SourceError(
+                    "outside_source",
+                    path,
+                    f"{os.path.relpath(path, base)} resolves outside {base} (a symlink out of it); robolake reads a "
+                    "source's own files only: copy the file into the folder",
+                ) from None
+
     def _matrix(self, ep: EpisodeFiles, h: ArrayHeader, cache: dict[str, np.ndarray], n: int, width: int) -> np.ndarray:
         raw = self._load(ep, h, cache)
         arr = np.asarray(raw, dtype=np.float64).reshape(len(raw), -1)[:n]
@@ -209,6 +231,7 @@ class NpzReader:
                 the arrays disagree in length (other than one more observation than actions).
         """
         ep = self._files(ref)
+        self._check_inside(ep)
         headers = read_headers(ep)
         side = read_sidecar(ep)
         p = self.plan

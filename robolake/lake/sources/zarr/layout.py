@@ -38,6 +38,7 @@ import numpy as np
 from robolake.lake.sources.base import SourceError
 from robolake.lake.sources.limits import ReadLimits
 from robolake.lake.sources.mapping import Mapping, check_sources
+from robolake.storage import OutsideRootError, ensure_within
 
 __all__ = [
     "ArrayInfo",
@@ -219,11 +220,26 @@ class Layout:
         return (self.ends[episode - 1] if episode else 0), self.ends[episode]
 
     def video_path(self, source: str, episode: int) -> str:
-        """The mp4 of a video camera's `source` for one episode (under the videos folder)."""
+        """The mp4 of a video camera's `source` for one episode (under the videos folder).
+
+        Raises:
+            SourceError: `outside_source`, when the path (a mapping's `..`, a symlink) leaves the
+                dataset folder: nothing outside the source is ever opened.
+        """
         if self.videos is None:
             raise ValueError("this buffer has no videos folder")
         rel = source.replace("{i}", str(episode))
-        return os.path.join(os.path.dirname(self.videos), rel)
+        base = os.path.dirname(self.videos)
+        path = os.path.join(base, rel)
+        try:
+            return ensure_within(base, path)
+        except OutsideRootError:
+            raise SourceError(
+                "outside_source",
+                path,
+                f"the video of episode {episode} ({rel}) resolves outside the dataset folder {base} (a '..' or a "
+                "symlink out of it); robolake reads a dataset's own files only: copy the video into videos/",
+            ) from None
 
 
 def _codec(meta: dict[str, Any]) -> str:

@@ -145,6 +145,18 @@ def test_a_frames_table_short_of_info_json_is_refused(tmp_path: Path):
         LeRobotLanceReader(str(root))
 
 
+def test_a_table_linked_out_of_the_dataset_is_never_opened(tmp_path: Path):
+    import shutil
+
+    root = tmp_path / "ll"
+    export_lerobot(_lake(tmp_path), root, config=ExportConfig(format="lerobot-lance"))
+    shutil.move(str(root / "videos.lance"), str(tmp_path / "elsewhere.lance"))
+    (root / "videos.lance").symlink_to(tmp_path / "elsewhere.lance")
+    result = ingest(str(root), str(tmp_path / "lake2"), IngestConfig(format="lerobot-lance"))
+    assert result.ingested == 0 and result.quarantine
+    assert all("videos.lance resolves outside the dataset" in r for _, r in result.quarantine)
+
+
 @pytest.mark.slow
 def test_lerobot_lancedb_loads_an_export(tmp_path: Path):
     """lerobot-lancedb's own LanceDBDataset reads robolake's export (Python 3.12 peer environment)."""

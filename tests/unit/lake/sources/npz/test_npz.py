@@ -188,3 +188,16 @@ def test_bench_fixture(tmp_path: Path):
     ]
     reader = NpzReader(str(tmp_path / "b"))
     assert [reader.read_tabular(r).num_steps for r in reader.discover()] == [5, 5]
+
+
+@pytest.mark.parametrize("what", ["npz", "sidecar"])
+def test_a_file_linked_out_of_the_folder_is_never_opened(tmp_path: Path, what: str):
+    src = write_npz_folder(tmp_path / "demos", episodes=2, steps=6)
+    target = src / ("episode_001.npz" if what == "npz" else "episode_001.json")
+    outside = tmp_path / f"elsewhere.{what}"
+    target.rename(outside)
+    target.symlink_to(outside)
+    res = ingest(str(src), str(tmp_path / "lake"), IngestConfig(execution="local"))
+    assert res.ingested == 1
+    (row,) = _quarantine(str(tmp_path / "lake")).values()
+    assert row["reason_code"] == "outside_source" and target.name in row["reason"]

@@ -169,3 +169,36 @@ def test_jpegxl_frames_inspect_as_cameras(tmp_path: Path, capsys):
     (unit,) = json.loads(capsys.readouterr().out)["units"]
     cam = unit["keys"]["data/camera0_rgb"]
     assert cam["encoding"] == "imagecodecs_jpegxl" and cam["shape"] == [48, 64, 3] and cam["role"].startswith("camera")
+
+
+def test_a_video_linked_out_of_the_dataset_is_never_opened(tmp_path: Path):
+    src = write_replay_buffer(tmp_path / "dp", episodes=2, steps=6, cameras=1, videos=True, size=(16, 16))
+    outside = tmp_path / "elsewhere.mp4"
+    video = next((src / "videos" / "1").glob("*.mp4"))
+    video.rename(outside)
+    video.symlink_to(outside)
+    res = ingest(str(src), str(tmp_path / "lake"), IngestConfig(execution="local"))
+    assert res.ingested == 1
+    (row,) = [q for q in Lake.open(str(tmp_path / "lake")).to_arrow("quarantine").to_pylist()]
+    assert row["reason_code"] == "outside_source" and "episode 1" in row["reason"]
+
+
+def test_a_pickled_object_array_is_refused_not_unpickled(tmp_path: Path):
+    import os
+    import pickle
+
+    class Boom:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (os.system, (f"touch {tmp_path / 'PWNED'}",))
+
+    src = write_replay_buffer(tmp_path / "dp", episodes=1, steps=4, cameras=0, size=(16, 16))
+    buf = src / BUFFER_NAME
+    evil = buf / "data" / "evil"
+    evil.mkdir()
+    meta = {"shape": [4], "chunks": [4], "dtype": "|O", "fill_value": 0, "order": "C", "zarr_format": 2}
+    (evil / ".zarray").write_text(json.dumps({**meta, "filters": [{"id": "pickle"}], "compressor": None}))
+    (evil / "0").write_bytes(pickle.dumps(np.array([Boom()] * 4, dtype=object)))
+    with pytest.raises(ValueError, match="evil|pickle"):  # the unit is refused, naming the array's codec
+        ingest(str(src), str(tmp_path / "lake"), IngestConfig(execution="local"))
+    main(["inspect", str(src)])
+    assert not (tmp_path / "PWNED").exists()
