@@ -185,6 +185,8 @@ def test_lerobot_lancedb_loads_an_export(tmp_path: Path):
         "  'state': item['observation.state'].tolist(), 'shape': list(item['observation.images.wrist'].shape)}))\n"
     )
     proc = subprocess.run([str(python), "-c", script, str(root)], capture_output=True, text=True, timeout=600)
+    if proc.returncode and "libtorchcodec" in proc.stderr:
+        pytest.skip("LeRobot's torchcodec finds no FFmpeg libraries here (Debian: apt-get install ffmpeg)")
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (got["n"], got["episodes"], got["shape"]) == (27, 3, [3, 32, 48])
