@@ -1,0 +1,369 @@
+"""Per-episode quality, measured at ingest from what the load stage already holds in memory.
+
+A dataset can be perfectly readable and still teach a policy nothing: joints that were never
+read (a state frozen over the whole episode), six action columns that are one column copied,
+a placeholder row of zeros, a robot idling for half the episode, a camera that stopped updating.
+The load stage has every episode's state, action and timestamps as arrays and every camera's
+encoded frames as bytes, so the checks here are pure numpy over those: no second read of the
+media, nothing decoded, memory bounded by the episode that is already in memory.
+
+Each check is one function returning a few JSON-able numbers; `episode_quality` gathers them into
+the dict ingest stores under the episode metadata's `"quality"` key, which `--where`
+(`quality.idle_fraction > 0.4`) and `robolake doctor` read. Thresholds come from the data's own
+scale, never from units: a step is idle when no state or action dimension moves more than
+`IDLE_MOTION` of that dimension's robust spread (2nd-98th percentile over the episode); an action
+jump is a step difference beyond `JUMP_SIGMAS` robust sigmas (MAD) of the episode's own
+differences *and* beyond `JUMP_SPREAD` of the dimension's full range (so a smooth trajectory's largest
+step and a gripper that snaps shut are not jumps; dims with at most three distinct values, the
+binary grippers, are left out).
+
+Cameras: an image camera's frames are hashed (blake2b of the encoded bytes): identical consecutive
+hashes are a frozen run. A recorded video's packets cannot be compared byte for byte (each
+carries its own frame number), but a frame that repeats its reference is coded as an all-skip
+slice of a few bytes whatever the resolution; `TINY_PACKET` bytes or less marks such a step and
+a run of them (tolerating one ordinary packet in between, the B-frame pyramid's anchors) is a
+frozen run. Black or overexposed frames are only known where a decode is cheap (JPEG decoded at
+1/8 scale on a sample of frames); videos report none. What this trades: a perfectly static scene
+reads as a frozen camera, which is why doctor reports runs, not single frames.
+
+Cross-episode checks (near-duplicates, length outliers, out-of-range against the embodiment,
+constant dims across an embodiment) need the whole lake and live in `robolake.lake.doctor`; this
+module stores what they need per episode: the per-dimension min/max, the constant dims and a
+small action signature with its coarse fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "QUALITY_NAMES",
+    "QUALITY_VERSION",
+    "action_jumps",
+    "action_signature",
+    "camera_quality",
+    "constant_dims",
+    "episode_quality",
+    "frozen",
+    "identical_dims",
+    "idle",
+    "timestamp_gaps",
+    "zero_rows",
+]
+
+QUALITY_VERSION = 1
+IDLE_MOTION = 0.005  # a step is idle when every dim moves less than this fraction of its spread
+JUMP_SIGMAS = 12.0  # a jump: beyond this many robust sigmas of the episode's own differences ...
+JUMP_SPREAD = 0.3  # ... and beyond this fraction of the dimension's spread, in one step
+GAP_FACTOR = 2.0  # a timestamp gap: an interval longer than this many nominal intervals
+TINY_PACKET = 24  # bytes: a video packet this small repeats its reference (an all-skip slice)
+SIGNATURE_POINTS = 8  # time points of the action signature
+DARK, BRIGHT = 8.0, 247.0  # mean 8-bit luma of a black / overexposed frame
+_LUMA_SAMPLES = 32  # JPEG frames decoded (at 1/8 scale) per camera for dark/bright
+
+# The numbers `--where` can name as quality.NAME (what each means, for the error that lists them).
+QUALITY_NAMES = {
+    "frozen_state": "every state dimension constant over the episode (true/false)",
+    "frozen_action": "every action dimension constant over the episode (true/false)",
+    "identical_dims": "state or action columns that duplicate another column",
+    "zero_rows": "isolated all-zero state or action rows (runs of at most 2)",
+    "idle_head": "idle steps at the start",
+    "idle_tail": "idle steps at the end",
+    "idle_fraction": "fraction of steps where nothing moves",
+    "action_jumps": "action steps beyond the episode's robust jump threshold",
+    "frozen_camera": "longest run of repeated frames over the cameras, in steps",
+    "dark_frames": "black or overexposed frames seen (JPEG cameras only)",
+    "timestamp_gaps": "intervals longer than 2 nominal intervals",
+    "timestamp_jitter": "std of the step interval over the nominal interval",
+    "success_missing": "the source records no success (true/false)",
+}
+# check names (doctor, --fail-on) that --where also takes, for the quality number behind them
+QUALITY_ALIASES = {"action_jump": "action_jumps", "timestamp_gap": "timestamp_gaps"}
+
+
+def _spread(x: np.ndarray) -> np.ndarray:
+    """float64 [D]: each column's robust spread (2nd-98th percentile), 0 for a constant column."""
+    if len(x) == 0:
+        return np.zeros(x.shape[1] if x.ndim == 2 else 0)
+    lo, hi = np.percentile(x, [2.0, 98.0], axis=0)
+    out = np.asarray(hi - lo, dtype=np.float64)
+    flat = out <= 0  # a column constant on 96% of steps can still move: fall back to its full range
+    if flat.any():
+        out[flat] = (x.max(axis=0) - x.min(axis=0))[flat]
+    return out
+
+
+def constant_dims(x: np.ndarray) -> list[int]:
+    """The columns of `x` [T, D] that never change (all of them for an episode of one step)."""
+    if len(x) == 0:
+        return []
+    return [int(i) for i in np.flatnonzero((x == x[0]).all(axis=0))]
+
+
+def frozen(x: np.ndarray) -> bool:
+    """Every column of `x` [T, D] constant over at least two steps: a sensor that was not being read."""
+    return len(x) > 1 and x.shape[1] > 0 and len(constant_dims(x)) == x.shape[1]
+
+
+def identical_dims(x: np.ndarray) -> list[list[int]]:
+    """Pairs [i, j] (i < j) of non-constant columns of `x` [T, D] equal at every step."""
+    if len(x) < 2 or x.shape[1] < 2:
+        return []
+    moving = [i for i in range(x.shape[1]) if not (x[:, i] == x[0, i]).all()]
+    first: dict[bytes, int] = {}
+    pairs = []
+    for i in moving:
+        key = np.ascontiguousarray(x[:, i]).tobytes()
+        if key in first:
+            pairs.append([first[key], i])
+        else:
+            first[key] = i
+    return pairs
+
+
+def zero_rows(x: np.ndarray) -> list[int]:
+    """Steps whose row of `x` [T, D>=2] is all zeros in a run of at most 2 (a placeholder row, e.g. the
+    first action of a replay buffer); longer runs are a robot commanded to rest, not a fault."""
+    if len(x) == 0 or x.shape[1] < 2:
+        return []
+    z = (x == 0).all(axis=1)
+    if z.all():
+        return []
+    out: list[int] = []
+    for start, end in _runs(z):
+        if end - start <= 2:
+            out += range(start, end)
+    return out
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) of each run of True in `mask`."""
+    m = np.concatenate([[False], np.asarray(mask, bool), [False]])
+    edges = np.flatnonzero(m[1:] != m[:-1])
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def _motion(x: np.ndarray) -> np.ndarray:
+    """float64 [T-1]: each step's largest move over the columns, in units of the column's spread."""
+    if len(x) < 2 or x.shape[1] == 0:
+        return np.zeros(max(len(x) - 1, 0))
+    spread = _spread(x)
+    moving = spread > 0
+    if not moving.any():
+        return np.zeros(len(x) - 1)
+    d = np.abs(np.diff(x[:, moving].astype(np.float64), axis=0)) / spread[moving]
+    return np.asarray(d.max(axis=1))
+
+
+def idle(state: np.ndarray, action: np.ndarray) -> dict[str, Any]:
+    """Idle steps: state and action both move less than `IDLE_MOTION` of their spread.
+
+    Returns:
+        `idle_head` and `idle_tail` (steps), `idle_fraction` (of all steps).
+    """
+    n = len(state)
+    if n < 2:
+        return {"idle_head": 0, "idle_tail": 0, "idle_fraction": 0.0}
+    still = np.maximum(_motion(state), _motion(action)) < IDLE_MOTION  # [T-1]: step t -> t+1
+    # step 0 is idle when the robot does not leave it; each later step when it did not arrive moving
+    steps = np.concatenate([still[:1], still])
+    head = n if steps.all() else int(np.argmin(steps))
+    tail = n if steps.all() else int(np.argmin(steps[::-1]))
+    return {"idle_head": head, "idle_tail": tail, "idle_fraction": round(float(steps.mean()), 4)}
+
+
+def action_jumps(action: np.ndarray) -> dict[str, Any]:
+    """Action steps beyond `JUMP_SIGMAS` robust sigmas of the episode's own differences and beyond
+    `JUMP_SPREAD` of the dim's full range (dims with at most 3 distinct values are left out).
+
+    Returns:
+        `action_jumps` (steps with a jump), `first_jump` (the step arrived at, or None), `jump_dim`.
+    """
+    none: dict[str, Any] = {"action_jumps": 0, "first_jump": None, "jump_dim": None}
+    if len(action) < 4 or action.shape[1] == 0:
+        return none
+    a = action.astype(np.float64)
+    spread = a.max(axis=0) - a.min(axis=0)  # the full range: a spike, or a fast start, is part of it
+    d = np.diff(a, axis=0)
+    med = np.median(d, axis=0)
+    sigma = 1.4826 * np.median(np.abs(d - med), axis=0)
+    sigma = np.maximum(sigma, 1e-3 * spread)
+    discrete = np.array([len(np.unique(a[:, i])) <= 3 for i in range(a.shape[1])])
+    big = (np.abs(d - med) > JUMP_SIGMAS * sigma) & (np.abs(d) > JUMP_SPREAD * spread) & ~discrete & (spread > 0)
+    rows = big.any(axis=1)
+    if not rows.any():
+        return none
+    first = int(np.argmax(rows))
+    return {"action_jumps": int(rows.sum()), "first_jump": first + 1, "jump_dim": int(np.argmax(big[first]))}
+
+
+def timestamp_gaps(timestamps: np.ndarray, fps: float) -> dict[str, Any]:
+    """Intervals longer than `GAP_FACTOR` nominal intervals (1/fps, else the median), and the jitter.
+
+    Returns:
+        `timestamp_gaps`, `longest_gap_s`, `first_gap` (the step after it, or None) and
+        `timestamp_jitter` (std of the interval over the nominal one).
+    """
+    ts = np.asarray(timestamps, dtype=np.float64)
+    if len(ts) < 3:
+        return {"timestamp_gaps": 0, "longest_gap_s": 0.0, "first_gap": None, "timestamp_jitter": 0.0}
+    dt = np.diff(ts)
+    nominal = 1.0 / fps if fps > 0 else float(np.median(dt))
+    if nominal <= 0:
+        nominal = float(np.median(dt[dt > 0])) if (dt > 0).any() else 1.0
+    gap = dt > GAP_FACTOR * nominal
+    return {
+        "timestamp_gaps": int(gap.sum()),
+        "longest_gap_s": round(float(dt.max()), 6) if gap.any() else 0.0,
+        "first_gap": int(np.argmax(gap)) + 1 if gap.any() else None,
+        "timestamp_jitter": round(float(np.std(dt) / nominal), 4),
+    }
+
+
+def _frozen_run(repeat: np.ndarray, tolerate: int) -> tuple[int, int]:
+    """(length, start) of the longest run of steps that repeat their predecessor, allowing `tolerate`
+    non-repeating steps inside a run (the first step of the run is the frame that is repeated)."""
+    best, best_start = 0, 0
+    runs = _runs(repeat)
+    i = 0
+    while i < len(runs):
+        start, end = runs[i]
+        j = i
+        while j + 1 < len(runs) and runs[j + 1][0] - end <= tolerate:
+            j += 1
+            end = runs[j][1]
+        if end - start + 1 > best:
+            best, best_start = end - start + 1, max(start - 1, 0)
+        i = j + 1
+    return best, best_start
+
+
+def _luma(images: Sequence[bytes]) -> tuple[int, int]:
+    """(dark, bright) frames among up to `_LUMA_SAMPLES` JPEG frames decoded at 1/8 scale."""
+    from PIL import Image
+
+    if not images:
+        return 0, 0
+    idx = np.unique(np.linspace(0, len(images) - 1, min(len(images), _LUMA_SAMPLES)).astype(int))
+    dark = bright = 0
+    for i in idx:
+        try:
+            with Image.open(io.BytesIO(images[i])) as im:
+                im.draft("L", (max(im.width // 8, 1), max(im.height // 8, 1)))
+                mean = float(np.asarray(im.convert("L"), dtype=np.float32).mean())
+        except (OSError, ValueError):
+            continue
+        dark += mean <= DARK
+        bright += mean >= BRIGHT
+    scale = len(images) / len(idx)
+    return round(dark * scale), round(bright * scale)
+
+
+def camera_quality(images: Sequence[bytes], *, encoding: str, video: bool) -> dict[str, Any]:
+    """One camera's frozen runs (and dark/bright frames where cheap) from its encoded frames.
+
+    Args:
+        images: Per step, the encoded frame (an image) or the packet carrying it (a video).
+        encoding: The frames' encoding (`jpeg` frames are also sampled for black/overexposed).
+        video: The frames are a recorded video's packets (frozen = tiny all-skip packets).
+
+    Returns:
+        `frozen_run` (steps), `frozen_start` (step), `dark_frames`, `bright_frames`.
+    """
+    n = len(images)
+    if n < 2:
+        repeat = np.zeros(n, dtype=bool)
+    elif video:
+        repeat = np.array([len(p) <= TINY_PACKET for p in images], dtype=bool)
+        repeat[0] = False
+    else:
+        digests = [hashlib.blake2b(b, digest_size=16).digest() for b in images]
+        repeat = np.array([False] + [digests[i] == digests[i - 1] for i in range(1, n)], dtype=bool)
+    run, start = _frozen_run(repeat, tolerate=1 if video else 0)
+    dark, bright = _luma(images) if encoding == "jpeg" else (0, 0)
+    return {"frozen_run": run if run > 1 else 0, "frozen_start": start, "dark_frames": dark, "bright_frames": bright}
+
+
+def action_signature(action: np.ndarray) -> list[list[float]]:
+    """The action at `SIGNATURE_POINTS` evenly spaced steps [P, Da], 4 significant digits: two
+    episodes with the same actions (within tolerance) have close signatures."""
+    if len(action) == 0:
+        return []
+    idx = np.linspace(0, len(action) - 1, SIGNATURE_POINTS).round().astype(int)
+    return [[_sig(v) for v in row] for row in action[idx].astype(np.float64)]
+
+
+def _sig(v: float, digits: int = 4) -> float:
+    if not math.isfinite(v) or v == 0:
+        return 0.0
+    return round(v, digits - 1 - int(math.floor(math.log10(abs(v)))))
+
+
+def _fingerprint(signature: list[list[float]], num_steps: int) -> str:
+    coarse = np.round(np.asarray(signature, dtype=np.float64), 2) + 0.0  # -0.0 -> 0.0
+    h = hashlib.blake2b(coarse.tobytes() + num_steps.to_bytes(8, "little"), digest_size=8)
+    return h.hexdigest()
+
+
+def episode_quality(
+    *,
+    state: np.ndarray,
+    action: np.ndarray,
+    timestamps: np.ndarray,
+    fps: float,
+    success: bool | None,
+    cameras: Sequence[tuple[str, Sequence[bytes], str, bool]] = (),
+) -> dict[str, Any]:
+    """The quality of one episode, JSON-able (stored as the metadata's `"quality"`).
+
+    Args:
+        state: [T, Ds].
+        action: [T, Da].
+        timestamps: [T] seconds.
+        fps: The episode's nominal rate.
+        success: The episode's success, None when the source records none.
+        cameras: (name, encoded frames or packets per step, encoding, is a video) per camera.
+
+    Returns:
+        The numbers of `QUALITY_NAMES`, plus what the cross-episode checks and the findings'
+        reasons need: `constant_state`/`constant_action` (dims), `identical_pairs`,
+        `zero_row_steps`, `first_jump`, `jump_dim`, `first_gap`, `longest_gap_s`, `cameras`
+        (per camera), `state_min`/`state_max`/`action_min`/`action_max`, `signature`,
+        `fingerprint` and `v` (this module's `QUALITY_VERSION`).
+    """
+    state = np.asarray(state)
+    action = np.asarray(action)
+    pairs = [["state", *p] for p in identical_dims(state)] + [["action", *p] for p in identical_dims(action)]
+    zeros = sorted(set(zero_rows(state)) | set(zero_rows(action)))
+    cams = {name: camera_quality(images, encoding=enc, video=video) for name, images, enc, video in cameras}
+    signature = action_signature(action)
+    out: dict[str, Any] = {
+        "v": QUALITY_VERSION,
+        "frozen_state": frozen(state),
+        "frozen_action": frozen(action),
+        "constant_state": constant_dims(state),
+        "constant_action": constant_dims(action),
+        "identical_dims": len(pairs),
+        "identical_pairs": pairs[:16],
+        "zero_rows": len(zeros),
+        "zero_row_steps": zeros[:16],
+        **idle(state, action),
+        **action_jumps(action),
+        **timestamp_gaps(timestamps, fps),
+        "frozen_camera": max((c["frozen_run"] for c in cams.values()), default=0),
+        "dark_frames": sum(c["dark_frames"] + c["bright_frames"] for c in cams.values()),
+        "cameras": cams,
+        "success_missing": success is None,
+        "signature": signature,
+        "fingerprint": _fingerprint(signature, len(action)),
+    }
+    for name, x in (("state", state), ("action", action)):
+        out[f"{name}_min"] = [_sig(v) for v in x.min(axis=0).astype(np.float64)] if len(x) else []
+        out[f"{name}_max"] = [_sig(v) for v in x.max(axis=0).astype(np.float64)] if len(x) else []
+    return out
