@@ -7,7 +7,9 @@ Two Ray Data stages run over chunks of episodes:
    The driver skips episodes whose hash the lake already holds, and records a second episode of
    the same content within the run as a `duplicate` (it lands once).
 2. *load*: decode the videos of the remaining episodes, encode each frame, check frame counts,
-   and write steps and media rows as Lance fragments straight from the worker.
+   and write steps and media rows as Lance fragments straight from the worker. The episode's
+   quality (`lake.stats.quality`) is measured here, where its arrays and encoded frames are in
+   memory, and kept in its metadata.
 
 The driver then appends all fragments (one Lance commit per table), recomputes the normalisation
 statistics of the embodiments it touched, and publishes one lake version. Every rejected episode
@@ -69,6 +71,7 @@ from robolake.lake.sources.mapping import Mapping
 from robolake.lake.sources.record import record_tables
 from robolake.lake.sources.video import RecordedVideo
 from robolake.lake.stats.embodiments import merge_embodiment_stats, partial_stats
+from robolake.lake.stats.quality import episode_quality
 from robolake.lake.upkeep.access import access_rows
 from robolake.lake.upkeep.compact import compact_in, needs_compaction
 from robolake.ray_tasks import chunk, ensure_ray, fan_out
@@ -120,6 +123,9 @@ class IngestConfig:
             folder); None: the mapping's `session:`, else each file alone.
         streams: Glob patterns of the topics / keys the record keeps (`--streams`); None keeps
             every numeric stream and event (the mapped ones are always kept).
+        quality: Measure each episode's quality in the load stage and keep it in the episode
+            metadata's `"quality"` (`lake.stats.quality`; `--where quality.NAME`, `doctor`); off
+            only to measure what it costs (`robolake doctor --update` adds it later).
     """
 
     format: str = "auto"
@@ -138,6 +144,7 @@ class IngestConfig:
     local_below_bytes: int = 64 * 1024**2
     session: str | None = None
     streams: tuple[str, ...] | None = None
+    quality: bool = True
 
     def __post_init__(self) -> None:
         if self.episodes_per_task < 1:
@@ -346,9 +353,11 @@ class _LoadStage:
         lake_uri: str,
         storage_options: dict[str, str] | None,
         access_copy: str | None = None,
+        quality: bool = True,
     ):
         self.readers, self.chunks, self.lake_uri, self.opts = readers, chunks, lake_uri, storage_options
         self.access_copy = access_copy
+        self.quality = quality
 
     def __call__(self, index: int) -> dict[str, Any]:
         steps: list[pa.Table] = []
@@ -383,7 +392,8 @@ class _LoadStage:
                 sig, ev = record_tables(episode_id, ep.record)
                 signals.append(sig)
                 events.append(ev)
-            episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames]))
+            quality = _quality(ep, frames) if self.quality else None
+            episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames], quality))
             notes += [str(n) for n in ep.metadata.get("notes", ())]
         fragments: dict[str, list[str]] = {t: [] for t in ROW_TABLES}
         for table, parts in (
@@ -494,7 +504,20 @@ def _access_tables(episode_id: str, ep: TabularEpisode, frames: list[Any]) -> li
     return out
 
 
-def _episode_row(episode_id: str, ep: TabularEpisode, cameras: list[str]) -> dict[str, Any]:
+def _quality(ep: TabularEpisode, frames: list[Any]) -> dict[str, Any]:
+    """The episode's quality from the arrays and encoded frames already in memory (no media re-read)."""
+    cameras = [(f.camera, f.images, f.encoding, isinstance(f, RecordedVideo)) for f in frames]
+    return episode_quality(
+        state=ep.state, action=ep.action, timestamps=ep.timestamps, fps=ep.fps, success=ep.success, cameras=cameras
+    )
+
+
+def _episode_row(
+    episode_id: str, ep: TabularEpisode, cameras: list[str], quality: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    meta = {**ep.metadata, "source_time_offset_s": float(ep.timestamps[0])}
+    if quality is not None:
+        meta["quality"] = quality
     return {
         "episode_id": episode_id,
         "source_uri": ep.ref.source_uri,
@@ -509,7 +532,7 @@ def _episode_row(episode_id: str, ep: TabularEpisode, cameras: list[str]) -> dic
         "content_hash": ep.content_hash,
         "ingested_at": _now_ns(),
         # Lake timestamps start at 0; the source's first timestamp is kept to map back.
-        "metadata": json.dumps({**ep.metadata, "source_time_offset_s": float(ep.timestamps[0])}, sort_keys=True),
+        "metadata": json.dumps(meta, sort_keys=True),
     }
 
 
@@ -834,7 +857,7 @@ def _ingest(
         chunks = _chunks(todo, config.episodes_per_task, local)
         slot.loading = True
         out = _run_stage(
-            _LoadStage(by_root, chunks, lake_uri, lake_opts, config.access_copy),
+            _LoadStage(by_root, chunks, lake_uri, lake_opts, config.access_copy, config.quality),
             _LoadStage.decode,
             len(chunks),
             "load",
