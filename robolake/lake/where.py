@@ -40,6 +40,13 @@ The record of every other stream (`robolake.lake.sources.record`) is named by qu
   stream at a time, filtered in Lance and reduced batch by batch (`robolake.lake._where_record`).
 
 A stream no episode of the lake has recorded is an error naming the streams it has.
+
+`quality.NAME` is what ingest measured of the episode (`robolake.lake.stats.quality`, kept in its
+metadata): `quality.frozen_state`, `quality.idle_fraction > 0.4`, `quality.action_jumps > 0`,
+`quality.frozen_camera >= 10`; the doctor's check names `action_jump` and `timestamp_gap` name
+the counts behind them. An episode without quality (ingested before it, or with it off; `robolake
+doctor --update` adds it) has null there, so every comparison is false. An unknown name is an
+error listing the names.
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ from robolake.lake._where_record import (
 )
 from robolake.lake.lake import Lake
 from robolake.lake.sources.record import EVENT_KINDS
+from robolake.lake.stats.quality import QUALITY_ALIASES, QUALITY_NAMES
 
 __all__ = ["WhereError", "parse_where", "select_episode_ids", "source_path_of", "Where"]
 
@@ -259,6 +267,11 @@ def _record_ref(node: ast.AST) -> tuple[str, str, str | None] | None:
 def _check_attribute(node: ast.Attribute, expr: str) -> None:
     if isinstance(node.value, ast.Name) and node.value.id in ("meta", "metadata"):
         return
+    if isinstance(node.value, ast.Name) and node.value.id == "quality":
+        if node.attr not in QUALITY_NAMES and node.attr not in QUALITY_ALIASES:
+            names = "; ".join(f"{k}: {v}" for k, v in QUALITY_NAMES.items())
+            raise WhereError(f"--where {_short(expr)}: there is no quality.{node.attr}; the quality names are {names}")
+        return
     ref = _record_ref(node)
     inner = node.value
     if ref is None and isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id in _RECORD:
@@ -267,7 +280,8 @@ def _check_attribute(node: ast.Attribute, expr: str) -> None:
         )
     if ref is None:
         raise WhereError(
-            f"--where {expr!r}: only meta.KEY, stream('S').ATTR and event('S').t may use a dot ({ast.unparse(node)!r})"
+            f"--where {expr!r}: only meta.KEY, quality.NAME, stream('S').ATTR and event('S').t may use a dot "
+            f"({ast.unparse(node)!r})"
         )
     fn, _, attr = ref
     allowed = tuple(STREAM_ATTRS) if fn == "stream" else _EVENT_ATTRS
@@ -497,6 +511,18 @@ class _Episodes:
         return np.array([m.get(key) for m in self.metadata()], dtype=object)
 
 
+_QUALITY_FLAGS = ("frozen_state", "frozen_action", "success_missing")
+
+
+def quality_column(metadata: list[dict[str, Any]], name: str) -> np.ndarray:
+    """One value per episode: its `quality.name`; null (None, or NaN for a number) without quality."""
+    per = [m.get("quality") for m in metadata]
+    values = [q.get(name) if isinstance(q, dict) else None for q in per]
+    if name in _QUALITY_FLAGS:
+        return np.array([None if v is None else bool(v) for v in values], dtype=object)
+    return np.array([np.nan if not isinstance(v, (int, float)) else float(v) for v in values], dtype=np.float64)
+
+
 def source_path_of(source_uri: str, meta: dict[str, Any]) -> str:
     for key in ("file", "data_path", "path", "bag"):
         v = meta.get(key)
@@ -634,6 +660,8 @@ class _Eval:
         ref = _record_ref(node)
         if ref is not None and ref[0] == "stream":
             return stream_column(self.eps.metadata(), ref[1], ref[2])
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "quality":
+            return quality_column(self.eps.metadata(), QUALITY_ALIASES.get(node.attr, node.attr))
         if isinstance(node, ast.Attribute):
             return self.eps.meta_key(node.attr)
         if isinstance(node, ast.BoolOp):
