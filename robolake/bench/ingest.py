@@ -261,12 +261,6 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
         )
         write_lerobot_lance(v3, d / "arm_lance")
 
-    def npz_file(d: Path) -> None:
-        from robolake.testing.npz_episodes import write_npz_episode
-
-        d.mkdir(parents=True, exist_ok=True)
-        write_npz_episode(d / "episode.npz", steps=steps)
-
     def own(module: str) -> Callable[[Path], None]:  # a reader's own bench fixture (robolake.testing.<module>)
         def build(d: Path) -> None:
             import importlib
@@ -314,7 +308,6 @@ def _fixtures(quick: bool) -> dict[str, tuple[str, str, Callable[[Path], None]]]
         "rerun": ("rerun", f"{k} takes x {steps} steps, Rerun .rrd: scalars, JPEG camera", own("rerun_recordings")),
         "npz": ("npz", f"{k} .npz episodes x {steps} steps with JSON sidecars, a uint8 camera", own("npz_episodes")),
         "lerobot-lance": ("lerobot-lance", f"{k} episodes, LeRobot's Lance layout, 64x64 h264", lerobot_lance),
-        "npz-file": ("npz-file", f"1 lone .npz episode x {steps} steps, a uint8 camera", npz_file),
     }
 
 
