@@ -4,7 +4,7 @@ Three figures, each measured in this run:
 
 - `ingest`: ingest with quality on over quality off (`IngestConfig(quality=...)`), on the same
   planted-fault LeRobot v3.0 dataset (`robolake.testing.faulty_lerobot`; 40 clean episodes of 200
-  steps, 12 with --quick, plus one per fault), paired runs A B A B after a warm-up pair, CPU
+  steps, 12 with --quick, plus one per fault), 5 paired runs A B A B (3 with --quick) after a warm-up pair, CPU
   seconds (the work quality adds; the wall clock beside it). Goal: <= 1.1x.
 - `doctor`: `robolake.lake.doctor` on a synthetic lake of 10,000 episodes (2,000 with --quick;
   `bench curate`'s `build_lake`, 20 steps each on average, one camera), the median of 3 runs
@@ -322,7 +322,7 @@ def measure_ingest(root: Path, quick: bool) -> dict[str, Any]:
 
         return go
 
-    arms = interleave({"off": arm(False), "on": arm(True)}, repeats=2 if quick else 3, warmup=1)
+    arms = interleave({"off": arm(False), "on": arm(True)}, repeats=3 if quick else 5, warmup=1)
     ratios = two_clock_ratios(arms["on"], arms["off"], target_applies_to="cpu")
     return {
         **ratios,
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="robolake bench doctor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--json", required=True, help="where to write the results")
-    p.add_argument("--quick", action="store_true", help="a smaller ingest, a 2,000-episode lake, 2 pairs")
+    p.add_argument("--quick", action="store_true", help="a smaller ingest, 3 pairs, a 2,000-episode lake")
     p.add_argument("--cache", default=None, help="peer environments (default ~/.cache/robolake/peers)")
     args = p.parse_args(argv)
     try:

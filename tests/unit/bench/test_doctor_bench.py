@@ -102,7 +102,7 @@ def test_bench_doctor_quick(tmp_path):
     out = tmp_path / "doctor.json"
     assert main(["--json", str(out), "--quick"]) == 0
     res = json.loads(out.read_text())
-    assert res["ingest"]["cpu"]["repeats"] == 2
+    assert res["ingest"]["cpu"]["repeats"] == 3
     assert res["doctor"]["episodes"] == 2_000
     for version in ("v2.1", "v3.0"):
         entry = res["peer"][version]
