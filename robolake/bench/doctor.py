@@ -13,7 +13,7 @@ Three figures, each measured in this run:
   peers`' LeRobot, run as its CLI `lerobot-doctor DATASET --json`) on the same planted-fault
   datasets, v2.1 and v3.0. Per planted fault: whether each found it and with which of its checks
   (a finding counts when it names the planted episode, or either of a duplicated pair, with a
-  check that points at the fault: `ACCEPTS`; a black run may be found as a frozen camera run, an
+  check that points at the fault: `ACCEPTS`; a black run may be found as a dark or a frozen camera run, an
   idle head/tail as a partly frozen action, a zeroed row as an action jump); the findings each
   made that were not planted (on clean episodes, or a check that fits no fault of that episode),
   and its dataset-level notes; and the seconds each took: robolake's doctor on the ingested lake,
@@ -82,7 +82,7 @@ ACCEPTS: dict[str, frozenset[str]] = {
     "frozen_action": frozenset({"frozen_action"}),
     "zero_rows": frozenset({"zero_rows", "action_jump"}),
     "near_duplicate": frozenset({"near_duplicate"}),
-    "black_camera": frozenset({"black_camera", "frozen_camera"}),
+    "black_camera": frozenset({"dark_camera", "black_camera", "frozen_camera"}),
     "frozen_camera": frozenset({"frozen_camera"}),
     "timestamp_gap": frozenset({"timestamp_gap"}),
     "identical_dims": frozenset({"identical_dims"}),
