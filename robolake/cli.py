@@ -44,6 +44,7 @@ _NO_RAY_COMMANDS = {
     "diff",
     "optimize",
     "align",
+    "doctor",
     "view",
 }
 _GLOBAL_FLAGS = ("--debug", "--verbose")

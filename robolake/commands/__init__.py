@@ -36,6 +36,7 @@ COMMANDS: tuple[str, ...] = (
     "diff",
     "optimize",
     "align",
+    "doctor",
     "view",
 )
 

@@ -19,6 +19,7 @@ each do one job and are private to the lake:
 """
 
 from robolake.lake.align import AlignResult, AlignSpec, align_lake
+from robolake.lake.doctor import CHECKS, DoctorReport, Finding, doctor, write_doctor_html
 from robolake.lake.export import ExportConfig, export_lerobot
 from robolake.lake.intake.ingest import IngestConfig, IngestResult, ingest
 from robolake.lake.intake.rollouts import (
@@ -107,6 +108,11 @@ __all__ = [
     "AlignResult",
     "AlignSpec",
     "align_lake",
+    "CHECKS",
+    "DoctorReport",
+    "Finding",
+    "doctor",
+    "write_doctor_html",
     "EventStream",
     "Record",
     "SignalPart",

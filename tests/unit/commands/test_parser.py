@@ -173,6 +173,7 @@ EXPECTED = {
     "diff": (["lake", "a", "b"], ["--json"]),
     "optimize": (["lake"], ["--upgrade", "--access-copy"]),
     "align": (["lake"], ["--fps", "--rule", "--where", "--json"]),
+    "doctor": (["lake"], ["--version", "--tag", "--json", "--fail-on", "--update", "--html"]),
     "view": (
         ["lake"],
         ["--version", "--tag", "--split", "--host", "--port", "--storage-option", "--rerun", "--episodes"],
@@ -212,6 +213,7 @@ def test_the_commands_and_their_order():
         "diff",
         "optimize",
         "align",
+        "doctor",
         "view",
     )
     assert list(_subparsers()) == list(COMMANDS)

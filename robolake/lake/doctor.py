@@ -1,0 +1,678 @@
+"""`robolake doctor`: what a data lead should know about a lake before training on it.
+
+Ingest measures each episode's quality in the pass that reads it (`lake.stats.quality`, kept in
+the episode metadata), so the doctor reads the episodes table and nothing else: no steps, no
+media. It turns those numbers into findings, one per episode and check (a `Finding` names the
+check, the episode, the camera or stream where one applies, a reason a person can act on and a
+`--where` that selects the episodes it concerns), and adds what only the whole lake can tell:
+
+- `near_duplicate`: episodes of one embodiment whose action signatures (the actions at a few
+  evenly spaced steps) agree within `DUPLICATE_TOLERANCE` of each dimension's typical range, at
+  lengths within 2% (identical content never lands twice: ingest keys it by content hash);
+- `length_outlier`: an episode whose length is beyond `LENGTH_Z` robust z (median, MAD) of its
+  embodiment and task (five episodes or more);
+- `out_of_range`: an episode whose state or action leaves its embodiment's observed range: beyond
+  the median of the episodes' extremes by `RANGE_Z` robust sigmas and half a typical range;
+- constant dims of a whole embodiment (a humanoid's fixed legs): a note, not a finding.
+
+Thresholds that turn a per-episode number into a finding are in `_episode_findings`: an idle head
+or tail counts from a fifth of the episode and one second, idle fraction above a half, a frozen
+camera from ten steps and half a second. `success_missing` is a finding only where some episodes of
+the same embodiment and task record success and others do not; a dataset that records none gets a
+note instead.
+
+An older lake (ingested before quality, or with it off) gets it with `doctor(update=True)`: the
+steps and media rows of the episodes that lack it are read once, in batches, their quality
+computed by the same functions ingest uses, and their episode rows published as one new lake
+version (the record is untouched; `restore` goes back).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from robolake.lake.lake import Lake
+from robolake.lake.media.record import is_record
+from robolake.lake.protocol.versions import who
+from robolake.lake.query import sql_in, sql_quote
+from robolake.lake.stats.quality import episode_quality
+from robolake.schemas.tables import schema_for_table
+
+__all__ = ["CHECKS", "DoctorReport", "Finding", "doctor", "write_doctor_html"]
+
+log = logging.getLogger(__name__)
+
+CHECKS = (
+    "frozen_state",
+    "frozen_action",
+    "identical_dims",
+    "zero_rows",
+    "idle_head",
+    "idle_tail",
+    "idle_fraction",
+    "action_jump",
+    "frozen_camera",
+    "dark_camera",
+    "timestamp_gap",
+    "timestamp_jitter",
+    "success_missing",
+    "length_outlier",
+    "out_of_range",
+    "near_duplicate",
+)
+DUPLICATE_TOLERANCE = 0.01
+LENGTH_Z = 4.0
+RANGE_Z = 6.0
+IDLE_FRACTION = 0.5
+JITTER = 0.25
+_UPDATE_BATCH = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One thing wrong with one episode.
+
+    Attributes:
+        check: The check's stable name (`CHECKS`), as `--fail-on` takes it.
+        episode_id: The episode.
+        stream: The stream it concerns (`state`, `action`, `timestamp`), when one.
+        camera: The camera it concerns, when one.
+        detail: What was found, and what to do about it.
+        embodiment: The episode's embodiment.
+        task: The episode's task.
+        severity: How bad, for ordering the worst first (larger is worse; per check).
+        where: A `--where` that selects the episodes with this finding.
+    """
+
+    check: str
+    episode_id: str
+    stream: str | None = None
+    camera: str | None = None
+    detail: str
+    embodiment: str = ""
+    task: str = ""
+    severity: float = 1.0
+    where: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DoctorReport:
+    """What `doctor` found.
+
+    Attributes:
+        lake: The lake's URI.
+        version: The lake version examined (the new one after `update`).
+        episodes: Episodes examined.
+        findings: Every finding, worst first within each check.
+        notes: What concerns a whole embodiment or dataset, not one episode.
+        groups: Per embodiment and task: episodes and findings per check.
+        without_quality: Episodes with no quality measured (`update=True` adds it).
+        updated: Episodes whose quality `update` added.
+        lengths: num_steps per episode; idle_fraction: per episode with quality (for plots).
+    """
+
+    lake: str
+    version: int
+    episodes: int
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    without_quality: int = 0
+    updated: int = 0
+    lengths: list[int] = field(default_factory=list)
+    idle_fraction: list[float] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """Findings per check (checks without findings left out)."""
+        return dict(Counter(f.check for f in self.findings))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lake": self.lake,
+            "version": self.version,
+            "episodes": self.episodes,
+            "counts": self.counts(),
+            "findings": [f.to_json() for f in self.findings],
+            "notes": self.notes,
+            "groups": self.groups,
+            "without_quality": self.without_quality,
+            "updated": self.updated,
+        }
+
+
+def doctor(
+    lake: Lake | str,
+    *,
+    version: int | None = None,
+    tag: str | None = None,
+    update: bool = False,
+    storage_options: dict[str, str] | None = None,
+) -> DoctorReport:
+    """Examine a lake's episodes (`version` or `tag`, else the latest) and report their findings.
+
+    Args:
+        lake: The lake or its URI.
+        version: Examine this version.
+        tag: Examine this tag.
+        update: First compute the quality of episodes that lack it and publish them as a new version.
+        storage_options: Object-store options for a URI.
+
+    Raises:
+        ValueError: `update` with a version or tag (it writes the latest).
+    """
+    lake = lake if isinstance(lake, Lake) else Lake.open(lake, storage_options=storage_options)
+    if update and (version is not None or tag is not None):
+        raise ValueError("doctor --update writes a new version on top of the latest; leave out --version and --tag")
+    if version is not None or tag is not None:
+        lake = lake.checkout(version, tag=tag)
+    updated = _update(lake) if update else 0
+    if updated:
+        lake = lake.refresh()
+    rows = lake.episodes(columns=["episode_id", "embodiment", "task", "num_steps", "fps", "success", "metadata"])
+    eps = rows.to_pylist()
+    for e in eps:
+        try:
+            meta = json.loads(e["metadata"]) if e["metadata"] else {}
+        except json.JSONDecodeError:
+            meta = {}
+        q = meta.get("quality") if isinstance(meta, dict) else None
+        e["quality"] = q if isinstance(q, dict) else None
+    with_q = [e for e in eps if e["quality"] is not None]
+    findings: list[Finding] = []
+    notes: list[str] = []
+    for e in with_q:
+        findings += _episode_findings(e)
+    findings += _success_missing(with_q, notes)
+    findings += _length_outliers(eps)
+    by_emb: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in with_q:
+        by_emb[e["embodiment"]].append(e)
+    for emb, group in sorted(by_emb.items()):
+        notes += _constant_dims(emb, group)
+        findings += _out_of_range(group)
+        findings += _near_duplicates(group)
+    missing = len(eps) - len(with_q)
+    if missing:
+        notes.append(
+            f"{missing} of {len(eps)} episodes have no quality measured (ingested before it, or with it off); "
+            "`robolake doctor LAKE --update` measures it as a new version"
+        )
+    order = {c: i for i, c in enumerate(CHECKS)}
+    findings.sort(key=lambda f: (order.get(f.check, len(order)), -f.severity, f.episode_id))
+    return DoctorReport(
+        lake=lake.uri,
+        version=lake.version,
+        episodes=len(eps),
+        findings=findings,
+        notes=notes,
+        groups=_groups(eps, findings),
+        without_quality=missing,
+        updated=updated,
+        lengths=[int(e["num_steps"]) for e in eps],
+        idle_fraction=[float(e["quality"]["idle_fraction"]) for e in with_q],
+    )
+
+
+def _finding(e: dict[str, Any], check: str, detail: str, where: str, **kw: Any) -> Finding:
+    return Finding(
+        check=check,
+        episode_id=e["episode_id"],
+        detail=detail,
+        embodiment=e["embodiment"],
+        task=e["task"] or "",
+        where=where,
+        **kw,
+    )
+
+
+def _episode_findings(e: dict[str, Any]) -> list[Finding]:
+    """The findings of one episode's own quality numbers."""
+    q, n, fps = e["quality"], int(e["num_steps"]), float(e["fps"] or 0) or 1.0
+    out = []
+    for name in ("state", "action"):
+        if q.get(f"frozen_{name}"):
+            dims = len(q.get(f"{name}_min", []))
+            out.append(
+                _finding(
+                    e,
+                    f"frozen_{name}",
+                    f"all {dims} {name} dims are constant over its {n} steps: the {name} was not being recorded "
+                    "(check the source's joint reader); drop or re-record it",
+                    f"quality.frozen_{name}",
+                    stream=name,
+                )
+            )
+    if q.get("identical_dims", 0) > 0:
+        pairs = q.get("identical_pairs", [])
+        shown = ", ".join(f"{s}[{i}]=={s}[{j}]" for s, i, j in pairs[:6])
+        out.append(
+            _finding(
+                e,
+                "identical_dims",
+                f"{q['identical_dims']} columns duplicate another at every step ({shown}): a column copied by the "
+                "converter, or joints commanded together",
+                "quality.identical_dims > 0",
+                stream=pairs[0][0] if pairs else None,
+                severity=float(q["identical_dims"]),
+            )
+        )
+    if q.get("zero_rows", 0) > 0:
+        out.append(
+            _finding(
+                e,
+                "zero_rows",
+                f"{q['zero_rows']} all-zero rows at steps {q.get('zero_row_steps', [])[:8]}: placeholder rows "
+                "a policy would learn as a command; trim them",
+                "quality.zero_rows > 0",
+                severity=float(q["zero_rows"]),
+            )
+        )
+    for edge in ("head", "tail"):
+        steps = int(q.get(f"idle_{edge}", 0))
+        if n and steps >= max(0.2 * n, fps) and not q.get("frozen_state"):
+            out.append(
+                _finding(
+                    e,
+                    f"idle_{edge}",
+                    f"the {'first' if edge == 'head' else 'last'} {steps} of {n} steps are idle; trim them so the "
+                    "policy does not learn to wait",
+                    f"quality.idle_{edge} >= {steps}",
+                    severity=steps / n,
+                )
+            )
+    idle = float(q.get("idle_fraction", 0.0))
+    if idle > IDLE_FRACTION and not q.get("frozen_state"):
+        out.append(
+            _finding(
+                e,
+                "idle_fraction",
+                f"{idle:.0%} of its steps are idle (nothing moves more than 0.5% of its range)",
+                f"quality.idle_fraction > {IDLE_FRACTION}",
+                severity=idle,
+            )
+        )
+    if q.get("action_jumps", 0) > 0:
+        out.append(
+            _finding(
+                e,
+                "action_jump",
+                f"{q['action_jumps']} action steps jump far beyond the episode's own step size, first action"
+                f"[{q.get('jump_dim')}] at step {q.get('first_jump')}: a dropped message or a teleop glitch",
+                "quality.action_jump > 0",
+                stream="action",
+                severity=float(q["action_jumps"]),
+            )
+        )
+    for cam, c in sorted((q.get("cameras") or {}).items()):
+        run = int(c.get("frozen_run", 0))
+        if run >= max(10, 0.5 * fps):
+            out.append(
+                _finding(
+                    e,
+                    "frozen_camera",
+                    f"camera {cam} repeats one frame for {run} steps from step {c.get('frozen_start')}: a stalled "
+                    "camera (or a scene that did not change)",
+                    f"quality.frozen_camera >= {run}",
+                    camera=cam,
+                    severity=float(run),
+                )
+            )
+        dark = int(c.get("dark_frames", 0)) + int(c.get("bright_frames", 0))
+        if dark:
+            out.append(
+                _finding(
+                    e,
+                    "dark_camera",
+                    f"camera {cam}: about {dark} black or overexposed frames",
+                    "quality.dark_frames > 0",
+                    camera=cam,
+                    severity=float(dark),
+                )
+            )
+    if q.get("timestamp_gaps", 0) > 0:
+        out.append(
+            _finding(
+                e,
+                "timestamp_gap",
+                f"{q['timestamp_gaps']} gaps in the timestamps, the longest {q.get('longest_gap_s', 0):.3g} s before "
+                f"step {q.get('first_gap')}: dropped frames; the steps around it are not evenly spaced",
+                "quality.timestamp_gap > 0",
+                stream="timestamp",
+                severity=float(q.get("longest_gap_s", 0.0)),
+            )
+        )
+    jitter = float(q.get("timestamp_jitter", 0.0))
+    if jitter > JITTER:
+        out.append(
+            _finding(
+                e,
+                "timestamp_jitter",
+                f"step intervals vary by {jitter:.0%} of the nominal 1/fps",
+                f"quality.timestamp_jitter > {JITTER}",
+                stream="timestamp",
+                severity=jitter,
+            )
+        )
+    return out
+
+
+def _success_missing(eps: list[dict[str, Any]], notes: list[str]) -> list[Finding]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for e in eps:
+        groups[(e["embodiment"], e["task"] or "")].append(e)
+    none_at_all = {e["embodiment"] for e in eps} - {e["embodiment"] for e in eps if e["success"] is not None}
+    for emb in sorted(none_at_all):
+        notes.append(f"{emb}: no episode records success; a filter on success keeps none")
+    out = []
+    for (emb, task), group in sorted(groups.items()):
+        lacking = [e for e in group if e["success"] is None]
+        if not lacking or emb in none_at_all:
+            continue
+        if len(lacking) == len(group):
+            notes.append(f"{emb} / {task!r}: no episode records success ({len(group)} episodes)")
+            continue
+        for e in lacking:
+            out.append(
+                _finding(
+                    e,
+                    "success_missing",
+                    f"no success recorded, while {len(group) - len(lacking)} episodes of its task record one",
+                    "success is null",
+                )
+            )
+    return out
+
+
+def _robust_z(x: np.ndarray) -> np.ndarray:
+    med = np.median(x)
+    mad = 1.4826 * np.median(np.abs(x - med))
+    return (x - med) / mad if mad > 0 else np.zeros_like(x)
+
+
+def _length_outliers(eps: list[dict[str, Any]]) -> list[Finding]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for e in eps:
+        groups[(e["embodiment"], e["task"] or "")].append(e)
+    out = []
+    for (_, task), group in sorted(groups.items()):
+        if len(group) < 5:
+            continue
+        n = np.array([float(e["num_steps"]) for e in group])
+        med = float(np.median(n))
+        z = _robust_z(n)
+        for e, zi, ni in zip(group, z, n, strict=True):
+            if abs(zi) > LENGTH_Z and abs(ni - med) > 0.25 * med:
+                op = ">" if ni > med else "<"
+                out.append(
+                    _finding(
+                        e,
+                        "length_outlier",
+                        f"{int(ni)} steps where its task's episodes have a median of {med:.0f} (robust z {zi:+.1f}): "
+                        "a recording that ran on or was cut short",
+                        f"task = {sql_quote(task)} and num_steps {op} {int(med)}",
+                        severity=abs(float(zi)),
+                    )
+                )
+    return out
+
+
+def _constant_dims(emb: str, group: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    for name in ("state", "action"):
+        sets = [set(e["quality"].get(f"constant_{name}", [])) for e in group]
+        common = set.intersection(*sets) if sets else set()
+        const = sorted(
+            d
+            for d in common
+            if len({float(e["quality"][f"{name}_min"][d]) for e in group if len(e["quality"][f"{name}_min"]) > d}) == 1
+        )
+        if const and len(group) > 1:
+            notes.append(
+                f"{emb}: {name} dims {_ranges(const)} never change in any of its {len(group)} episodes "
+                "(fixed joints?); they carry nothing a policy can learn"
+            )
+    return notes
+
+
+def _ranges(dims: list[int]) -> str:
+    out, start = [], dims[0]
+    for a, b in zip(dims, [*dims[1:], None], strict=True):
+        if b != a + 1:
+            out.append(str(start) if start == a else f"{start}-{a}")
+            if b is not None:
+                start = b
+    return ", ".join(out)
+
+
+def _out_of_range(group: list[dict[str, Any]]) -> list[Finding]:
+    if len(group) < 5:
+        return []
+    out = []
+    for name in ("state", "action"):
+        try:
+            lo = np.array([e["quality"][f"{name}_min"] for e in group], dtype=np.float64)
+            hi = np.array([e["quality"][f"{name}_max"] for e in group], dtype=np.float64)
+        except (KeyError, ValueError):
+            continue
+        if lo.ndim != 2 or lo.shape[1] == 0:
+            continue
+        width = np.median(hi - lo, axis=0)
+        bounds = []
+        for ext, sign in ((hi, 1.0), (lo, -1.0)):
+            med = np.median(ext, axis=0)
+            mad = 1.4826 * np.median(np.abs(ext - med), axis=0)
+            bounds.append(med + sign * (RANGE_Z * mad + 0.5 * width))
+        ub, lb = bounds
+        bad = ((hi > ub) | (lo < lb)) & (width > 0)
+        for i in np.flatnonzero(bad.any(axis=1)):
+            d = int(np.flatnonzero(bad[i])[0])
+            above = hi[i, d] > ub[d]
+            value, bound = (hi[i, d], ub[d]) if above else (lo[i, d], lb[d])
+            out.append(
+                _finding(
+                    group[i],
+                    "out_of_range",
+                    f"{name}[{d}] reaches {value:.4g}, outside what its embodiment's episodes reach (bound "
+                    f"{bound:.4g}): a unit or calibration error, or a joint limit crossed",
+                    f"{'max' if above else 'min'}({name}[{d}]) {'>' if above else '<'} {bound:.4g}",
+                    stream=name,
+                    severity=float(abs(value - bound) / max(width[d], 1e-12)),
+                )
+            )
+    return out
+
+
+def _near_duplicates(group: list[dict[str, Any]]) -> list[Finding]:
+    sigs, keep = [], []
+    for e in group:
+        s = np.asarray(e["quality"].get("signature", []), dtype=np.float64)
+        if s.ndim == 2 and s.size:
+            sigs.append(s.ravel())
+            keep.append(e)
+    if len(keep) < 2 or len({s.size for s in sigs}) != 1:
+        return []
+    sig = np.stack(sigs)
+    dims = len(keep[0]["quality"]["signature"][0])
+    hi = np.array([e["quality"].get("action_max", [0] * dims) for e in keep], dtype=np.float64)
+    lo = np.array([e["quality"].get("action_min", [0] * dims) for e in keep], dtype=np.float64)
+    scale = np.tile(np.maximum(np.median(hi - lo, axis=0), 1e-9), sig.shape[1] // dims)
+    lengths = np.array([int(e["num_steps"]) for e in keep])
+    order = np.argsort(lengths, kind="stable")
+    out, seen = [], set()
+    for a_pos, a in enumerate(order):
+        if a in seen:
+            continue
+        for b in order[a_pos + 1 : a_pos + 200]:
+            if lengths[b] - lengths[a] > 0.02 * lengths[a] + 1:
+                break
+            if b in seen:
+                continue
+            if float(np.max(np.abs(sig[a] - sig[b]) / scale)) <= DUPLICATE_TOLERANCE:
+                seen.add(b)
+                other = keep[a]["episode_id"]
+                out.append(
+                    _finding(
+                        keep[b],
+                        "near_duplicate",
+                        f"same actions as {other} (within {DUPLICATE_TOLERANCE:.0%} of each dim's range, "
+                        f"{lengths[b]} vs {lengths[a]} steps): a recording ingested twice; keep one",
+                        f"episode_id in ({sql_quote(other)}, {sql_quote(keep[b]['episode_id'])})",
+                    )
+                )
+    return out
+
+
+def _groups(eps: list[dict[str, Any]], findings: list[Finding]) -> list[dict[str, Any]]:
+    count: Counter[tuple[str, str]] = Counter((e["embodiment"], e["task"] or "") for e in eps)
+    checks: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for f in findings:
+        checks[(f.embodiment, f.task)][f.check] += 1
+    return [
+        {"embodiment": emb, "task": task, "episodes": n, "findings": dict(checks[(emb, task)])}
+        for (emb, task), n in sorted(count.items())
+    ]
+
+
+# --- update: quality for episodes that lack it ----------------------------------------------------
+
+
+def _update(lake: Lake) -> int:
+    """Measure the quality of the episodes without it and publish their rows as one version."""
+    rows = lake.episodes().to_pylist()
+    todo = []
+    for r in rows:
+        try:
+            meta = json.loads(r["metadata"]) if r["metadata"] else {}
+        except json.JSONDecodeError:
+            meta = {}
+        if not isinstance(meta, dict) or not isinstance(meta.get("quality"), dict):
+            todo.append((r, meta if isinstance(meta, dict) else {}))
+    if not todo:
+        return 0
+    new_rows = []
+    for i in range(0, len(todo), _UPDATE_BATCH):
+        batch = todo[i : i + _UPDATE_BATCH]
+        ids = [r["episode_id"] for r, _ in batch]
+        steps = lake.to_arrow(
+            "steps",
+            columns=["episode_id", "step_index", "timestamp", "state", "action"],
+            where=sql_in("episode_id", ids),
+        )
+        media = lake.to_arrow(
+            "media", columns=["episode_id", "camera", "step_index", "encoding", "data"], where=sql_in("episode_id", ids)
+        )
+        for r, meta in batch:
+            meta["quality"] = _quality_of(r, steps, media)
+            new_rows.append({**r, "metadata": json.dumps(meta, sort_keys=True)})
+    with lake.begin() as tx:
+        tx.acquire()
+        ids = [r["episode_id"] for r in new_rows]
+        for i in range(0, len(ids), 500):
+            tx.delete("episodes", sql_in("episode_id", ids[i : i + 500]))
+        tx.append_table("episodes", pa.Table.from_pylist(new_rows, schema=schema_for_table("episodes")))
+        tx.index_episodes()
+        lv = tx.commit("doctor", {"who": who(), "quality_added": len(new_rows)})
+    log.info("lake %s: version %d adds the quality of %d episodes", lake.uri, lv.version, len(new_rows))
+    return len(new_rows)
+
+
+def _quality_of(row: dict[str, Any], steps: pa.Table, media: pa.Table) -> dict[str, Any]:
+    eid = row["episode_id"]
+    mine = steps.filter(pc.equal(steps.column("episode_id"), eid)).sort_by("step_index")
+    n = mine.num_rows
+    state = np.asarray(mine.column("state").to_pylist(), dtype=np.float32).reshape(n, -1)
+    action = np.asarray(mine.column("action").to_pylist(), dtype=np.float32).reshape(n, -1)
+    ts = np.asarray(mine.column("timestamp").to_numpy(zero_copy_only=False), dtype=np.float64)
+    frames = media.filter(pc.equal(media.column("episode_id"), eid)).sort_by("step_index")
+    cameras = []
+    for cam in sorted(set(frames.column("camera").to_pylist())):
+        rows = frames.filter(pc.equal(frames.column("camera"), cam))
+        enc = str(rows.column("encoding")[0].as_py())
+        cameras.append((cam, rows.column("data").to_pylist(), enc, is_record(enc)))
+    return episode_quality(
+        state=state,
+        action=action,
+        timestamps=ts,
+        fps=float(row["fps"] or 0.0),
+        success=row["success"],
+        cameras=cameras,
+    )
+
+
+# --- the static page ------------------------------------------------------------------------------
+
+
+def write_doctor_html(report: DoctorReport, path: str) -> str:
+    """A static page of `report`: findings per check, the idle-fraction and length distributions, the
+    notes, and the worst episodes of each check with their `--where`. Returns `path`."""
+    import base64
+    import html
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    def png(fig: Any) -> str:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+        plt.close(fig)
+        return "<img src='data:image/png;base64," + base64.b64encode(buf.getvalue()).decode() + "'>"
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.5))
+    counts = report.counts()
+    axes[0].barh(list(counts) or ["(none)"], list(counts.values()) or [0])
+    axes[0].set_title("findings per check")
+    axes[1].hist(report.idle_fraction or [0.0], bins=20, range=(0, 1))
+    axes[1].set_title("idle fraction per episode")
+    axes[2].hist(report.lengths or [0], bins=30)
+    axes[2].set_title("episode length (steps)")
+    plots = png(fig)
+    per_check = []
+    for check in CHECKS:
+        worst = [f for f in report.findings if f.check == check][:10]
+        if not worst:
+            continue
+        sev = [f.severity for f in report.findings if f.check == check]
+        fig, ax = plt.subplots(figsize=(4, 2.2))
+        ax.hist(sev, bins=20)
+        ax.set_title(f"{check}: severity")
+        rows = "".join(
+            f"<tr><td>{html.escape(f.episode_id)}</td><td>{html.escape(f.camera or f.stream or '')}</td>"
+            f"<td>{html.escape(f.detail)}</td><td><code>{html.escape(f.where)}</code></td></tr>"
+            for f in worst
+        )
+        per_check.append(
+            f"<h2>{check} ({counts[check]})</h2>{png(fig)}<table><tr><th>episode</th><th>camera/stream</th>"
+            f"<th>why</th><th>--where</th></tr>{rows}</table>"
+        )
+    groups = "".join(
+        f"<tr><td>{html.escape(g['embodiment'])}</td><td>{html.escape(g['task'])}</td><td>{g['episodes']}</td>"
+        f"<td>{html.escape(', '.join(f'{k}: {v}' for k, v in sorted(g['findings'].items())))}</td></tr>"
+        for g in report.groups
+    )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in report.notes)
+    page = (
+        "<!doctype html><meta charset='utf-8'><title>robolake doctor</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:3px 6px;"
+        "font-size:13px}table{border-collapse:collapse}</style>"
+        f"<h1>robolake doctor: {html.escape(report.lake)} v{report.version}</h1>"
+        f"<p>{report.episodes} episodes, {len(report.findings)} findings</p>{plots}"
+        f"<h2>notes</h2><ul>{notes}</ul><h2>per embodiment and task</h2><table><tr><th>embodiment</th>"
+        f"<th>task</th><th>episodes</th><th>findings</th></tr>{groups}</table>{''.join(per_check)}"
+    )
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page)
+    return path
