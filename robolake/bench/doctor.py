@@ -7,8 +7,9 @@ Three figures, each measured in this run:
   steps, 12 with --quick, plus one per fault), 5 paired runs A B A B (3 with --quick) after a warm-up pair, CPU
   seconds (the work quality adds; the wall clock beside it). Goal: <= 1.1x.
 - `doctor`: `robolake.lake.doctor` on a synthetic lake of 10,000 episodes (2,000 with --quick;
-  `bench curate`'s `build_lake`, 20 steps each on average, one camera), the median of 3 runs
-  with its range, wall and CPU seconds.
+  `bench curate`'s `build_lake`, 20 steps each on average, one camera): first `--update` once
+  (that lake is written without quality: every episode's quality computed from its steps and
+  published as a version), then the doctor, the median of 3 runs with its range, wall and CPU.
 - `peer`: robolake's doctor and `lerobot-doctor` (PyPI, its own isolated venv like `bench
   peers`' LeRobot, run as its CLI `lerobot-doctor DATASET --json`) on the same planted-fault
   datasets, v2.1 and v3.0. Per planted fault: whether each found it and with which of its checks
@@ -18,12 +19,13 @@ Three figures, each measured in this run:
   made that were not planted (on clean episodes, or a check that fits no fault of that episode),
   and its dataset-level notes; and the seconds each took: robolake's doctor on the ingested lake,
   beside the ingest it needs first, and the peer's whole CLI run (its process, start-up
-  included: what a user waits for).
+  included: what a user waits for). An episode ingest refuses as a duplicate of another (same
+  content hash: a `duplicate` quarantine row naming which) counts as robolake's near-duplicate.
 
 The peer's report is text: `parse_peer` turns its messages into (its check, a robolake check
 name, episodes), from the message shapes of lerobot-doctor 0.2.0 (a saved report is under the
 unit tests). If the peer cannot be installed, the peer columns say why and robolake is still
-measured. Where robolake's doctor is not importable the benchmark stops with one line.
+measured.
 
 Usage: robolake bench doctor --json out.json [--quick] [--cache DIR]
 """
@@ -36,7 +38,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -90,10 +91,6 @@ ACCEPTS: dict[str, frozenset[str]] = {
     "idle_tail": frozenset({"idle_tail", "frozen_action"}),
     "action_jump": frozenset({"action_jump"}),
 }
-
-
-class DoctorUnavailable(RuntimeError):
-    """robolake's doctor (or `IngestConfig(quality=...)`) is not in this build; the message is one line."""
 
 
 @dataclass(frozen=True)
@@ -245,47 +242,37 @@ def comparison_rows(scored: Mapping[str, Any], tools: Sequence[str]) -> list[tup
 # --- robolake's side --------------------------------------------------------------------------
 
 
-def _lake_api() -> tuple[Any, Any]:
-    """robolake's `doctor` and `IngestConfig` (looked up, so that this module type-checks before and
-    after they land).
-
-    Raises:
-        DoctorUnavailable: this build has no doctor, or an `IngestConfig` without `quality`.
-    """
-    import robolake.lake as lake_api
-
-    doctor, config = getattr(lake_api, "doctor", None), lake_api.IngestConfig
-    if doctor is None:
-        raise DoctorUnavailable("robolake.lake has no `doctor` in this build; it lands with issue [25]")
-    if "quality" not in getattr(config, "__dataclass_fields__", {}):
-        raise DoctorUnavailable("IngestConfig has no `quality` option in this build; it lands with issue [25]")
-    return doctor, config
-
-
 def _ingest(src: Path, dest: Path, *, quality: bool) -> None:
-    from robolake.lake import ingest
+    from robolake.lake import IngestConfig, ingest
 
-    _, config = _lake_api()
     shutil.rmtree(dest, ignore_errors=True)
-    ingest(str(src), str(dest), config(execution="local", quality=quality))
+    ingest(str(src), str(dest), IngestConfig(execution="local", quality=quality))
 
 
 def robolake_findings(lake_dir: Path) -> tuple[list[Finding], Timing]:
-    """robolake's doctor on the lake, its findings named by LeRobot episode_index, and its time."""
-    from robolake.lake import Lake
+    """robolake's doctor on the lake, its findings named by LeRobot episode_index, and its time.
 
-    run_doctor, _ = _lake_api()
+    An episode ingest refused as a duplicate of another (same content hash) is robolake's
+    near-duplicate finding too: it never reached the lake, and its quarantine row says of which.
+    """
+    from robolake.lake import Lake, doctor
+
     lake = Lake.open(str(lake_dir))
     eps = lake.episodes(columns=["episode_id", "source_episode_index"]).to_pylist()
     index = {r["episode_id"]: int(r["source_episode_index"]) for r in eps}
     with Stopwatch() as sw:
-        report = run_doctor(lake)
+        report = doctor(lake)
     out = []
     for f in report.findings:
         where = getattr(f, "stream", None) or getattr(f, "camera", None)
         detail = f"{where}: {f.detail}" if where else str(f.detail)
         eid = getattr(f, "episode_id", None)
         out.append(Finding("robolake", f.check, f.check, (index[eid],) if eid in index else (), detail))
+    for q in lake.to_arrow("quarantine", columns=["reason_code", "source_episode_index", "reason"]).to_pylist():
+        if q["reason_code"] == "duplicate":
+            out.append(
+                Finding("robolake", "near_duplicate", "near_duplicate", (int(q["source_episode_index"]),), q["reason"])
+            )
     return out, sw.timing
 
 
@@ -337,16 +324,28 @@ def measure_ingest(root: Path, quick: bool) -> dict[str, Any]:
 
 
 def measure_doctor(root: Path, quick: bool) -> dict[str, Any]:
+    """doctor on a synthetic lake of 10,000 episodes (2,000 with --quick): first `--update` (the
+    quality of every episode computed from its steps and published as a version: what an older
+    lake costs once), then the doctor itself, three times."""
     from robolake.bench.curate import build_lake
+    from robolake.lake import doctor
 
     n = 2_000 if quick else 10_000
     with Stopwatch() as sw:
         lake_dir = build_lake(str(root / "lake10k"), n, steps=20)
+    with Stopwatch() as up:
+        updated = doctor(lake_dir, update=True)
     timings = []
     for _ in range(3):
         _, t = robolake_findings(Path(lake_dir))
         timings.append(t)
-    return {"episodes": n, "build_s": sw.timing.as_dict(), **_timings(timings)}
+    return {
+        "episodes": n,
+        "build_s": sw.timing.as_dict(),
+        "update_s": up.timing.as_dict(),
+        "findings_after_update": len(updated.findings),
+        **_timings(timings),
+    }
 
 
 def measure_peer(root: Path, quick: bool, cache: Path) -> dict[str, Any]:
@@ -383,8 +382,7 @@ def measure_peer(root: Path, quick: bool, cache: Path) -> dict[str, Any]:
 
 
 def run(quick: bool, *, cache: Path | None = None) -> dict[str, Any]:
-    """Every figure of the module docstring. Raises DoctorUnavailable where robolake has no doctor yet."""
-    _lake_api()
+    """Every figure of the module docstring."""
     with tempfile.TemporaryDirectory(prefix="robolake-bench-doctor-") as tmp:
         root = Path(tmp)
         return {
@@ -406,6 +404,7 @@ def print_result(res: Mapping[str, Any]) -> None:
                 f"ingest quality on / off ({ing['episodes']} episodes, CPU; goal <= {ing['goal_at_most']:.2f}x)",
                 f"{spread(ing['cpu'])}{flag}; wall {spread(ing['wall'])}",
             ),
+            (f"doctor --update on {doc['episodes']:,} episodes (once), wall", f"{doc['update_s']['wall_s']:.2f} s"),
             (f"doctor on {doc['episodes']:,} episodes, wall", _seconds(doc["wall"])),
             (f"doctor on {doc['episodes']:,} episodes, CPU", _seconds(doc["cpu"])),
         ],
@@ -436,11 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a smaller ingest, 3 pairs, a 2,000-episode lake")
     p.add_argument("--cache", default=None, help="peer environments (default ~/.cache/robolake/peers)")
     args = p.parse_args(argv)
-    try:
-        res = run(args.quick, cache=Path(args.cache) if args.cache else None)
-    except DoctorUnavailable as e:
-        print(f"robolake bench doctor: {e}", file=sys.stderr)
-        return 2
+    res = run(args.quick, cache=Path(args.cache) if args.cache else None)
     print_result(res)
     write_json(args.json, res)
     return 0
