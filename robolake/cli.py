@@ -44,7 +44,9 @@ _NO_RAY_COMMANDS = {
     "diff",
     "optimize",
     "align",
+    "resample",
     "doctor",
+    "dedup",
     "view",
 }
 _GLOBAL_FLAGS = ("--debug", "--verbose")

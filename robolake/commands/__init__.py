@@ -36,7 +36,9 @@ COMMANDS: tuple[str, ...] = (
     "diff",
     "optimize",
     "align",
+    "resample",
     "doctor",
+    "dedup",
     "view",
 )
 

@@ -164,6 +164,13 @@ def print_summary(summary: dict[str, Any]) -> None:
                 for st in e["streams"]:
                     gaps = f"{st['gaps']} (longest {st['longest_gap_s']:.3f} s)" if st.get("gaps") else "-"
                     print(f"    {st['name']:<36} {st['kind']:<8} {st['count']:>10} {st['rate_hz']:>9g}  {gaps}")
+        quality = {name: e["quality"] for name, e in summary["embodiments"].items() if "quality" in e}
+        if quality:  # episodes each quality check flags, per embodiment (robolake.lake.doctor's rules)
+            print("  quality (episodes flagged per check):")
+            for name, counts in quality.items():
+                flagged = ", ".join(f"{k}={v}" for k, v in counts.items()) or "none"
+                print(f"    {name:<24} {flagged}")
+            print(f"    details: robolake doctor {summary['uri']}")
     media = summary.get("media")
     if media and media["encodings"]:  # what the frames are, and whether any are lossy (lake.media)
         print(

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robolake.lake import missing_files
+    from robolake.lake import missing_files, quality_counts
 
     lake = open_lake_at(args.lake, args, args.version)
     missing = missing_files(lake.uri, lake.version_info, lake.storage_options)
@@ -51,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{r['episode_id']}\t{r['embodiment']}\t{r['num_steps']}\t{r['task']}")
         return 0
     summary = lake.summary()
+    # how many episodes each per-episode quality check flags (the doctor's rules; absent without quality)
+    for emb, counts in quality_counts(lake).items():
+        if emb in summary["embodiments"]:
+            summary["embodiments"][emb]["quality"] = counts
     if args.json:
         summary["versions"] = _versions_json(lake)
         print(json.dumps(summary, indent=2))

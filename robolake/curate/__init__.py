@@ -6,6 +6,7 @@ reference is copied.
 """
 
 from robolake.curate.clone import merge, select_into
+from robolake.curate.dedup import DedupResult, dedup
 from robolake.curate.diff import LakeDiff, diff
 from robolake.curate.edit import CurationResult, delete, restore_episodes, select, tag_selection
 from robolake.curate.split import SplitConfig, SplitResult, split, split_tag
@@ -20,11 +21,13 @@ from robolake.lake import (
 
 __all__ = [
     "CurationResult",
+    "DedupResult",
     "LakeDiff",
     "OptimizeReport",
     "SplitConfig",
     "SplitResult",
     "WhereError",
+    "dedup",
     "delete",
     "diff",
     "merge",

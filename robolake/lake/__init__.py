@@ -19,7 +19,15 @@ each do one job and are private to the lake:
 """
 
 from robolake.lake.align import AlignResult, AlignSpec, align_lake
-from robolake.lake.doctor import CHECKS, DoctorReport, Finding, doctor, write_doctor_html
+from robolake.lake.doctor import (
+    CHECKS,
+    DoctorReport,
+    Finding,
+    doctor,
+    episode_findings,
+    quality_counts,
+    write_doctor_html,
+)
 from robolake.lake.export import ExportConfig, export_lerobot
 from robolake.lake.intake.ingest import IngestConfig, IngestResult, ingest
 from robolake.lake.intake.rollouts import (
@@ -112,6 +120,8 @@ __all__ = [
     "DoctorReport",
     "Finding",
     "doctor",
+    "episode_findings",
+    "quality_counts",
     "write_doctor_html",
     "EventStream",
     "Record",

@@ -46,7 +46,7 @@ from robolake.lake.query import sql_in, sql_quote
 from robolake.lake.stats.quality import episode_quality
 from robolake.schemas.tables import schema_for_table
 
-__all__ = ["CHECKS", "DoctorReport", "Finding", "doctor", "write_doctor_html"]
+__all__ = ["CHECKS", "DoctorReport", "Finding", "doctor", "episode_findings", "quality_counts", "write_doctor_html"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class Finding:
         task: The episode's task.
         severity: How bad, for ordering the worst first (larger is worse; per check).
         where: A `--where` that selects the episodes with this finding.
+        duplicate_of: For `near_duplicate`, the episode this one repeats (the shortest of its group).
     """
 
     check: str
@@ -101,6 +102,7 @@ class Finding:
     task: str = ""
     severity: float = 1.0
     where: str = ""
+    duplicate_of: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -182,12 +184,7 @@ def doctor(
     rows = lake.episodes(columns=["episode_id", "embodiment", "task", "num_steps", "fps", "success", "metadata"])
     eps = rows.to_pylist()
     for e in eps:
-        try:
-            meta = json.loads(e["metadata"]) if e["metadata"] else {}
-        except json.JSONDecodeError:
-            meta = {}
-        q = meta.get("quality") if isinstance(meta, dict) else None
-        e["quality"] = q if isinstance(q, dict) else None
+        e["quality"] = _quality(e["metadata"])
     with_q = [e for e in eps if e["quality"] is not None]
     findings: list[Finding] = []
     notes: list[str] = []
@@ -234,6 +231,51 @@ def _finding(e: dict[str, Any], check: str, detail: str, where: str, **kw: Any) 
         where=where,
         **kw,
     )
+
+
+def episode_findings(row: dict[str, Any]) -> list[Finding]:
+    """The findings of one episode's own quality numbers (what `robolake view` shows on its page).
+
+    Args:
+        row: The episode's `episode_id`, `embodiment`, `task`, `num_steps`, `fps` and `metadata`
+            (its JSON text or the parsed dict).
+
+    Returns:
+        The findings, none where the episode has no quality measured (or nothing is wrong).
+    """
+    q = _quality(row.get("metadata"))
+    return _episode_findings({**row, "quality": q}) if q is not None else []
+
+
+def quality_counts(lake: Lake) -> dict[str, dict[str, int]]:
+    """Per embodiment, how many episodes each per-episode check flags (what `robolake info` prints).
+
+    Reads only the episodes table. Embodiments whose episodes have no quality measured are left
+    out, so a lake ingested without quality gives `{}`; an embodiment with quality and nothing
+    flagged maps to `{}`.
+    """
+    rows = lake.episodes(columns=["episode_id", "embodiment", "task", "num_steps", "fps", "metadata"]).to_pylist()
+    out: dict[str, Counter[str]] = {}
+    for r in rows:
+        q = _quality(r["metadata"])
+        if q is None:
+            continue
+        counts = out.setdefault(r["embodiment"], Counter())
+        for check in {f.check for f in _episode_findings({**r, "quality": q})}:
+            counts[check] += 1
+    order = {c: i for i, c in enumerate(CHECKS)}
+    return {emb: dict(sorted(c.items(), key=lambda kv: order.get(kv[0], len(order)))) for emb, c in sorted(out.items())}
+
+
+def _quality(metadata: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """The `quality` dict of an episode's metadata (JSON text or parsed), or None."""
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata) if metadata else {}
+        except json.JSONDecodeError:
+            return None
+    q = metadata.get("quality") if isinstance(metadata, dict) else None
+    return q if isinstance(q, dict) else None
 
 
 def _episode_findings(e: dict[str, Any]) -> list[Finding]:
@@ -528,6 +570,7 @@ def _near_duplicates(group: list[dict[str, Any]]) -> list[Finding]:
                         f"same actions as {other} (within {DUPLICATE_TOLERANCE:.0%} of each dim's range, "
                         f"{lengths[b]} vs {lengths[a]} steps): a recording ingested twice; keep one",
                         f"episode_id in ({sql_quote(other)}, {sql_quote(keep[b]['episode_id'])})",
+                        duplicate_of=other,
                     )
                 )
     return out

@@ -173,7 +173,9 @@ EXPECTED = {
     "diff": (["lake", "a", "b"], ["--json"]),
     "optimize": (["lake"], ["--upgrade", "--access-copy"]),
     "align": (["lake"], ["--fps", "--rule", "--where", "--json"]),
+    "resample": (["lake"], ["--fps", "--rule", "--where", "--json"]),
     "doctor": (["lake"], ["--version", "--tag", "--json", "--fail-on", "--update", "--html"]),
+    "dedup": (["lake"], ["--reason", "--dry-run", "--json"]),
     "view": (
         ["lake"],
         ["--version", "--tag", "--split", "--host", "--port", "--storage-option", "--rerun", "--episodes"],
@@ -213,7 +215,9 @@ def test_the_commands_and_their_order():
         "diff",
         "optimize",
         "align",
+        "resample",
         "doctor",
+        "dedup",
         "view",
     )
     assert list(_subparsers()) == list(COMMANDS)
