@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 # The one definition of "the file an episode came from" (what `--where source_path` matches).
-from robolake.lake import EpisodeFilter, row_offsets, source_path_of, sql_quote
+from robolake.lake import EpisodeFilter, episode_findings, row_offsets, source_path_of, sql_quote
 from robolake.view.catalog import LakeCatalog, joint_groups, joint_names
 
 __all__ = ["SORT_KEYS", "EpisodeCatalog", "EpisodeQuery"]
@@ -93,6 +93,27 @@ class EpisodeQuery:
             raise ValueError(f"success filter {self.success!r} must be one of {', '.join(_SUCCESS)}")
         if self.offset < 0 or not 1 <= self.limit <= 500:
             raise ValueError(f"need offset >= 0 and 1 <= limit <= 500, got offset {self.offset}, limit {self.limit}")
+
+
+def _flags(row: dict[str, Any], meta: dict[str, Any]) -> list[str] | None:
+    """The checks that flag an episode by its own quality (the doctor's rules); None when not measured."""
+    if not isinstance(meta.get("quality"), dict):
+        return None
+    return sorted({f.check for f in episode_findings({**row, "metadata": meta})})
+
+
+def _quality(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The episode page's quality panel: what the doctor finds in its own numbers, and the numbers."""
+    q = meta.get("quality")
+    if not isinstance(q, dict):
+        return {"measured": False, "findings": [], "numbers": {}}
+    found = episode_findings({**row, "metadata": meta})
+    numbers = {k: v for k, v in sorted(q.items()) if isinstance(v, (bool, int, float))}
+    return {
+        "measured": True,
+        "findings": [{"check": f.check, "detail": f.detail, "camera": f.camera, "stream": f.stream} for f in found],
+        "numbers": numbers,
+    }
 
 
 def _shown_metadata(meta: dict[str, Any]) -> dict[str, Any]:
@@ -213,10 +234,12 @@ class EpisodeCatalog:
         if not ids:
             return []
         full = self._take(ids, ["episode_id", "source_uri", "metadata"])
-        files = {r["episode_id"]: source_path_of(r["source_uri"], json.loads(r["metadata"] or "{}")) for r in full}
+        metas = {r["episode_id"]: json.loads(r["metadata"] or "{}") for r in full}
+        files = {r["episode_id"]: source_path_of(r["source_uri"], metas[r["episode_id"]]) for r in full}
         rows = page.to_pylist()
         for r in rows:
             r["source_file"] = files.get(r["episode_id"], "")
+            r["quality_flags"] = _flags(r, metas.get(r["episode_id"], {}))
         return rows
 
     # --- one episode -----------------------------------------------------------------------
@@ -278,6 +301,7 @@ class EpisodeCatalog:
             "state_dim": dims[0],
             "action_dim": dims[1],
             **layout,
+            "quality": _quality(r, meta),
             "metadata": _shown_metadata(meta),
         }
 

@@ -222,6 +222,26 @@
 
   view.plotted = () => view.plots.map((p) => ({ kind: p.kind, group: p.group, dims: p.dims, values: p.u.data.slice(1) }));
 
+  // what robolake doctor finds in the episode's own quality numbers, and the numbers
+  function quality() {
+    const box = clear(document.getElementById("quality"));
+    const Q = D.quality || { measured: false, findings: [], numbers: {} };
+    if (!Q.measured) {
+      box.append(el("div", { class: "muted" }, "no quality measured (robolake doctor LAKE --update measures it)"));
+      return;
+    }
+    if (!Q.findings.length) box.append(el("div", {}, "no check flags this episode"));
+    const ul = el("ul", { class: "findings" });
+    for (const f of Q.findings) {
+      const where = f.camera ? " (camera " + f.camera + ")" : f.stream ? " (" + f.stream + ")" : "";
+      ul.append(el("li", {}, el("b", {}, f.check), where + ": " + f.detail));
+    }
+    if (Q.findings.length) box.append(ul);
+    const dl = el("dl", { class: "facts" });
+    for (const [k, v] of Object.entries(Q.numbers)) dl.append(el("dt", {}, k), el("dd", {}, typeof v === "number" ? fmtNum(v) : String(v)));
+    box.append(dl);
+  }
+
   function metadata() {
     document.getElementById("metadata").append(el("pre", { class: "meta" }, JSON.stringify(D.metadata, null, 1)));
   }
@@ -232,6 +252,7 @@
   header();
   cameras();
   controls();
+  quality();
   metadata();
   lineage().catch((e) => { document.getElementById("lineage").textContent = "unavailable: " + e.message; });
   view.ready = (async () => {

@@ -19,6 +19,8 @@
     { key: "source_format", label: "format" },
     { key: "ingest_version", label: "ingest version", class: "num" },
     { key: "success", label: "success", render: (r) => fmtBool(r.success) },
+    // the checks that flag the episode by its own quality (robolake doctor's rules); "—" when not measured
+    { key: "quality_flags", label: "quality", sort: false, render: (r) => r.quality_flags === null || r.quality_flags === undefined ? "—" : (r.quality_flags.length ? el("span", { class: "flags" }, r.quality_flags.join(", ")) : "ok") },
   ];
 
   function fromURL() {
