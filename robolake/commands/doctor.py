@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("lake", help="the lake URI")
     p.add_argument("--version", type=int, default=None, help="examine this lake version (default: the newest)")
-    p.add_argument("--tag", default=None, metavar="NAME", help="examine the version this tag names")
+    p.add_argument(
+        "--tag", default=None, metavar="NAME", help="examine the version this tag names (default: the newest version)"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON (key `findings`)")
     p.add_argument(
         "--fail-on",
@@ -36,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="exit 1 when any of these checks finds something (e.g. frozen_state near_duplicate; `all`: any)",
     )
     p.add_argument("--update", action="store_true", help="first measure the episodes without quality (a new version)")
-    p.add_argument("--html", metavar="OUT", default=None, help="also write a static report page to OUT")
+    p.add_argument("--html", metavar="OUT", default=None, help="also write a static report page to OUT (default: none)")
     p.set_defaults(fn=run)
 
 
