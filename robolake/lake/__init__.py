@@ -7,15 +7,18 @@ each do one job and are private to the lake:
 - `lake.py`, `query.py`, `where.py` — the `Lake` handle (open/create, tables, versions), episode
   filters, and the safe `--where` language every curation verb and mixture uses.
 - `align.py` — a new steps rendition derived from the record of every stream (`robolake align`).
+- `doctor.py` — findings from each episode's quality (measured at ingest) and across the lake.
 - `protocol/` — how a version is written: manifests, transactions with one commit retry loop,
   the write lease, fault hooks, tags and tag sets, dependents, the creation marker, row offsets.
 - `media/` — camera frames: the record (recorded bitstreams), codecs and `FrameReader`.
 - `intake/` — everything that writes new episodes in: `ingest` of raw logs, rollouts.
 - `sources/` — one reader per log format (a sub-package per family) behind one protocol.
-- `stats/` — normalisation statistics, quantile sketches and the embodiments table they feed.
+- `stats/` — normalisation statistics, quantile sketches, per-episode quality and the
+  embodiments table they feed.
 - `upkeep/` — what keeps a lake healthy: `check`, `gc`, `optimize` (compaction and access
-  copies), format upgrade.
-- `export.py` — a lake version out to LeRobot v3.0.
+  copies); the format upgrade lives with the write protocol.
+- `export.py` — a lake version out to LeRobot v3.0 (or LeRobot's Lance layout), optionally
+  rendered from the record at another rate.
 """
 
 from robolake.lake.align import AlignResult, AlignSpec, align_lake
