@@ -21,8 +21,17 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Rules: linear, hold, latest, nearest, nearest:SECONDS (within a tolerance), mean (over each tick)."
         ),
     )
+    add_rendition_arguments(p, fps_required=False)
+    p.set_defaults(fn=run)
+
+
+def add_rendition_arguments(p: argparse.ArgumentParser, *, fps_required: bool) -> None:
+    """LAKE, --fps, --rule, --where and --json: the options of a steps rendition (`align`, `resample`)."""
     p.add_argument("lake", help="the lake URI")
-    p.add_argument("--fps", type=float, default=None, help="tick rate in Hz (default: each episode's own)")
+    if fps_required:
+        p.add_argument("--fps", type=float, required=True, help="the new tick rate in Hz")
+    else:
+        p.add_argument("--fps", type=float, default=None, help="tick rate in Hz (default: each episode's own)")
     p.add_argument(
         "--rule",
         action="append",
@@ -32,7 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--where", metavar="EXPR", help=WHERE_HELP + " (default: every episode)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line (default: sentences)")
-    p.set_defaults(fn=run)
 
 
 def _rules(given: list[str]) -> tuple[tuple[str, str], ...]:

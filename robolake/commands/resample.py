@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 
 from robolake.commands import align
-from robolake.commands.select import WHERE_HELP
 
 __all__ = ["register", "run"]
 
@@ -25,17 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "as one new lake version (`robolake restore` goes back). See `robolake align --help`."
         ),
     )
-    p.add_argument("lake", help="the lake URI")
-    p.add_argument("--fps", type=float, required=True, help="the new tick rate in Hz")
-    p.add_argument(
-        "--rule",
-        action="append",
-        default=[],
-        metavar="STREAM=RULE",
-        help="the rule of one stream or topic, e.g. /joint_states=nearest:0.005 (repeatable)",
-    )
-    p.add_argument("--where", metavar="EXPR", help=WHERE_HELP + " (default: every episode)")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON line (default: sentences)")
+    align.add_rendition_arguments(p, fps_required=True)
     p.set_defaults(fn=run)
 
 

@@ -161,26 +161,39 @@ class GrootModel(nn.Module):
         txt = self.text(b.text_ids).to(vis.dtype)
         x = vis.new_zeros(b.total_tokens, self.config.d_model)
         x = x.index_copy(0, view_pos.flatten(), vis).index_copy(0, text_pos, txt)
-        if b.history_values is not None and b.cu_history is not None and b.history_values.shape[0]:
-            x = self._embed_history(b, x, starts, views * tpv + text_len)
+        if (
+            self.history_encoder is not None
+            and b.history_values is not None
+            and b.history_dt is not None
+            and b.history_stream is not None
+            and b.cu_history is not None
+            and b.history_values.shape[0]
+        ):
+            x = self._embed_history(
+                self.history_encoder,
+                (b.history_values, b.history_dt, b.history_stream, b.cu_history),
+                x,
+                starts,
+                views * tpv + text_len,
+            )
         return x + self.position(b.position_ids).to(x.dtype)
 
+    @staticmethod
     def _embed_history(
-        self, b: PackedBatch, x: torch.Tensor, starts: torch.Tensor, before: torch.Tensor
+        encoder: StreamTokenEncoder,
+        history: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+        x: torch.Tensor,
+        starts: torch.Tensor,
+        before: torch.Tensor,
     ) -> torch.Tensor:
-        """x with each sample's history tokens placed after its views and text."""
-        assert self.history_encoder is not None and b.history_values is not None and b.cu_history is not None
-        assert b.history_dt is not None and b.history_stream is not None
-        n, dev = b.num_samples, x.device
-        hist_len = b.history_lengths
-        total = int(b.history_values.shape[0])
-        hsi = torch.repeat_interleave(torch.arange(n, device=dev), hist_len, output_size=total)
-        hist_pos = starts[hsi] + before[hsi] + torch.arange(total, device=dev) - b.cu_history[:-1].long()[hsi]
-        feats = torch.cat(
-            [b.history_values.to(x.dtype), sinusoidal_embedding(b.history_dt * 100.0, _DT_FEATURES).to(x.dtype)], dim=-1
-        )
-        tok = self.history_encoder(feats, b.history_stream)
-        return x.index_copy(0, hist_pos, tok.to(x.dtype))
+        """x with each sample's history tokens (values, dt, stream ids, cu_history) placed after its views and text."""
+        values, dt, stream, cu_history = history
+        dev, total = x.device, int(values.shape[0])
+        hist_len = (cu_history[1:] - cu_history[:-1]).long()
+        hsi = torch.repeat_interleave(torch.arange(hist_len.shape[0], device=dev), hist_len, output_size=total)
+        hist_pos = starts[hsi] + before[hsi] + torch.arange(total, device=dev) - cu_history[:-1].long()[hsi]
+        feats = torch.cat([values.to(x.dtype), sinusoidal_embedding(dt * 100.0, _DT_FEATURES).to(x.dtype)], dim=-1)
+        return x.index_copy(0, hist_pos, encoder(feats, stream).to(x.dtype))
 
     def encode(self, batch: PackedBatch | PaddedBatch) -> _Context:
         """Run the backbone; returns its features and the action head's attention for this layout."""

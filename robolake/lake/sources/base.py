@@ -132,6 +132,44 @@ class TabularEpisode:
     metadata: dict[str, Any] = field(default_factory=dict)
     record: Any = None  # sources.record.Record (typed loosely: base sits below the record module)
 
+    @classmethod
+    def of(
+        cls,
+        *,
+        ref: EpisodeRef,
+        state: np.ndarray,
+        action: np.ndarray,
+        timestamps: np.ndarray,
+        task_index: np.ndarray,
+        tasks: tuple[str, ...],
+        fps: float,
+        success: bool | None = None,
+        media_digests: tuple[str, ...] = (),
+        metadata: dict[str, Any] | None = None,
+        record: Any = None,
+    ) -> TabularEpisode:
+        """The episode with its content hash computed (`content_hash`) and state/action as float32."""
+        return cls(
+            ref=ref,
+            state=np.asarray(state).astype(np.float32),
+            action=np.asarray(action).astype(np.float32),
+            timestamps=timestamps,
+            task_index=task_index,
+            tasks=tasks,
+            success=success,
+            fps=fps,
+            content_hash=content_hash(
+                state=state,
+                action=action,
+                timestamps=timestamps,
+                tasks=tasks,
+                task_index=task_index,
+                media_digests=media_digests,
+            ),
+            metadata=metadata or {},
+            record=record,
+        )
+
     @property
     def num_steps(self) -> int:
         return int(self.state.shape[0])

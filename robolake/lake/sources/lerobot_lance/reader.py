@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from robolake.lake.query import sql_quote
 from robolake.lake.sources.base import EpisodeRef, SourceError
 from robolake.lake.sources.columnar import ColumnRecord, seconds_to_ns
 from robolake.lake.sources.lerobot.meta import ACTION_KEY, STATE_KEY
@@ -175,7 +176,7 @@ class LeRobotLanceReader(LeRobotReader):
         videos = self._videos()
         if videos is None:
             return False
-        return bool(videos.count_rows(filter=f"video_key = {_sql(key)}"))
+        return bool(videos.count_rows(filter=f"video_key = {sql_quote(key)}"))
 
     def _video_path(self, ref: EpisodeRef, cam: str) -> str | None:
         key = self.plan.video_keys[cam]
@@ -212,7 +213,7 @@ class LeRobotLanceReader(LeRobotReader):
         videos = self._videos()
         if videos is None:
             return None
-        where = f"video_key = {_sql(key)} AND chunk_index = {chunk} AND file_index = {file}"
+        where = f"video_key = {sql_quote(key)} AND chunk_index = {chunk} AND file_index = {file}"
         where_file = os.path.join(self.root, VIDEOS)
         rows = videos.to_table(columns=[BLOB], filter=where, with_row_id=True)
         if not rows.num_rows:
@@ -249,10 +250,6 @@ def _rows(path: str) -> int:
     import lance
 
     return int(lance.dataset(path).count_rows())
-
-
-def _sql(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _open(path: str, options: SourceOptions) -> LeRobotLanceReader:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.sources.base import EncodedFrames, EpisodeRef, SourceError, TabularEpisode, content_hash
+from robolake.lake.sources.base import EncodedFrames, EpisodeRef, SourceError, TabularEpisode
 from robolake.lake.sources.columnar import CLOCK_ROWS, ColumnRecord
 from robolake.lake.sources.limits import ReadLimits
 from robolake.lake.sources.npz.arrays import (
@@ -105,17 +105,16 @@ class NpzReader:
         self.episodes = episode_files(self.root)
         if not self.episodes:
             raise SourceError("empty", self.root, "no .npz files or folders of .npy files here")
-        plan, first, problem = None, self.episodes[0], None
+        plan, first, problems = None, self.episodes[0], []
         for ep in self.episodes:  # the first episode a plan can be made of; the others are checked as read
             try:
                 plan = resolve_plan(read_headers(ep), self.options.mapping, self.options.embodiment, ep.path)
                 first = ep
                 break
             except SourceError as e:
-                problem = problem or e
+                problems.append(e)
         if plan is None:
-            assert problem is not None
-            raise problem
+            raise problems[0]  # no episode has a plan (there is one episode at least: the first's reason)
         self.plan: NpzPlan = plan
         if self.options.state_only:
             self.plan = _without_cameras(self.plan)
@@ -306,18 +305,16 @@ class NpzReader:
             notes += record_notes(built, ep.path)
         if notes:
             metadata["notes"] = notes
-        return TabularEpisode(
+        return TabularEpisode.of(
             ref=ref,
-            state=state.astype(np.float32),
-            action=action.astype(np.float32),
+            state=state,
+            action=action,
             timestamps=ts,
             task_index=task_index,
             tasks=tasks,
             success=success,
             fps=fps,
-            content_hash=content_hash(
-                state=state, action=action, timestamps=ts, tasks=tasks, task_index=task_index, media_digests=digests
-            ),
+            media_digests=digests,
             metadata=metadata,
             record=built,
         )

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.sources.base import EncodedFrames, EpisodeRef, SourceError, TabularEpisode, content_hash
+from robolake.lake.sources.base import EncodedFrames, EpisodeRef, SourceError, TabularEpisode
 from robolake.lake.sources.columnar import CLOCK_ROWS, CLOCK_SOURCE, ColumnRecord
 from robolake.lake.sources.record import record_notes
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
@@ -305,23 +305,15 @@ class RerunReader:
         notes += record_notes(built, self.root)
         if self.notes or notes:
             metadata["notes"] = self.notes + notes
-        return TabularEpisode(
+        return TabularEpisode.of(
             ref=ref,
-            state=aligned.state.astype(np.float32),
-            action=aligned.action.astype(np.float32),
+            state=aligned.state,
+            action=aligned.action,
             timestamps=aligned.timestamps,
             task_index=task_index,
             tasks=tasks,
-            success=None,
             fps=self.fps,
-            content_hash=content_hash(
-                state=aligned.state,
-                action=aligned.action,
-                timestamps=aligned.timestamps,
-                tasks=tasks,
-                task_index=task_index,
-                media_digests=digests,
-            ),
+            media_digests=digests,
             metadata=metadata,
             record=built,
         )

@@ -46,7 +46,6 @@ from robolake.lake.sources.base import (
     EpisodeRef,
     SourceError,
     TabularEpisode,
-    content_hash,
 )
 from robolake.lake.sources.mapping import CameraMap, StreamMap
 from robolake.lake.sources.record import RecordBuilder, log_minus_header_ns, record_notes, stream_summary
@@ -509,23 +508,15 @@ class TopicLogReader:
             )
         if notes:
             metadata["notes"] = notes
-        return TabularEpisode(
+        return TabularEpisode.of(
             ref=ref,
-            state=aligned.state.astype(np.float32),
-            action=aligned.action.astype(np.float32),
+            state=aligned.state,
+            action=aligned.action,
             timestamps=aligned.timestamps,
             task_index=task_index,
             tasks=tasks,
-            success=None,
             fps=self.fps,
-            content_hash=content_hash(
-                state=aligned.state,
-                action=aligned.action,
-                timestamps=aligned.timestamps,
-                tasks=tasks,
-                task_index=task_index,
-                media_digests=digests,
-            ),
+            media_digests=digests,
             metadata=metadata,
             record=kept_record,
         )

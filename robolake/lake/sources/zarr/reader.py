@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from robolake.lake.sources.base import EncodedFrames, EpisodeRef, SourceError, TabularEpisode, content_hash
+from robolake.lake.sources.base import EncodedFrames, EpisodeRef, SourceError, TabularEpisode
 from robolake.lake.sources.columnar import CLOCK_ROWS, CLOCK_SOURCE, ColumnRecord, seconds_to_ns
 from robolake.lake.sources.record import record_notes
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
@@ -300,18 +300,15 @@ class ZarrReader:
             metadata["notes"] = notes
         tasks = (lay.task,) if lay.task else ()
         task_index = np.zeros(steps, dtype=np.int32)
-        return TabularEpisode(
+        return TabularEpisode.of(
             ref=ref,
-            state=st.astype(np.float32),
-            action=ac.astype(np.float32),
+            state=st,
+            action=ac,
             timestamps=ts,
             task_index=task_index,
             tasks=tasks,
-            success=None,
             fps=self.fps,
-            content_hash=content_hash(
-                state=st, action=ac, timestamps=ts, tasks=tasks, task_index=task_index, media_digests=tuple(digests)
-            ),
+            media_digests=tuple(digests),
             metadata=metadata,
             record=built[0] if built is not None else None,
         )
