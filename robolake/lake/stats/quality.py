@@ -53,6 +53,7 @@ __all__ = [
     "frozen",
     "identical_dims",
     "idle",
+    "idle_steps",
     "timestamp_gaps",
     "zero_rows",
 ]
@@ -161,8 +162,17 @@ def _motion(x: np.ndarray) -> np.ndarray:
     return np.asarray(d.max(axis=1))
 
 
+def idle_steps(state: np.ndarray, action: np.ndarray) -> np.ndarray:
+    """bool [T]: the steps where state and action both move less than `IDLE_MOTION` of their spread."""
+    if len(state) < 2:
+        return np.zeros(len(state), dtype=bool)
+    still = np.maximum(_motion(state), _motion(action)) < IDLE_MOTION  # [T-1]: step t -> t+1
+    # step 0 is idle when the robot does not leave it; each later step when it did not arrive moving
+    return np.concatenate([still[:1], still])
+
+
 def idle(state: np.ndarray, action: np.ndarray) -> dict[str, Any]:
-    """Idle steps: state and action both move less than `IDLE_MOTION` of their spread.
+    """Idle steps (`idle_steps`): how many lead and trail the episode, and their share.
 
     Returns:
         `idle_head` and `idle_tail` (steps), `idle_fraction` (of all steps).
@@ -170,9 +180,7 @@ def idle(state: np.ndarray, action: np.ndarray) -> dict[str, Any]:
     n = len(state)
     if n < 2:
         return {"idle_head": 0, "idle_tail": 0, "idle_fraction": 0.0}
-    still = np.maximum(_motion(state), _motion(action)) < IDLE_MOTION  # [T-1]: step t -> t+1
-    # step 0 is idle when the robot does not leave it; each later step when it did not arrive moving
-    steps = np.concatenate([still[:1], still])
+    steps = idle_steps(state, action)
     head = n if steps.all() else int(np.argmin(steps))
     tail = n if steps.all() else int(np.argmin(steps[::-1]))
     return {"idle_head": head, "idle_tail": tail, "idle_fraction": round(float(steps.mean()), 4)}
