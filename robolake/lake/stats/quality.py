@@ -54,6 +54,7 @@ __all__ = [
     "identical_dims",
     "idle",
     "idle_steps",
+    "step_motion",
     "timestamp_gaps",
     "zero_rows",
 ]
@@ -162,13 +163,20 @@ def _motion(x: np.ndarray) -> np.ndarray:
     return np.asarray(d.max(axis=1))
 
 
+def step_motion(state: np.ndarray, action: np.ndarray) -> np.ndarray:
+    """float64 [T]: each step's largest move of state or action, in units of the dimension's spread."""
+    if len(state) < 2:
+        return np.zeros(len(state))
+    moved = np.maximum(_motion(state), _motion(action))  # [T-1]: step t -> t+1
+    # step 0 counts its move to step 1 (the robot did not leave it); each later step how it arrived
+    return np.concatenate([moved[:1], moved])
+
+
 def idle_steps(state: np.ndarray, action: np.ndarray) -> np.ndarray:
     """bool [T]: the steps where state and action both move less than `IDLE_MOTION` of their spread."""
     if len(state) < 2:
         return np.zeros(len(state), dtype=bool)
-    still = np.maximum(_motion(state), _motion(action)) < IDLE_MOTION  # [T-1]: step t -> t+1
-    # step 0 is idle when the robot does not leave it; each later step when it did not arrive moving
-    return np.concatenate([still[:1], still])
+    return step_motion(state, action) < IDLE_MOTION
 
 
 def idle(state: np.ndarray, action: np.ndarray) -> dict[str, Any]:
