@@ -39,6 +39,7 @@ COMMANDS: tuple[str, ...] = (
     "resample",
     "doctor",
     "dedup",
+    "trim",
     "view",
 )
 

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(
         f"lake {lake.uri}: {d.a} -> {d.b}: {len(d.added)} episodes added, {len(d.removed)} removed, "
-        f"{d.quarantine_added} quarantine rows added"
+        f"{len(d.steps_changed)} with other steps, {d.quarantine_added} quarantine rows added"
     )
     for op in d.operations:
         why = f": {op['reason']}" if op.get("reason") else ""
@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  - {e}")
     for e in d.added[:20]:
         print(f"  + {e}")
-    if len(d.added) > 20 or len(d.removed) > 20:
+    changed = sorted(d.steps_changed.items())
+    for e, (sa, sb) in changed[:20]:
+        print(f"  ~ {e}: {sa} -> {sb} steps")
+    if len(d.added) > 20 or len(d.removed) > 20 or len(changed) > 20:
         print("  (--json lists every episode)")
     return 0

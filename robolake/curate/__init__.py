@@ -10,6 +10,7 @@ from robolake.curate.dedup import DedupResult, dedup
 from robolake.curate.diff import LakeDiff, diff
 from robolake.curate.edit import CurationResult, delete, restore_episodes, select, tag_selection
 from robolake.curate.split import SplitConfig, SplitResult, split, split_tag
+from robolake.curate.trim import TrimResult, TrimSpec, trim
 from robolake.lake import (
     OptimizeReport,
     WhereError,
@@ -41,4 +42,7 @@ __all__ = [
     "split",
     "split_tag",
     "tag_selection",
+    "trim",
+    "TrimResult",
+    "TrimSpec",
 ]

@@ -1,6 +1,7 @@
 """`diff`: what changed between two lake versions (or tags).
 
-Episodes added and removed (by id), per-embodiment episode and step counts at each side, how far
+Episodes added and removed (by id), episodes whose steps changed (`robolake trim`, `align`: the
+steps at each side), per-embodiment episode and step counts at each side, how far
 each embodiment's normalisation statistics moved (the largest change of any state/action
 dimension's mean and std, in units of the old std, so a policy trained on one side can be judged
 against the other), quarantine rows added, and the operations (with who and why) that lie
@@ -30,6 +31,7 @@ class LakeDiff:
     embodiments: dict[str, dict[str, Any]] = field(default_factory=dict)
     quarantine_added: int = 0
     operations: list[dict[str, Any]] = field(default_factory=list)
+    steps_changed: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,6 +42,7 @@ class LakeDiff:
             "embodiments": self.embodiments,
             "quarantine_added": self.quarantine_added,
             "operations": self.operations,
+            "steps_changed": {k: list(v) for k, v in self.steps_changed.items()},
         }
 
 
@@ -78,7 +81,8 @@ def diff(a: Lake, b: Lake) -> LakeDiff:
     """What changed from `a` to `b` (two handles on the same lake, at versions or tags)."""
     if a.uri != b.uri:
         raise ValueError(f"diff compares two versions of one lake, not {a.uri} and {b.uri}")
-    ids_a, ids_b = set(a.episode_ids()), set(b.episode_ids())
+    steps_a, steps_b = _steps(a), _steps(b)
+    ids_a, ids_b = set(steps_a), set(steps_b)
     # Counts come from the episodes themselves when a side is a tag's subset.
     emb: dict[str, dict[str, Any]] = {}
     sa, sb = _stats(a), _stats(b)
@@ -104,7 +108,14 @@ def diff(a: Lake, b: Lake) -> LakeDiff:
         embodiments=emb,
         quarantine_added=b.count("quarantine") - a.count("quarantine"),
         operations=ops,
+        steps_changed={e: (steps_a[e], steps_b[e]) for e in sorted(ids_a & ids_b) if steps_a[e] != steps_b[e]},
     )
+
+
+def _steps(lake: Lake) -> dict[str, int]:
+    """Episode id -> its steps (two metadata columns)."""
+    t = lake.episodes(columns=["episode_id", "num_steps"])
+    return dict(zip(t["episode_id"].to_pylist(), t["num_steps"].to_pylist(), strict=True))
 
 
 def _counts(lake: Lake) -> dict[str, tuple[int, int]]:

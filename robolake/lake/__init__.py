@@ -7,10 +7,12 @@ each do one job and are private to the lake:
 - `lake.py`, `query.py`, `where.py` — the `Lake` handle (open/create, tables, versions), episode
   filters, and the safe `--where` language every curation verb and mixture uses.
 - `align.py` — a new steps rendition derived from the record of every stream (`robolake align`).
+- `where_steps.py` — `--where-steps`: which steps of an episode an expression picks (`robolake trim`).
 - `doctor.py` — findings from each episode's quality (measured at ingest) and across the lake.
 - `protocol/` — how a version is written: manifests, transactions with one commit retry loop,
   the write lease, fault hooks, tags and tag sets, dependents, the creation marker, row offsets.
-- `media/` — camera frames: the record (recorded bitstreams), codecs and `FrameReader`.
+- `media/` — camera frames: the record (recorded bitstreams), codecs, `FrameReader`, and which
+  frames a trimmed episode's steps show (`kept.py`).
 - `intake/` — everything that writes new episodes in: `ingest` of raw logs, rollouts.
 - `sources/` — one reader per log format (a sub-package per family) behind one protocol.
 - `stats/` — normalisation statistics, quantile sketches, per-episode quality and the
@@ -54,6 +56,7 @@ from robolake.lake.media.frames import (
     record_images,
     standalone_images,
 )
+from robolake.lake.media.kept import TRIM_KEY, KeptSteps, kept_of
 from robolake.lake.media.record import StreamIndex
 from robolake.lake.protocol import faults
 from robolake.lake.protocol.creation import clear_half_created, half_created, mark_creating, unmark_creating
@@ -109,13 +112,24 @@ from robolake.lake.sources.rlds.tfrecord import encode_example, write_records
 from robolake.lake.sources.video import iter_video_frames, seek_frame
 from robolake.lake.stats.embodiments import add_embodiments, new_embodiment_row, refresh_embodiments
 from robolake.lake.stats.norm import NormStats, VectorStats, accumulate_norm_stats
+from robolake.lake.stats.quality import episode_quality, idle_steps
 from robolake.lake.upkeep.access import build_access_copy, drop_access_copy
 from robolake.lake.upkeep.check import check_lake, missing_files
 from robolake.lake.upkeep.compact import EPISODE_TABLES, OptimizeReport, needs_compaction, optimize
 from robolake.lake.upkeep.gc import gc, parse_age
 from robolake.lake.where import Where, WhereError, parse_where, select_episode_ids, source_path_of
+from robolake.lake.where_steps import STEP_NAMES, StepWhere, parse_where_steps, steps_matching
 
 __all__ = [
+    "KeptSteps",
+    "STEP_NAMES",
+    "StepWhere",
+    "TRIM_KEY",
+    "episode_quality",
+    "idle_steps",
+    "kept_of",
+    "parse_where_steps",
+    "steps_matching",
     "AlignResult",
     "AlignSpec",
     "align_lake",

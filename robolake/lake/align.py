@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from robolake.lake.intake.ingest import steps_rows
 from robolake.lake.lake import Lake
+from robolake.lake.media.kept import kept_of
 from robolake.lake.protocol import faults
 from robolake.lake.protocol.versions import who
 from robolake.lake.query import sql_in, sql_quote
@@ -155,6 +156,11 @@ def render_episode(lake: Lake, row: dict[str, Any], fps: float | None, rules: di
     eid = row["episode_id"]
     meta = json.loads(row["metadata"] or "{}")
     comp = meta.get("composition")
+    if kept_of(meta) is not None:
+        return (
+            "trimmed by `robolake trim`: a new rendition would bring its dropped steps back; restore the version "
+            "before the trim (`robolake restore`), realign, then trim again"
+        )
     if not lake.has_table("signals") or "record" not in meta:
         return "no record: ingested before the record existed (its steps are its record)"
     if not comp:

@@ -82,6 +82,7 @@ import pyarrow.compute as pc
 from robolake.lake.align import AlignSpec, RenderedEpisode, render_episode, rendered_media
 from robolake.lake.lake import Lake
 from robolake.lake.media.frames import decode_row, load_streams, video_gop
+from robolake.lake.media.kept import KeptSteps
 from robolake.lake.media.record import StreamIndex, decode_runs, rgb
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
 from robolake.lake.sources.lerobot.reader import embodiment_tag
@@ -396,13 +397,15 @@ def _export_one(
         success=write_success,
     )
     pool = ThreadPoolExecutor(max_workers=config.decode_threads, thread_name_prefix="robolake-export")
+    trimmed = lake.trimmed([e["episode_id"] for e in episodes])
     with pool, LeRobotWriter(dest, features, config, tasks=_task_order(ep_tasks)) as writer:
         off_grid = copied = missing = 0
         for i, (ep, names) in enumerate(zip(episodes, ep_tasks, strict=True)):
             rendered = rendition.episodes.get(ep["episode_id"])
             steps = _read_steps(lake, ep) if rendered is None else rendered.steps
             n = steps.num_rows
-            ts = steps["timestamp"].to_numpy().astype(np.float64)
+            kept = trimmed.get(ep["episode_id"])
+            ts = _timestamps(steps, kept, fps)
             off_grid += bool(np.abs(ts - np.arange(n) / fps).max() > _TIMESTAMP_TOLERANCE_S)
             media, n_missing = rendered_media(lake, rendered) if rendered is not None else (None, 0)
             missing += n_missing
@@ -411,7 +414,7 @@ def _export_one(
             for cam in cameras:
                 key = _video_key(spec, cam)
                 frames[key], segment = _episode_frames(
-                    lake, ep, cam, n, pool, streams.get((ep["episode_id"], cam)), config, media
+                    lake, ep, cam, n, pool, streams.get((ep["episode_id"], cam)), config, media, kept
                 )
                 if segment is not None:
                     segments[key] = segment
@@ -589,6 +592,20 @@ def _read_steps(lake: Lake, episode: dict[str, Any]) -> pa.Table:
     return steps
 
 
+def _timestamps(steps: pa.Table, kept: KeptSteps | None, fps: float) -> np.ndarray:
+    """The episode's timestamps as LeRobot reads them: from 0, at the frames the video holds.
+
+    A trimmed episode keeps its recorded times in the lake; its export starts at 0, and where
+    steps were dropped from the middle (the video holds its frames back to back) it is i / fps.
+    """
+    ts = steps["timestamp"].to_numpy().astype(np.float64)
+    if kept is None or not len(ts):
+        return ts
+    if len(kept.ranges) == 1:
+        return ts - ts[0]
+    return np.arange(len(ts), dtype=np.float64) / fps
+
+
 def _matrix(column: pa.ChunkedArray, n: int) -> np.ndarray:
     arr = column.combine_chunks()
     flat = arr.flatten().to_numpy(zero_copy_only=False).astype(np.float32)
@@ -630,10 +647,12 @@ def _episode_frames(
     stream: StreamIndex | None,
     config: ExportConfig,
     rendered: pa.Table | None = None,
+    kept: KeptSteps | None = None,
 ) -> tuple[Iterator[np.ndarray], EncodedSegment | None]:
     """The episode's decoded RGB frames of `camera` in step order (the writer checks their sizes),
     and its packets to copy instead of encoding, when they fit (`_segment`). `rendered`: the
-    episode's media rows as a rendition re-pointed them (`rendered_media`), instead of the lake's."""
+    episode's media rows as a rendition re-pointed them (`rendered_media`), instead of the lake's.
+    `kept`: a trimmed episode's steps, whose frames are some of its media rows (re-encoded)."""
     eid = episode["episode_id"]
     if rendered is not None:
         media = rendered.filter(pc.equal(rendered["camera"], camera)).sort_by("step_index")
@@ -643,27 +662,32 @@ def _episode_frames(
             columns=["step_index", "encoding", "data"],
             where=f"episode_id = {sql_quote(eid)} AND camera = {sql_quote(camera)}",
         ).sort_by("step_index")
-    if media.num_rows != n or not np.array_equal(media["step_index"].to_numpy(), np.arange(n)):
+    rows = n if kept is None else kept.frames
+    if media.num_rows != rows or not np.array_equal(media["step_index"].to_numpy(), np.arange(rows)):
         raise ValueError(
-            f"episode {eid} camera {camera!r} has {media.num_rows} frames for {n} steps; the lake is "
+            f"episode {eid} camera {camera!r} has {media.num_rows} frames for {rows} steps; the lake is "
             "inconsistent: run `robolake check` and re-ingest the episode"
         )
     cells, encodings = media["data"].to_pylist(), media["encoding"].to_pylist()
+    shown = range(rows) if kept is None else kept.frame_steps.tolist()
     if stream is not None:
-        return _stream_frames(stream, cells), _segment(stream, cells, config)
-    return _row_frames(cells, encodings, pool), None
+        return _stream_frames(stream, cells, shown), None if kept is not None else _segment(stream, cells, config)
+    return _row_frames(cells, encodings, pool, shown), None
 
 
-def _stream_frames(stream: StreamIndex, cells: list[bytes]) -> Iterator[np.ndarray]:
-    """A recorded stream's frames, decoded in one sequential pass (each GOP once)."""
-    for _, frame in decode_runs(stream, stream.runs(range(stream.num_steps)), cells.__getitem__):
+def _stream_frames(stream: StreamIndex, cells: list[bytes], shown: Sequence[int]) -> Iterator[np.ndarray]:
+    """A recorded stream's frames of steps `shown`, decoded in one sequential pass (each GOP once)."""
+    for _, frame in decode_runs(stream, stream.runs(shown), cells.__getitem__):
         yield rgb(frame)
 
 
-def _row_frames(cells: list[bytes], encodings: list[str], pool: ThreadPoolExecutor) -> Iterator[np.ndarray]:
+def _row_frames(
+    cells: list[bytes], encodings: list[str], pool: ThreadPoolExecutor, shown: Sequence[int]
+) -> Iterator[np.ndarray]:
     # Decoding (PIL and PyAV release the GIL) runs on the pool, a bounded window ahead of the encoder.
     pending: deque[Future[np.ndarray]] = deque()
-    for i, (cell, enc) in enumerate(zip(cells, encodings, strict=True)):
+    for i in shown:
+        cell, enc = cells[i], encodings[i]
         gop = video_gop(enc)
         key = cells[i - i % gop] if gop and i % gop else None  # rows are steps 0..n-1, checked above
         pending.append(pool.submit(decode_row, cell, enc, key))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import lance
@@ -19,6 +20,7 @@ import pyarrow.compute as pc
 
 from robolake.lake.media.codecs import fidelity
 from robolake.lake.media.frames import FrameReader
+from robolake.lake.media.kept import TRIM_KEY, KeptSteps, kept_of
 from robolake.lake.protocol.creation import clear_half_created
 from robolake.lake.protocol.lease import Writer
 from robolake.lake.protocol.tags import Tag, read_tag
@@ -316,7 +318,24 @@ class Lake:
             self.dataset("media"),
             self.dataset("streams") if "streams" in tables else None,
             self.dataset("access") if "access" in tables else None,
+            self.dataset("episodes"),
         )
+
+    def trimmed(self, episode_ids: Sequence[str] | None = None) -> dict[str, KeptSteps]:
+        """Episode id -> the original steps it keeps, for the episodes `robolake trim` trimmed.
+
+        Only trimmed episodes' metadata is read (Lance filters the rest out), so an untrimmed lake
+        costs one scan of the metadata column in Lance and no JSON parsing.
+        """
+        flt = self.predicate("episodes", f"metadata LIKE '%\"{TRIM_KEY}\":%'")
+        rows = self.dataset("episodes").to_table(columns=["episode_id", "metadata"], filter=flt)
+        want = None if episode_ids is None else set(episode_ids)
+        out: dict[str, KeptSteps] = {}
+        for eid, meta in zip(rows["episode_id"].to_pylist(), rows["metadata"].to_pylist(), strict=True):
+            kept = kept_of(meta) if want is None or eid in want else None
+            if kept is not None:
+                out[eid] = kept
+        return out
 
     def summary(self) -> dict[str, Any]:
         """Tables, row counts, versions, embodiments and quarantine reasons (what `robolake info` prints)."""

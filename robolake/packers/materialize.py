@@ -180,7 +180,7 @@ class SequenceMaterializer:
         ):
             if not mask.any() or ds is None or base is None:
                 continue
-            offs = base[ep[mask], cam[mask]] + t[mask]
+            offs = base[ep[mask], cam[mask]] + idx.frame_of(ep[mask], t[mask])
             uniq, inv = np.unique(offs, return_inverse=True)
             rows = ds.take(uniq.tolist(), columns=MEDIA_ROW_COLUMNS)
             images = standalone_images(ds, uniq, rows, size)
@@ -239,15 +239,16 @@ class SequenceMaterializer:
                 "for it; run `robolake check`"
             )
         base, n = int(idx.media_offset[e, c]), int(idx.episodes["num_steps"][e].as_py())
-        data = media.take(list(range(base, base + n)), columns=["data"])["data"].to_pylist()
-        steps = range(0, n, stride)
+        steps = np.arange(0, n, stride, dtype=np.int64)
+        shown = idx.frame_of(np.full(len(steps), e), steps).tolist()  # a trimmed episode's original steps
+        data = media.take(list(range(base, base + stream.num_steps)), columns=["data"])["data"].to_pylist()
         frames = record_images(
-            stream, steps, data.__getitem__, lambda rgb: render_rgb(rgb, size), None if size is None else (size, size)
+            stream, shown, data.__getitem__, lambda rgb: render_rgb(rgb, size), None if size is None else (size, size)
         )
         passes = getattr(_local, "passes", None)
         if passes is not None:
             passes[(eid, camera)] += 1
-        return [frames[s] for s in steps]
+        return [frames[s] for s in shown]
 
     def _recorded(
         self,

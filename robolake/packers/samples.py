@@ -18,7 +18,7 @@ building the index never holds a whole column of a large lake either.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -53,6 +53,8 @@ class SampleIndex:
             step 0 (-1 where it has no access copy); None: the lake has none.
         history: The stream histories samples carry (`packers/history.py`); their tokens vary
             per sample, so with history a sample's length is its episode's plus its own count.
+        frame_map: Episode row -> int64 [num_steps] the media row (original step) each step of a
+            trimmed episode shows (`robolake trim`); episodes not in it show frame t at step t.
     """
 
     episodes: pa.Table
@@ -65,6 +67,7 @@ class SampleIndex:
     recorded: np.ndarray | None = None
     access_offset: np.ndarray | None = None
     history: HistoryData | None = None
+    frame_map: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def num_samples(self) -> int:
@@ -83,6 +86,18 @@ class SampleIndex:
         ids = np.asarray(ids, dtype=np.int64)
         ep = self.episode_of(ids) if episode is None else episode
         return ((ids - self.sample_start[ep]) * self.step_stride).astype(np.int32)
+
+    def frame_of(self, episode: np.ndarray, step: np.ndarray) -> np.ndarray:
+        """int64: the media row, counted from the episode-camera's first, of each (episode row, step)."""
+        out = np.asarray(step, dtype=np.int64)
+        if not self.frame_map:
+            return out
+        episode = np.asarray(episode, dtype=np.int64)
+        out = out.copy()
+        for e in set(np.unique(episode).tolist()) & set(self.frame_map):
+            mine = episode == e
+            out[mine] = self.frame_map[e][out[mine]]
+        return out
 
     def length_of(self, ids: np.ndarray) -> np.ndarray:
         """int64: backbone tokens of each sample id."""
@@ -190,11 +205,18 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
         raise ValueError(f"lake {lake.uri}: steps rows do not line up with the episodes table; re-ingest")
     step_offset = step_firsts["offset"].to_numpy()
 
-    # Media: per episode and camera (in the episode's camera order), the offset of step 0.
+    # Media: per episode and camera (in the episode's camera order), the offset of step 0. A
+    # trimmed episode keeps every frame ingest wrote; its steps show some of them (`frame_map`).
+    row_of = {e: i for i, e in enumerate(ids.to_pylist())}
+    frame_rows = num_steps.copy()
+    frame_map: dict[int, np.ndarray] = {}
+    for eid, kept in lake.trimmed(list(row_of)).items():
+        frame_rows[row_of[eid]] = kept.frames
+        frame_map[row_of[eid]] = kept.frame_steps
     first, media_rows = _episode_starts(lake, "media", ["episode_id", "camera", "step_index"], pred)
-    if media_rows != int((num_steps * num_cams).sum()):
+    if media_rows != int((frame_rows * num_cams).sum()):
         raise ValueError(
-            f"lake {lake.uri}: media table has {media_rows} frames for {int((num_steps * num_cams).sum())} promised"
+            f"lake {lake.uri}: media table has {media_rows} frames for {int((frame_rows * num_cams).sum())} promised"
         )
     max_cams = int(num_cams.max(initial=0))
     media_offset = np.full((episodes.num_rows, max_cams), -1, dtype=np.int64)
@@ -229,6 +251,7 @@ def build_sample_index(lake: Lake, spec: PackSpec) -> SampleIndex:
         recorded=recorded,
         access_offset=access_offset,
         history=history,
+        frame_map=frame_map,
     )
 
 

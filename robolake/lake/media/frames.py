@@ -85,6 +85,7 @@ from robolake.lake.media.codecs import (
     render_rgb,
     video_gop,
 )
+from robolake.lake.media.kept import kept_of
 from robolake.lake.media.record import StreamIndex, decode_runs, rgb
 from robolake.lake.protocol.offsets import row_offsets
 from robolake.lake.query import sql_in, sql_quote
@@ -228,10 +229,15 @@ class FrameReader:
     no scan and no source file. `read_many` fetches many frames per take and decodes each run
     of a recorded GOP once. Use `Lake.frames()`.
 
+    Keys name steps as the `steps` table numbers them. A trimmed episode's step t shows the frame
+    of the original step its metadata maps it to (`kept.KeptSteps`); the reader looks that map up
+    with the episode's positions, so callers never see the media rows' own numbering.
+
     Args:
         media: The media table (the record).
         streams: The streams table (recorded videos), if the lake has one.
         access: The access-copy table, if the lake has one.
+        episodes: The episodes table, for trimmed episodes' maps (None: every step shows its own row).
     """
 
     def __init__(
@@ -239,13 +245,16 @@ class FrameReader:
         media: lance.LanceDataset,
         streams: lance.LanceDataset | None = None,
         access: lance.LanceDataset | None = None,
+        episodes: lance.LanceDataset | None = None,
     ):
         self._ds = media
         self._streams_ds = streams
         self._access_ds = access if access is not None and access.count_rows() else None
+        self._episodes_ds = episodes
         self._pos: dict[tuple[str, str, int], int] = {}
         self._access: dict[tuple[str, str, int], int] = {}
         self._streams: dict[tuple[str, str], StreamIndex] = {}
+        self._kept: dict[str, np.ndarray] = {}
         self._episodes: set[str] = set()
 
     def _positions_of(self, ds: lance.LanceDataset, episode_id: str) -> dict[tuple[str, str, int], int]:
@@ -265,7 +274,30 @@ class FrameReader:
         if self._access_ds is not None:
             self._access.update(self._positions_of(self._access_ds, episode_id))
         self._streams.update(load_streams(self._streams_ds, [episode_id]))
+        if self._episodes_ds is not None:
+            meta = self._episodes_ds.to_table(columns=["metadata"], filter=f"episode_id = {sql_quote(episode_id)}")
+            kept = kept_of(meta["metadata"][0].as_py()) if meta.num_rows else None
+            if kept is not None:
+                self._kept[episode_id] = kept.frame_steps
         self._episodes.add(episode_id)
+
+    def _media_keys(self, keys: Sequence[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+        """The keys with each trimmed episode's step replaced by the original step it shows."""
+        out = []
+        for key in keys:
+            if key[0] not in self._episodes:
+                self._load_episode(key[0])
+            kept = self._kept.get(key[0])
+            if kept is None:
+                out.append(key)
+            elif 0 <= key[2] < len(kept):
+                out.append((key[0], key[1], int(kept[key[2]])))
+            else:
+                raise KeyError(
+                    f"no frame for episode {key[0]!r}, camera {key[1]!r}, step {key[2]}: the trimmed episode "
+                    f"has {len(kept)} steps"
+                )
+        return out
 
     def positions(self, keys: Sequence[tuple[str, str, int]]) -> list[int]:
         """Row positions in the media table of (episode_id, camera, step) keys.
@@ -273,10 +305,11 @@ class FrameReader:
         Raises:
             KeyError: a key has no frame in the lake.
         """
+        return self._positions(self._media_keys(keys))
+
+    def _positions(self, keys: Sequence[tuple[str, str, int]]) -> list[int]:
         out = []
         for key in keys:
-            if key[0] not in self._episodes:
-                self._load_episode(key[0])
             try:
                 out.append(self._pos[key])
             except KeyError:
@@ -315,7 +348,8 @@ class FrameReader:
             size: (height, width) to resize to.
             exact: Read the record even where an access copy exists (the pixels the source holds).
         """
-        self.positions(keys)  # loads each episode's positions, streams and access rows (KeyError if absent)
+        keys = self._media_keys(keys)  # loads each episode's positions, streams, access rows and kept steps
+        self._positions(keys)  # KeyError if a frame is absent
         out: list[np.ndarray | None] = [None] * len(keys)
         plain: list[int] = []
         copy: list[int] = []

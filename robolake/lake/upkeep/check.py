@@ -31,6 +31,7 @@ from typing import Any
 
 import lance
 
+from robolake.lake.media.kept import TRIM_KEY, KeptSteps, kept_of
 from robolake.lake.protocol.creation import half_created
 from robolake.lake.protocol.lease import is_dead, lease_records, presence_records
 from robolake.lake.protocol.transaction import table_uri
@@ -363,6 +364,13 @@ def _open_tables(
     return datasets
 
 
+def _kept(metadata: str | None) -> KeptSteps | str | None:
+    try:
+        return kept_of(metadata)
+    except (ValueError, KeyError, TypeError) as e:
+        return f"its metadata `trim` is unreadable ({e})"
+
+
 def _check_consistency(uri: str, ds: dict[str, lance.LanceDataset], report: CheckReport) -> None:
     eps = (
         ds["episodes"]
@@ -381,11 +389,31 @@ def _check_consistency(uri: str, ds: dict[str, lance.LanceDataset], report: Chec
     if dup_hash:
         report.problems.append(Problem(what=f"{len(dup_hash)} episodes are stored twice (same content hash)", fix=redo))
     by_id = {e["episode_id"]: e for e in eps}
+    trimmed = ds["episodes"].to_table(columns=["episode_id", "metadata"], filter=f"metadata LIKE '%\"{TRIM_KEY}\":%'")
+    frames = {e: e_["num_steps"] for e, e_ in by_id.items()}  # media rows per camera: the steps ingest wrote
+    for eid, meta in zip(trimmed["episode_id"].to_pylist(), trimmed["metadata"].to_pylist(), strict=True):
+        kept = _kept(meta)
+        if kept is None:
+            continue
+        if isinstance(kept, str) or kept.num_steps != by_id[eid]["num_steps"]:
+            why = (
+                kept
+                if isinstance(kept, str)
+                else f"it maps {kept.num_steps} steps, the episode has {by_id[eid]['num_steps']}"
+            )
+            report.problems.append(
+                Problem(
+                    what=f"episode {eid}'s trimmed steps do not add up: {why}",
+                    fix=f"restore the version before the trim (`robolake info {uri} --json` lists the versions)",
+                )
+            )
+            continue
+        frames[eid] = kept.frames
     steps = Counter(ds["steps"].to_table(columns=["episode_id"])["episode_id"].to_pylist())
     media = Counter(ds["media"].to_table(columns=["episode_id"])["episode_id"].to_pylist())
     for table, counts, expected in (
         ("steps", steps, lambda e: e["num_steps"]),
-        ("media", media, lambda e: e["num_steps"] * len(e["cameras"] or [])),
+        ("media", media, lambda e: frames[e["episode_id"]] * len(e["cameras"] or [])),
     ):
         foreign = sorted(set(counts) - set(by_id))
         if foreign:
