@@ -15,6 +15,9 @@ Requests (`op`):
   `lerobot_train.py` builds it (the same `num_workers` and `batch_size` as robolake's loader;
   LeRobot's defaults otherwise: persistent workers, prefetch factor 4, spawn).
 - `epoch`: iterate that DataLoader once, timed here from `iter()` to the last batch.
+- `items`: `LeRobotDataset.__getitem__` for given indices, with given `delta_timestamps` and
+  video backend, saved to an `.npz` (tensors as arrays under "INDEX/KEY", task strings in the
+  answer): what the adapter's items are compared with (`robolake.integrations.lerobot`).
 - `quit`.
 
 Answers are `{"ok": true, ...}` or `{"ok": false, "error": "..."}`. LeRobot's own prints go to
@@ -176,7 +179,50 @@ def epoch(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-OPS = {"make_av1": make_av1, "open": open_loader, "epoch": epoch, "versions": lambda req: {"versions": versions()}}
+def items(req: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    ds = LeRobotDataset(
+        req["repo_id"],
+        root=req["root"],
+        delta_timestamps=req.get("delta_timestamps"),
+        video_backend=req.get("backend", "pyav"),
+    )
+    arrays: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    for i in req["indices"]:
+        item = ds[int(i)]
+        for key, value in item.items():
+            if isinstance(value, str):
+                meta[f"{i}/{key}"] = value
+            else:
+                arrays[f"{i}/{key}"] = value.numpy()
+                meta[f"{i}/{key}"] = {"dtype": str(value.dtype), "shape": list(value.shape)}
+    seconds = time.perf_counter() - t0
+    np.savez(req["out"], **arrays)
+    m = ds.meta
+    return {
+        "seconds": seconds,
+        "meta": meta,
+        "len": len(ds),
+        "fps": m.fps,
+        "camera_keys": list(m.camera_keys),
+        "features": {k: {"dtype": f["dtype"], "shape": list(f["shape"])} for k, f in m.features.items()},
+        "stats": {k: {s: np.asarray(v).tolist() for s, v in d.items()} for k, d in m.stats.items()},
+        "tasks": list(m.tasks.index),
+        "versions": versions(),
+    }
+
+
+OPS = {
+    "items": items,
+    "make_av1": make_av1,
+    "open": open_loader,
+    "epoch": epoch,
+    "versions": lambda req: {"versions": versions()},
+}
 
 
 def main() -> None:
