@@ -53,7 +53,7 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
 
 
 class LearnedPolicy(Policy):
-    """A GrootModel with its policy card.
+    """A trained model of either family (GrootModel, Pi0Model) with its policy card.
 
     Args:
         model: The trained model (eval mode is set here).
@@ -122,7 +122,7 @@ class LearnedPolicy(Policy):
                 were saved: retrain with `robolake train`).
         """
         from robolake.training.checkpoint import read_checkpoint
-        from robolake.training.model import GrootModel
+        from robolake.training.families import build_model
 
         ckpt = read_checkpoint(path)  # JSON and safetensors: loading never unpickles
         extra = ckpt.extra
@@ -131,7 +131,7 @@ class LearnedPolicy(Policy):
                 f"checkpoint {ckpt.path} lacks the model config or the policy card (normalisation statistics); "
                 "it predates them: retrain with `robolake train` to get a checkpoint a policy can act from"
             )
-        model = GrootModel(ModelConfig(**extra["model_config"]))
+        model = build_model(ModelConfig(**extra["model_config"]))  # the family the checkpoint was trained as
         model.load_state_dict(ckpt.model_state())
         return cls(model, PolicyCard.from_json(extra[POLICY_CARD_KEY]), **kwargs)
 

@@ -1,4 +1,4 @@
-"""robolake.training: varlen attention, the thin GR00T-style model, FP8 converters, the trainer."""
+"""robolake.training: varlen and prefix-LM attention, the GR00T- and pi0-style models, FP8 converters, the trainer."""
 
 from robolake.training.attention import (
     ATTENTION_BACKENDS,
@@ -15,8 +15,9 @@ from robolake.training.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from robolake.training.config import BYTE_VOCAB, ModelConfig
+from robolake.training.config import BYTE_VOCAB, MODEL_FAMILIES, ModelConfig
 from robolake.training.distributed import DistInfo, setup_distributed, teardown_distributed
+from robolake.training.families import PolicyModel, build_model
 from robolake.training.fp8 import (
     Float8WeightOnlyLinear,
     FP8Conversion,
@@ -27,6 +28,14 @@ from robolake.training.fp8 import (
     quantize_weights_fp8,
 )
 from robolake.training.model import GrootModel, ModelOutput
+from robolake.training.pi0 import Pi0Model
+from robolake.training.prefix_lm import (
+    PREFIX_LM_BACKENDS,
+    DensePrefixLM,
+    PrefixLMLayout,
+    VarlenPrefixLM,
+    prefix_lm_layout,
+)
 from robolake.training.schedule import build_scheduler, warmup_cosine
 from robolake.training.trainer import (
     TrainConfig,
@@ -40,6 +49,9 @@ from robolake.training.trainer import (
 __all__ = [
     "ATTENTION_BACKENDS",
     "BYTE_VOCAB",
+    "MODEL_FAMILIES",
+    "PREFIX_LM_BACKENDS",
+    "DensePrefixLM",
     "CheckpointState",
     "DistInfo",
     "FP8Conversion",
@@ -48,12 +60,17 @@ __all__ = [
     "GrootModel",
     "ModelConfig",
     "ModelOutput",
+    "Pi0Model",
+    "PolicyModel",
+    "PrefixLMLayout",
     "TrainConfig",
     "TrainResult",
     "TrainState",
     "VarlenPlan",
+    "VarlenPrefixLM",
     "apply_fp8",
     "available_backends",
+    "build_model",
     "build_optimizer",
     "build_scheduler",
     "fp8_training_supported",
@@ -61,6 +78,7 @@ __all__ = [
     "linear_weight_bytes",
     "load_checkpoint",
     "padded_attention",
+    "prefix_lm_layout",
     "plan_varlen",
     "quantize_weights_fp8",
     "resolve_backend",

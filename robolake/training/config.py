@@ -1,4 +1,4 @@
-"""ModelConfig: the shape of the thin GR00T-style model, with named presets.
+"""ModelConfig: the shape of the thin policy models (GR00T-style or pi0-style), with named presets.
 
 `tiny` trains on a laptop CPU in milliseconds per step and is what tests and the CPU benchmark use.
 Its action head is wider than the backbone (DiT 128, head MLPs 256) because every head token carries
@@ -9,6 +9,16 @@ a SigLIP-sized vision tower (1152 wide, 27 layers, 224 px, patch 14, 64 tokens p
 pooling), a 2048-wide language backbone cut at 12 layers, and a 16-layer DiT (32 heads x 48 =
 1536 wide, output 1024) with 32 future tokens, horizon 16, state width 64, action width 32 and 32
 embodiment slots.
+
+`family` picks the model the same shape builds (`training/families.py`). "groot" (the default) is
+a backbone over the packed views, text and history plus a DiT action head that cross-attends to
+it. "pi0" is a pi0-style model: the same backbone tokens plus a state token form each sample's
+prefix, and an action expert (one block per backbone block, `dit_dim` wide, the backbone's heads
+and head width) joins the backbone's attention at every layer, its tokens attending to their
+sample's prefix and causally among themselves (`training/prefix_lm.py`). The pi0 family does not
+use `dit_layers`, `dit_heads`, `dit_output_dim` or `num_future_tokens`. Presets are shared: a
+name may carry the family, `"pi0:tiny"`, which is how a string-only caller (a run config) asks
+for one.
 """
 
 from __future__ import annotations
@@ -18,17 +28,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from robolake.training.attention import ATTENTION_BACKENDS
+from robolake.training.prefix_lm import PREFIX_LM_BACKENDS
 
-__all__ = ["BYTE_VOCAB", "ModelConfig"]
+__all__ = ["BYTE_VOCAB", "MODEL_FAMILIES", "ModelConfig"]
+
+MODEL_FAMILIES = ("groot", "pi0")
 
 BYTE_VOCAB = 256 + 4  # byte-level ids 0..255 plus pad, bos, eos, sep
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """Shape and flow-matching settings of `GrootModel`.
+    """Shape and flow-matching settings of `GrootModel` and `Pi0Model`.
 
     Attributes:
+        family: "groot" (backbone + cross-attending DiT head) or "pi0" (prefix-LM backbone with an
+            action expert); see the module notes for which fields each uses.
         image_size: Side of the square image the vision encoder sees (inputs are resized to it).
         patch_size: Patch side; image_size must be a multiple of it.
         tokens_per_view: Backbone tokens per camera view (<= patches per view; pooled down to it).
@@ -56,11 +71,13 @@ class ModelConfig:
         noise_s: GR00T's cutoff s: t = (s - Beta sample) / s.
         num_timestep_buckets: Timesteps are discretised to int(t * buckets) before embedding.
         num_inference_steps: Euler steps of `get_action`.
-        attention_backend: One of ATTENTION_BACKENDS, for every varlen attention in the model.
+        attention_backend: One of ATTENTION_BACKENDS, for every varlen attention in the model
+            (pi0: one of PREFIX_LM_BACKENDS, which adds "flex").
         history_streams: Stream-history streams the model embeds (one small MLP each); 0: none.
         history_width: Values per history token.
     """
 
+    family: str = "groot"
     image_size: int = 32
     patch_size: int = 8
     tokens_per_view: int = 16
@@ -93,6 +110,8 @@ class ModelConfig:
     history_width: int = 0
 
     def __post_init__(self) -> None:
+        if self.family not in MODEL_FAMILIES:
+            raise ValueError(f"ModelConfig.family must be one of {MODEL_FAMILIES}, got {self.family!r}")
         if self.history_streams < 0 or self.history_width < 0 or (self.history_streams > 0) != (self.history_width > 0):
             raise ValueError(
                 f"history_streams ({self.history_streams}) and history_width ({self.history_width}) must both be 0 "
@@ -151,24 +170,36 @@ class ModelConfig:
             raise ValueError("noise_beta_alpha and noise_beta_beta must be > 0")
         if not 0.0 < self.noise_s <= 1.0:
             raise ValueError(f"noise_s must be in (0, 1], got {self.noise_s}")
-        if self.attention_backend not in ATTENTION_BACKENDS:
-            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+        backends = PREFIX_LM_BACKENDS if self.family == "pi0" else ATTENTION_BACKENDS
+        if self.attention_backend not in backends:
+            raise ValueError(
+                f"attention_backend of the {self.family} family must be one of {backends}, "
+                f"got {self.attention_backend!r}"
+            )
 
     @property
     def action_side_tokens(self) -> int:
-        """Action-head tokens per sample: state + future tokens + H actions."""
+        """Action-head tokens per sample: state + future tokens + H actions (groot); H actions (pi0)."""
+        if self.family == "pi0":
+            return self.action_horizon
         return 1 + self.num_future_tokens + self.action_horizon
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
-        """A named preset ("tiny", "small", "n15"), optionally with fields overridden.
+        """A named preset ("tiny", "small", "n15"), optionally as "FAMILY:NAME" ("pi0:tiny") and
+        with fields overridden.
 
         Raises:
-            ValueError: unknown preset name or invalid override.
+            ValueError: unknown preset name or family, or an invalid override.
         """
-        if name not in _PRESETS:
-            raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(_PRESETS)}")
-        return dataclasses.replace(cls(**_PRESETS[name]), **overrides)
+        family, _, size = name.rpartition(":")
+        if size not in _PRESETS:
+            raise ValueError(f"unknown model preset {size!r}; choose one of {sorted(_PRESETS)}")
+        if family:
+            if "family" in overrides and overrides["family"] != family:
+                raise ValueError(f"preset {name!r} names family {family!r} but family={overrides['family']!r}")
+            overrides = {**overrides, "family": family}
+        return dataclasses.replace(cls(**_PRESETS[size]), **overrides)
 
 
 _PRESETS: dict[str, dict[str, Any]] = {

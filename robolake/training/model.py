@@ -36,13 +36,12 @@ from robolake.training.encoders import (
     MultiEmbodimentActionEncoder,
     StreamTokenEncoder,
     VisionEncoder,
-    sinusoidal_embedding,
 )
+from robolake.training.flow import flow_loss, sample_flow_time
 from robolake.training.layers import Attend, DenseAttend, TransformerBlock, VarlenAttend
+from robolake.training.tokens import DT_FEATURES, BackboneTokens, check_batch
 
 __all__ = ["GrootModel", "ModelOutput"]
-
-_DT_FEATURES = 8  # sinusoidal features of a history token's time offset (seconds before its sample)
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,11 @@ class GrootModel(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
+        if config.family != "groot":
+            raise ValueError(
+                f"GrootModel builds the groot family, got a {config.family!r} config; "
+                "build models with robolake.training.build_model(config)"
+            )
         c = self.config = config
         self.vision = VisionEncoder(
             image_size=c.image_size,
@@ -102,7 +106,7 @@ class GrootModel(nn.Module):
         self.action_decoder = CategorySpecificMLP(c.num_embodiments, c.dit_output_dim, c.head_hidden, c.max_action_dim)
         # one MLP per history stream over [values, time offset features] (categories = stream ids)
         self.history_encoder = (
-            StreamTokenEncoder(c.history_streams, c.history_width + _DT_FEATURES, c.head_hidden, c.d_model)
+            StreamTokenEncoder(c.history_streams, c.history_width + DT_FEATURES, c.head_hidden, c.d_model)
             if c.history_streams
             else None
         )
@@ -116,84 +120,11 @@ class GrootModel(nn.Module):
     # -- backbone -------------------------------------------------------------------------------
 
     def _check(self, b: PackedBatch) -> None:
-        c = self.config
-        if b.tokens_per_view != c.tokens_per_view:
-            raise ValueError(f"batch has tokens_per_view={b.tokens_per_view} but the model expects {c.tokens_per_view}")
-        if b.max_seqlen > c.max_positions:
-            raise ValueError(
-                f"a sample has {b.max_seqlen} tokens, more than max_positions={c.max_positions}; "
-                "raise it or pack shorter samples"
-            )
-        if b.state.shape[-1] != c.max_state_dim or b.action.shape[-1] != c.max_action_dim:
-            raise ValueError(
-                f"batch state/action widths {b.state.shape[-1]}/{b.action.shape[-1]} differ from the model's "
-                f"max_state_dim/max_action_dim {c.max_state_dim}/{c.max_action_dim}"
-            )
-        if b.action.shape[1] != c.action_horizon:
-            raise ValueError(f"batch action horizon {b.action.shape[1]} differs from the model's {c.action_horizon}")
-        if b.history_values is not None and b.history_values.shape[0] and self.history_encoder is None:
-            raise ValueError(
-                "the batch carries stream-history tokens but the model has no history encoder; size the model to the "
-                "data (`size_model_config`) so that history_streams and history_width are set"
-            )
-        if b.history_values is not None and b.history_values.shape[0] and b.history_values.shape[1] != c.history_width:
-            raise ValueError(
-                f"history tokens have {b.history_values.shape[1]} values, the model expects {c.history_width}"
-            )
-        if b.embodiment_id.device.type == "cpu" and b.num_samples and int(b.embodiment_id.max()) >= c.num_embodiments:
-            raise ValueError(f"embodiment id {int(b.embodiment_id.max())} >= num_embodiments={c.num_embodiments}")
+        check_batch(self.config, b, has_history_encoder=self.history_encoder is not None)
 
     def _embed(self, b: PackedBatch) -> torch.Tensor:
         """[total_tokens, d_model] inputs of the backbone in packed order."""
-        n, tpv, dev = b.num_samples, b.tokens_per_view, b.cu_seqlens.device
-        starts = b.cu_seqlens[:-1].long()
-        views = b.views_per_sample
-        first_view = torch.cumsum(views, 0) - views
-        vsi = b.view_sample_index
-        rank = torch.arange(vsi.shape[0], device=dev) - first_view[vsi]
-        view_pos = (starts[vsi] + rank * tpv)[:, None] + torch.arange(tpv, device=dev)
-        text_len = b.text_lengths
-        tsi = torch.repeat_interleave(torch.arange(n, device=dev), text_len, output_size=b.text_ids.shape[0])
-        text_pos = (
-            starts[tsi] + views[tsi] * tpv + torch.arange(b.text_ids.shape[0], device=dev) - b.cu_text[:-1].long()[tsi]
-        )
-        vis = self.vision(b.pixels).flatten(0, 1)
-        txt = self.text(b.text_ids).to(vis.dtype)
-        x = vis.new_zeros(b.total_tokens, self.config.d_model)
-        x = x.index_copy(0, view_pos.flatten(), vis).index_copy(0, text_pos, txt)
-        if (
-            self.history_encoder is not None
-            and b.history_values is not None
-            and b.history_dt is not None
-            and b.history_stream is not None
-            and b.cu_history is not None
-            and b.history_values.shape[0]
-        ):
-            x = self._embed_history(
-                self.history_encoder,
-                (b.history_values, b.history_dt, b.history_stream, b.cu_history),
-                x,
-                starts,
-                views * tpv + text_len,
-            )
-        return x + self.position(b.position_ids).to(x.dtype)
-
-    @staticmethod
-    def _embed_history(
-        encoder: StreamTokenEncoder,
-        history: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
-        x: torch.Tensor,
-        starts: torch.Tensor,
-        before: torch.Tensor,
-    ) -> torch.Tensor:
-        """x with each sample's history tokens (values, dt, stream ids, cu_history) placed after its views and text."""
-        values, dt, stream, cu_history = history
-        dev, total = x.device, int(values.shape[0])
-        hist_len = (cu_history[1:] - cu_history[:-1]).long()
-        hsi = torch.repeat_interleave(torch.arange(hist_len.shape[0], device=dev), hist_len, output_size=total)
-        hist_pos = starts[hsi] + before[hsi] + torch.arange(total, device=dev) - cu_history[:-1].long()[hsi]
-        feats = torch.cat([values.to(x.dtype), sinusoidal_embedding(dt * 100.0, _DT_FEATURES).to(x.dtype)], dim=-1)
-        return x.index_copy(0, hist_pos, encoder(feats, stream).to(x.dtype))
+        return BackboneTokens(self.vision, self.text, self.position, self.history_encoder, self.config.d_model)(b)
 
     def encode(self, batch: PackedBatch | PaddedBatch) -> _Context:
         """Run the backbone; returns its features and the action head's attention for this layout."""
@@ -220,18 +151,8 @@ class GrootModel(nn.Module):
     # -- action head ----------------------------------------------------------------------------
 
     def sample_time(self, n: int, device: torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
-        """GR00T's flow timesteps: t = (s - b) / s with b ~ Beta(alpha, beta), float32 [n].
-
-        Beta(a, 1) and Beta(1, b) are drawn by inverse CDF from `generator`; other shapes use
-        torch.distributions (global RNG).
-        """
-        c = self.config
-        if c.noise_beta_beta == 1.0 or c.noise_beta_alpha == 1.0:
-            u = torch.rand(n, device=device, generator=generator)
-            b = u ** (1.0 / c.noise_beta_alpha) if c.noise_beta_beta == 1.0 else 1.0 - u ** (1.0 / c.noise_beta_beta)
-        else:
-            b = torch.distributions.Beta(c.noise_beta_alpha, c.noise_beta_beta).sample((n,)).to(device)
-        return (c.noise_s - b) / c.noise_s
+        """GR00T's flow timesteps, float32 [n] (`flow.sample_flow_time`)."""
+        return sample_flow_time(self.config, n, device, generator)
 
     def velocity(
         self,
@@ -278,9 +199,7 @@ class GrootModel(nn.Module):
         target = action - noise.to(action.dtype)
         state_tokens = self.state_encoder(b.state.to(self.dtype)[:, None, :], b.embodiment_id)
         pred = self.velocity(ctx, state_tokens, x_t, t, b.embodiment_id)
-        mask = b.action_mask.to(pred.dtype)
-        loss = ((pred.float() - target.float()) ** 2 * mask).sum() / mask.sum().clamp(min=1.0)
-        return ModelOutput(loss=loss, pred_velocity=pred)
+        return ModelOutput(loss=flow_loss(pred, target, b.action_mask), pred_velocity=pred)
 
     @torch.no_grad()
     def get_action(

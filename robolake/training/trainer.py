@@ -48,9 +48,9 @@ from robolake.training.checkpoint import (
 )
 from robolake.training.config import ModelConfig
 from robolake.training.distributed import DistInfo, setup_distributed, teardown_distributed
+from robolake.training.families import build_model
 from robolake.training.fp8 import FP8Conversion, FP8Recipe, apply_fp8
 from robolake.training.metrics import SampleRecords, StepMetrics
-from robolake.training.model import GrootModel
 from robolake.training.schedule import build_scheduler
 from robolake.training.threads import ThreadChoice, set_torch_threads
 
@@ -65,7 +65,7 @@ class TrainConfig:
     """One training run.
 
     Attributes:
-        model: Shape of the model built when `train` is not handed one.
+        model: Family and shape of the model built when `train` is not handed one.
         lr: Peak learning rate.
         warmup_steps: Linear warmup steps.
         total_steps: Steps of the whole run (the schedule's length).
@@ -328,7 +328,7 @@ def _build(
     """The train state for `config` on this rank: (state, the unwrapped model, its FP8 conversion)."""
     device = dist_info.device
     _seed_everything(config.seed)
-    model = (model if model is not None else GrootModel(config.model)).to(device)
+    model = (model if model is not None else build_model(config.model)).to(device)
     conversion = apply_fp8(model, config.fp8) if config.fp8 is not None else FP8Conversion(model, "none")
     model = conversion.model
     wrapped: nn.Module = model
@@ -365,7 +365,7 @@ def train(
     Args:
         config: The run.
         batches: This rank's batches.
-        model: The model to train; None builds `GrootModel(config.model)`.
+        model: The model to train; None builds `build_model(config.model)` (the config's family).
         progress: Called after every step (rank 0 only).
         dist_info: Where this process sits, from the entry point's `setup_distributed` (`train_on`
             passes its own; its device wins over `config.device`). None sets it up here from
