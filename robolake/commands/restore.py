@@ -25,7 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         metavar="ID",
         default=None,
-        help="instead: bring these deleted episodes back from the newest version that held them (default: none)",
+        help=(
+            "instead: bring these deleted episodes back from the newest version that held them, or these "
+            "trimmed episodes' dropped steps (default: none)"
+        ),
     )
     p.add_argument("--reason", default="", help="with --episodes: why, kept with the new version (default: empty)")
     p.set_defaults(fn=run)

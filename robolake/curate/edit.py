@@ -15,6 +15,8 @@ embodiment left with no episode loses its row.
 `restore_episodes` brings deleted episodes back from the newest version that still held them.
 Lance cannot undo a deletion file for some rows and not others, so their rows are written
 again (the one place a curation verb copies bytes); their ids and content hashes are unchanged.
+Given trimmed episodes (`robolake trim`), it brings their dropped steps back instead: their
+episodes and steps rows as the newest earlier version held them untrimmed (frames never moved).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from robolake.lake import (
     EPISODE_TABLES,
     Lake,
     add_embodiments,
+    kept_of,
     parse_where,
     refresh_embodiments,
     select_episode_ids,
@@ -233,10 +236,19 @@ def restore_episodes(
     lake = _open(lake, storage_options)
     ids = sorted(set(episodes))
     present = set(lake.episode_ids()) & set(ids)
-    if present:
+    trimmed = set(lake.trimmed(sorted(present)))
+    if present - trimmed:
         raise ValueError(
-            f"episodes {sorted(present)[:3]} are in lake {lake.uri} version {lake.version} already; nothing to restore"
+            f"episodes {sorted(present - trimmed)[:3]} are in lake {lake.uri} version {lake.version} already "
+            "with all their steps; nothing to restore"
         )
+    if trimmed:
+        if trimmed != set(ids):
+            raise ValueError(
+                "restore either trimmed episodes (their dropped steps back) or deleted ones, one kind a call: "
+                f"{sorted(trimmed)[:3]} are trimmed, {sorted(set(ids) - trimmed)[:3]} are not in the lake"
+            )
+        return _untrim(lake, ids, reason)
     holders = _last_holder(lake, ids)
     missing = [e for e in ids if e not in holders]
     if missing:
@@ -263,6 +275,55 @@ def restore_episodes(
             "who": who(),
             "reason": reason,
             "restored": ids,
+            "from_versions": sorted(by_version),
+            "base_version": lake.version,
+        }
+        lv = tx.commit("restore_episodes", summary)
+    return CurationResult(lake=lake.uri, version=lv.version, episodes=tuple(ids), summary=summary)
+
+
+def _untrim(lake: Lake, ids: list[str], reason: str) -> CurationResult:
+    """Trimmed episodes' steps back as the newest earlier version held them untrimmed: only their
+    episodes and steps rows change (a trim never touched their frames)."""
+    import lance
+
+    want: set[str] = set(ids)
+    found: dict[str, int] = {}
+    for info in reversed(lake.versions()):
+        if info.version >= lake.version or not want:
+            continue
+        ds = lance.dataset(
+            lake.table_uri("episodes"), version=info.tables["episodes"], storage_options=lake.storage_options
+        )
+        for chunk in id_batches(sorted(want)):
+            t = ds.to_table(columns=["episode_id", "metadata"], filter=sql_in("episode_id", chunk))
+            for e, meta in zip(t["episode_id"].to_pylist(), t["metadata"].to_pylist(), strict=True):
+                if kept_of(meta) is None:
+                    found[e] = info.version
+        want -= set(found)
+    if want:
+        raise ValueError(f"no earlier version of lake {lake.uri} holds episode {sorted(want)[0]!r} untrimmed")
+    touched: set[str] = set()
+    by_version: dict[int, list[str]] = {}
+    for e, v in found.items():
+        by_version.setdefault(v, []).append(e)
+    with lake.begin() as tx:
+        for chunk in id_batches(ids):
+            tx.delete("steps", sql_in("episode_id", chunk))
+            tx.delete("episodes", sql_in("episode_id", chunk))
+        for v, vids in sorted(by_version.items()):
+            old = lake.checkout(v)
+            for chunk in id_batches(sorted(vids)):
+                rows = old.to_arrow("episodes", where=sql_in("episode_id", chunk))
+                touched.update(rows["embodiment"].to_pylist())
+                tx.append_table("steps", old.to_arrow("steps", where=sql_in("episode_id", chunk)))
+                tx.append_table("episodes", rows)
+        refresh_embodiments(tx, touched)
+        tx.index_episodes()
+        summary = {
+            "who": who(),
+            "reason": reason,
+            "untrimmed": ids,
             "from_versions": sorted(by_version),
             "base_version": lake.version,
         }

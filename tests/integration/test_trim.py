@@ -97,6 +97,11 @@ def test_trim_check_diff_and_restore(idle_lake: str, tmp_path: Path, capsys: pyt
     assert main(["diff", uri, str(base), str(base + 1), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert sorted(v for v in d["steps_changed"].values()) == [[N, N - HEAD], [N, N - HEAD]]
+    one = sorted(Lake.open(uri).trimmed())[0]
+    assert main(["restore", uri, "--episodes", one, "--reason", "want its head back"]) == 0
+    lake = Lake.open(uri)
+    assert one not in lake.trimmed() and len(lake.trimmed()) == 1
+    assert lake.count("steps") == 3 * N - HEAD and main(["check", uri]) == 0
     assert main(["restore", uri, str(base)]) == 0
     lake = Lake.open(uri)
     assert lake.trimmed() == {} and lake.count("steps") == 3 * N
