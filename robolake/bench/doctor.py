@@ -6,10 +6,14 @@ Three figures, each measured in this run:
   planted-fault LeRobot v3.0 dataset (`robolake.testing.faulty_lerobot`; 40 clean episodes of 200
   steps, 12 with --quick, plus one per fault), 5 paired runs A B A B (3 with --quick) after a warm-up pair, CPU
   seconds (the work quality adds; the wall clock beside it). Goal: <= 1.1x.
-- `doctor`: `robolake.lake.doctor` on a synthetic lake of 10,000 episodes (2,000 with --quick;
-  `bench curate`'s `build_lake`, 20 steps each on average, one camera): first `--update` once
-  (that lake is written without quality: every episode's quality computed from its steps and
-  published as a version), then the doctor, the median of 3 runs with its range, wall and CPU.
+- `doctor`: `robolake.lake.doctor` on a synthetic lake of 10,000 episodes (2,000 with --quick,
+  or `--episodes N`; `bench curate`'s `build_lake`, 20 steps each on average, one 64 px JPEG
+  camera): first `--update` once (that lake is written without quality: every episode's quality,
+  frame fingerprints included, computed from its steps and media and published as a version),
+  wall and CPU, and per 1,000 episodes; then the doctor, the median of 3 runs with its range.
+  That lake's camera cycles through 16 noise images (`(episode + step) % 16`), so episodes
+  of one length whose index agrees mod 16 show the same frames at every step: the doctor
+  rightly calls most of them near-duplicates by frames, which is what its count of findings says.
 - `peer`: robolake's doctor and `lerobot-doctor` (PyPI, its own isolated venv like `bench
   peers`' LeRobot, run as its CLI `lerobot-doctor DATASET --json`) on the same planted-fault
   datasets, v2.1 and v3.0. Per planted fault: whether each found it and with which of its checks
@@ -27,7 +31,8 @@ name, episodes), from the message shapes of lerobot-doctor 0.2.0 (a saved report
 unit tests). If the peer cannot be installed, the peer columns say why and robolake is still
 measured.
 
-Usage: robolake bench doctor --json out.json [--quick] [--cache DIR]
+Usage: robolake bench doctor --json out.json [--quick] [--cache DIR] [--sections ingest,doctor,peer]
+[--episodes N]
 """
 
 from __future__ import annotations
@@ -323,14 +328,14 @@ def measure_ingest(root: Path, quick: bool) -> dict[str, Any]:
     }
 
 
-def measure_doctor(root: Path, quick: bool) -> dict[str, Any]:
-    """doctor on a synthetic lake of 10,000 episodes (2,000 with --quick): first `--update` (the
-    quality of every episode computed from its steps and published as a version: what an older
-    lake costs once), then the doctor itself, three times."""
+def measure_doctor(root: Path, quick: bool, episodes: int | None = None) -> dict[str, Any]:
+    """doctor on a synthetic lake of 10,000 episodes (2,000 with --quick, or `episodes`): first
+    `--update` (the quality of every episode computed from its steps and media and published as a
+    version: what an older lake costs once), then the doctor itself, three times."""
     from robolake.bench.curate import build_lake
     from robolake.lake import doctor
 
-    n = 2_000 if quick else 10_000
+    n = episodes or (2_000 if quick else 10_000)
     with Stopwatch() as sw:
         lake_dir = build_lake(str(root / "lake10k"), n, steps=20)
     with Stopwatch() as up:
@@ -343,7 +348,9 @@ def measure_doctor(root: Path, quick: bool) -> dict[str, Any]:
         "episodes": n,
         "build_s": sw.timing.as_dict(),
         "update_s": up.timing.as_dict(),
+        "update_per_1k_episodes_s": {k: v * 1000 / n for k, v in up.timing.as_dict().items()},
         "findings_after_update": len(updated.findings),
+        "findings_per_check": updated.counts(),
         **_timings(timings),
     }
 
@@ -381,34 +388,60 @@ def measure_peer(root: Path, quick: bool, cache: Path) -> dict[str, Any]:
     return out
 
 
-def run(quick: bool, *, cache: Path | None = None) -> dict[str, Any]:
-    """Every figure of the module docstring."""
+SECTIONS = ("ingest", "doctor", "peer")
+
+
+def run(
+    quick: bool,
+    *,
+    cache: Path | None = None,
+    sections: Sequence[str] = SECTIONS,
+    episodes: int | None = None,
+) -> dict[str, Any]:
+    """The figures of the module docstring (those of `sections`)."""
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
     with tempfile.TemporaryDirectory(prefix="robolake-bench-doctor-") as tmp:
         root = Path(tmp)
-        return {
-            "machine": machine(),
-            "quick": quick,
-            "ingest": measure_ingest(root, quick),
-            "doctor": measure_doctor(root, quick),
-            "peer": measure_peer(root, quick, cache or default_cache()),
-        }
+        out: dict[str, Any] = {"machine": machine(), "quick": quick}
+        if "ingest" in sections:
+            out["ingest"] = measure_ingest(root, quick)
+        if "doctor" in sections:
+            out["doctor"] = measure_doctor(root, quick, episodes)
+        if "peer" in sections:
+            out["peer"] = measure_peer(root, quick, cache or default_cache())
+        return out
 
 
 def print_result(res: Mapping[str, Any]) -> None:
-    ing, doc = res["ingest"], res["doctor"]
-    flag = "" if ing["meets_goal"] else "  above goal"
-    print_table(
-        "quality at ingest and the doctor's time",
-        [
+    rows: list[tuple[str, str]] = []
+    if "ingest" in res:
+        ing = res["ingest"]
+        flag = "" if ing["meets_goal"] else "  above goal"
+        rows.append(
             (
                 f"ingest quality on / off ({ing['episodes']} episodes, CPU; goal <= {ing['goal_at_most']:.2f}x)",
                 f"{spread(ing['cpu'])}{flag}; wall {spread(ing['wall'])}",
+            )
+        )
+    if "doctor" in res:
+        doc = res["doctor"]
+        up = doc["update_s"]
+        rows += [
+            (
+                f"doctor --update on {doc['episodes']:,} episodes (once)",
+                f"wall {up['wall_s']:.2f} s, CPU {up['cpu_s']:.2f} s "
+                f"({doc['update_per_1k_episodes_s']['cpu_s']:.2f} CPU s per 1,000)",
             ),
-            (f"doctor --update on {doc['episodes']:,} episodes (once), wall", f"{doc['update_s']['wall_s']:.2f} s"),
             (f"doctor on {doc['episodes']:,} episodes, wall", _seconds(doc["wall"])),
             (f"doctor on {doc['episodes']:,} episodes, CPU", _seconds(doc["cpu"])),
-        ],
-    )
+            ("findings per check on that lake", ", ".join(f"{k} {v}" for k, v in doc["findings_per_check"].items())),
+        ]
+    if rows:
+        print_table("quality at ingest and the doctor's time", rows)
+    if "peer" not in res:
+        return
     peer = res["peer"]
     for version in ("v2.1", "v3.0"):
         entry = peer[version]
@@ -434,8 +467,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--quick", action="store_true", help="a smaller ingest, 3 pairs, a 2,000-episode lake")
     p.add_argument("--cache", default=None, help="peer environments (default ~/.cache/robolake/peers)")
+    p.add_argument(
+        "--sections", default=",".join(SECTIONS), help="which figures, comma-separated (default: all of %(default)s)"
+    )
+    p.add_argument("--episodes", type=int, default=None, help="the doctor's lake size (default 10,000; 2,000 --quick)")
     args = p.parse_args(argv)
-    res = run(args.quick, cache=Path(args.cache) if args.cache else None)
+    sections = [x.strip() for x in args.sections.split(",") if x.strip()]
+    if args.episodes is not None and args.episodes < 2:
+        p.error(f"--episodes must be >= 2, got {args.episodes}")
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown or not sections:
+        p.error(f"--sections: unknown {unknown or 'none given'}; choose from {', '.join(SECTIONS)}")
+    res = run(args.quick, cache=Path(args.cache) if args.cache else None, sections=sections, episodes=args.episodes)
     print_result(res)
     write_json(args.json, res)
     return 0

@@ -7,8 +7,10 @@ check, the episode, the camera or stream where one applies, a reason a person ca
 `--where` that selects the episodes it concerns), and adds what only the whole lake can tell:
 
 - `near_duplicate`: episodes of one embodiment whose action signatures (the actions at a few
-  evenly spaced steps) agree within `DUPLICATE_TOLERANCE` of each dimension's typical range, at
-  lengths within 2% (identical content never lands twice: ingest keys it by content hash);
+  evenly spaced steps) agree within `DUPLICATE_TOLERANCE` of each dimension's typical range, or
+  whose camera fingerprints (8x8 luma thumbnails of a few frames) agree within `MATCH_LUMA` at
+  aligned steps, at lengths within 2% (`lake.stats.duplicates`, which finds every such pair
+  without comparing all of them; identical content never lands twice: ingest keys it by content hash);
 - `length_outlier`: an episode whose length is beyond `LENGTH_Z` robust z (median, MAD) of its
   embodiment and task (five episodes or more);
 - `out_of_range`: an episode whose state or action leaves its embodiment's observed range: beyond
@@ -21,10 +23,11 @@ camera from ten steps and half a second. `success_missing` is a finding only whe
 the same embodiment and task record success and others do not; a dataset that records none gets a
 note instead.
 
-An older lake (ingested before quality, or with it off) gets it with `doctor(update=True)`: the
-steps and media rows of the episodes that lack it are read once, in batches, their quality
-computed by the same functions ingest uses, and their episode rows published as one new lake
-version (the record is untouched; `restore` goes back).
+An older lake (ingested before quality, or with it off, or by a robolake whose quality had no
+frame fingerprints) gets it with `doctor(update=True)`: the steps, media and streams rows of the
+episodes that lack it are read once, in batches of `_UPDATE_BATCH` (one scan a table, arrays
+sliced out of the Arrow columns), their quality computed by the same functions ingest uses, and
+their episode rows published as one new lake version (the record is untouched; `restore` goes back).
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from robolake.lake.lake import Lake
-from robolake.lake.media.record import is_record
+from robolake.lake.media.record import StreamIndex, is_record
 from robolake.lake.protocol.versions import who
 from robolake.lake.query import sql_in, sql_quote
-from robolake.lake.stats.quality import episode_quality
+from robolake.lake.stats.duplicates import ACTION_TOLERANCE, action_pairs, frame_pairs
+from robolake.lake.stats.fingerprint import MATCH_LUMA, parse_fingerprint
+from robolake.lake.stats.quality import QUALITY_VERSION, episode_quality
 from robolake.schemas.tables import schema_for_table
 
 __all__ = ["CHECKS", "DoctorReport", "Finding", "doctor", "episode_findings", "quality_counts", "write_doctor_html"]
@@ -68,12 +73,12 @@ CHECKS = (
     "out_of_range",
     "near_duplicate",
 )
-DUPLICATE_TOLERANCE = 0.01
+DUPLICATE_TOLERANCE = ACTION_TOLERANCE
 LENGTH_Z = 4.0
 RANGE_Z = 6.0
 IDLE_FRACTION = 0.5
 JITTER = 0.25
-_UPDATE_BATCH = 64
+_UPDATE_BATCH = 256  # episodes whose steps and media are read in one scan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,6 +209,12 @@ def doctor(
         notes.append(
             f"{missing} of {len(eps)} episodes have no quality measured (ingested before it, or with it off); "
             "`robolake doctor LAKE --update` measures it as a new version"
+        )
+    older = sum(1 for e in with_q if int(e["quality"].get("v", 0) or 0) < QUALITY_VERSION)
+    if older:
+        notes.append(
+            f"{older} of {len(eps)} episodes have quality from an older robolake (no frame fingerprints: their "
+            "near-duplicates are found by actions only); `robolake doctor LAKE --update` re-measures them"
         )
     order = {c: i for i, c in enumerate(CHECKS)}
     findings.sort(key=lambda f: (order.get(f.check, len(order)), -f.severity, f.episode_id))
@@ -536,43 +547,87 @@ def _out_of_range(group: list[dict[str, Any]]) -> list[Finding]:
 
 
 def _near_duplicates(group: list[dict[str, Any]]) -> list[Finding]:
-    sigs, keep = [], []
-    for e in group:
-        s = np.asarray(e["quality"].get("signature", []), dtype=np.float64)
-        if s.ndim == 2 and s.size:
-            sigs.append(s.ravel())
-            keep.append(e)
-    if len(keep) < 2 or len({s.size for s in sigs}) != 1:
+    """One embodiment's near-duplicates (`lake.stats.duplicates`): by actions or by frames, grouped
+    (a pair of pairs sharing an episode is one group), each group's shortest episode (then the
+    first in table order) the one the others repeat."""
+    if len(group) < 2:
         return []
-    sig = np.stack(sigs)
-    dims = len(keep[0]["quality"]["signature"][0])
-    hi = np.array([e["quality"].get("action_max", [0] * dims) for e in keep], dtype=np.float64)
-    lo = np.array([e["quality"].get("action_min", [0] * dims) for e in keep], dtype=np.float64)
-    scale = np.tile(np.maximum(np.median(hi - lo, axis=0), 1e-9), sig.shape[1] // dims)
-    lengths = np.array([int(e["num_steps"]) for e in keep])
-    order = np.argsort(lengths, kind="stable")
-    out, seen = [], set()
-    for a_pos, a in enumerate(order):
-        if a in seen:
+    lengths = np.array([int(e["num_steps"]) for e in group], dtype=np.int64)
+    sigs: list[np.ndarray | None] = []
+    for e in group:
+        s = np.asarray(e["quality"].get("signature") or [], dtype=np.float64)
+        sigs.append(s if s.ndim == 2 and s.size else None)
+    dims = next((s.shape[1] for s in sigs if s is not None), 0)
+    spans = [
+        np.asarray(e["quality"].get("action_max", []), dtype=np.float64)
+        - np.asarray(e["quality"].get("action_min", []), dtype=np.float64)
+        for e in group
+    ]
+    spans = [x for x in spans if x.shape == (dims,)]
+    scale = np.median(np.stack(spans), axis=0) if spans and dims else np.zeros(0)
+    how: dict[tuple[int, int], dict[str, Any]] = defaultdict(dict)
+    for a, b in action_pairs(sigs, scale, lengths):
+        how[(a, b)]["actions"] = True
+    for a, b, cam in frame_pairs([_fingerprints(e) for e in group], lengths):
+        how[(a, b)]["frames"] = cam
+    if not how:
+        return []
+    parent = list(range(len(group)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    rank = {i: (int(lengths[i]), i) for i in range(len(group))}
+    for a, b in how:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            lo, hi = sorted((ra, rb), key=rank.__getitem__)
+            parent[hi] = lo
+    partner: dict[int, tuple[int, dict[str, Any]]] = {}
+    for (a, b), why in sorted(how.items()):
+        for me, other in ((a, b), (b, a)):
+            partner.setdefault(me, (other, why))
+    out = []
+    for i in sorted(partner, key=rank.__getitem__):
+        rep = root(i)
+        if rep == i:
             continue
-        for b in order[a_pos + 1 : a_pos + 200]:
-            if lengths[b] - lengths[a] > 0.02 * lengths[a] + 1:
-                break
-            if b in seen:
-                continue
-            if float(np.max(np.abs(sig[a] - sig[b]) / scale)) <= DUPLICATE_TOLERANCE:
-                seen.add(b)
-                other = keep[a]["episode_id"]
-                out.append(
-                    _finding(
-                        keep[b],
-                        "near_duplicate",
-                        f"same actions as {other} (within {DUPLICATE_TOLERANCE:.0%} of each dim's range, "
-                        f"{lengths[b]} vs {lengths[a]} steps): a recording ingested twice; keep one",
-                        f"episode_id in ({sql_quote(other)}, {sql_quote(keep[b]['episode_id'])})",
-                        duplicate_of=other,
-                    )
-                )
+        other, why = partner[i]
+        what = " and ".join(
+            w
+            for w in (
+                "actions" if why.get("actions") else "",
+                f"frames (camera {why['frames']})" if why.get("frames") else "",
+            )
+            if w
+        )
+        near = group[other]["episode_id"]
+        tol = f"{DUPLICATE_TOLERANCE:.0%} of each action dim's range" if why.get("actions") else ""
+        tol = tol or f"every 8x8 luma cell within {MATCH_LUMA}/255 at aligned steps"
+        via = "" if other == rep else f"; its group is led by {group[rep]['episode_id']}"
+        out.append(
+            _finding(
+                group[i],
+                "near_duplicate",
+                f"same {what} as {near} (within {tol}, {lengths[i]} vs {lengths[other]} steps){via}: a recording "
+                "ingested twice; keep one (`robolake dedup`)",
+                f"episode_id in ({sql_quote(group[rep]['episode_id'])}, {sql_quote(group[i]['episode_id'])})",
+                duplicate_of=group[rep]["episode_id"],
+                severity=2.0 if len(why) == 2 else 1.0,
+            )
+        )
+    return out
+
+
+def _fingerprints(e: dict[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    out = {}
+    for cam, c in sorted((e["quality"].get("cameras") or {}).items()):
+        fp = parse_fingerprint(c.get("fingerprint")) if isinstance(c, dict) else None
+        if fp is not None:
+            out[cam] = fp
     return out
 
 
@@ -590,33 +645,36 @@ def _groups(eps: list[dict[str, Any]], findings: list[Finding]) -> list[dict[str
 # --- update: quality for episodes that lack it ----------------------------------------------------
 
 
+def _stale(metadata: Any) -> bool:
+    """Whether an episode's quality is missing or from an older `QUALITY_VERSION` (no frame fingerprints)."""
+    q = _quality(metadata)
+    return q is None or int(q.get("v", 0) or 0) < QUALITY_VERSION
+
+
 def _update(lake: Lake) -> int:
-    """Measure the quality of the episodes without it and publish their rows as one version."""
-    rows = lake.episodes().to_pylist()
-    todo = []
-    for r in rows:
-        try:
-            meta = json.loads(r["metadata"]) if r["metadata"] else {}
-        except json.JSONDecodeError:
-            meta = {}
-        if not isinstance(meta, dict) or not isinstance(meta.get("quality"), dict):
-            todo.append((r, meta if isinstance(meta, dict) else {}))
+    """Measure the quality of the episodes without it (or with an older one) and publish their rows
+    as one version.
+
+    Reads each batch of episodes' steps and media in one scan each, sorted once, and slices every
+    episode's arrays out of the columns (flattened list values reshaped, never a Python list per
+    step): the quality functions get what ingest hands them.
+    """
+    table = lake.episodes()
+    todo = [i for i, m in enumerate(table.column("metadata").to_pylist()) if _stale(m)]
     if not todo:
         return 0
+    rows = table.take(todo).to_pylist()
     new_rows = []
-    for i in range(0, len(todo), _UPDATE_BATCH):
-        batch = todo[i : i + _UPDATE_BATCH]
-        ids = [r["episode_id"] for r, _ in batch]
-        steps = lake.to_arrow(
-            "steps",
-            columns=["episode_id", "step_index", "timestamp", "state", "action"],
-            where=sql_in("episode_id", ids),
-        )
-        media = lake.to_arrow(
-            "media", columns=["episode_id", "camera", "step_index", "encoding", "data"], where=sql_in("episode_id", ids)
-        )
-        for r, meta in batch:
-            meta["quality"] = _quality_of(r, steps, media)
+    for i in range(0, len(rows), _UPDATE_BATCH):
+        batch = rows[i : i + _UPDATE_BATCH]
+        arrays = _batch_arrays(lake, [r["episode_id"] for r in batch])
+        for r in batch:
+            try:
+                meta = json.loads(r["metadata"]) if r["metadata"] else {}
+            except json.JSONDecodeError:
+                meta = {}
+            meta = meta if isinstance(meta, dict) else {}
+            meta["quality"] = _quality_of(r, arrays.get(r["episode_id"]))
             new_rows.append({**r, "metadata": json.dumps(meta, sort_keys=True)})
     with lake.begin() as tx:
         tx.acquire()
@@ -630,26 +688,88 @@ def _update(lake: Lake) -> int:
     return len(new_rows)
 
 
-def _quality_of(row: dict[str, Any], steps: pa.Table, media: pa.Table) -> dict[str, Any]:
-    eid = row["episode_id"]
-    mine = steps.filter(pc.equal(steps.column("episode_id"), eid)).sort_by("step_index")
-    n = mine.num_rows
-    state = np.asarray(mine.column("state").to_pylist(), dtype=np.float32).reshape(n, -1)
-    action = np.asarray(mine.column("action").to_pylist(), dtype=np.float32).reshape(n, -1)
-    ts = np.asarray(mine.column("timestamp").to_numpy(zero_copy_only=False), dtype=np.float64)
-    frames = media.filter(pc.equal(media.column("episode_id"), eid)).sort_by("step_index")
-    cameras = []
-    for cam in sorted(set(frames.column("camera").to_pylist())):
-        rows = frames.filter(pc.equal(frames.column("camera"), cam))
-        enc = str(rows.column("encoding")[0].as_py())
-        cameras.append((cam, rows.column("data").to_pylist(), enc, is_record(enc)))
+@dataclass
+class _Arrays:
+    """One episode's steps and cameras, as ingest holds them."""
+
+    state: np.ndarray
+    action: np.ndarray
+    timestamps: np.ndarray
+    cameras: list[tuple[str, list[bytes], str, Any]] = field(default_factory=list)
+
+
+def _runs_of(keys: pa.ChunkedArray | pa.Array) -> list[tuple[Any, int, int]]:
+    """(value, start, end) of each run of equal values of a sorted column."""
+    arr = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    if len(arr) == 0:
+        return []
+    enc = pc.run_end_encode(arr)
+    ends = enc.run_ends.to_numpy()
+    starts = np.concatenate([[0], ends[:-1]])
+    return list(zip(enc.values.to_pylist(), starts.tolist(), ends.tolist(), strict=True))
+
+
+def _matrix(col: pa.ChunkedArray, start: int, end: int) -> np.ndarray:
+    """float32 [end - start, D] of a list<float> column's rows (one width within an episode)."""
+    part = col.slice(start, end - start).combine_chunks()
+    if isinstance(part, pa.ChunkedArray):  # pragma: no cover - combine_chunks of a ChunkedArray is an Array
+        part = part.chunk(0)
+    values = np.asarray(part.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
+    if not values.size:
+        return np.zeros((end - start, 0), dtype=np.float32)
+    return values.reshape(end - start, -1)
+
+
+def _batch_arrays(lake: Lake, ids: list[str]) -> dict[str, _Arrays]:
+    """The steps, media and streams of the episodes `ids`, one scan of each table."""
+    where = sql_in("episode_id", ids)
+    steps = lake.to_arrow("steps", columns=["episode_id", "step_index", "timestamp", "state", "action"], where=where)
+    steps = steps.sort_by([("episode_id", "ascending"), ("step_index", "ascending")])
+    out: dict[str, _Arrays] = {}
+    ts = steps.column("timestamp").to_numpy()
+    for eid, a, b in _runs_of(steps.column("episode_id")):
+        out[eid] = _Arrays(
+            state=_matrix(steps.column("state"), a, b),
+            action=_matrix(steps.column("action"), a, b),
+            timestamps=np.asarray(ts[a:b], dtype=np.float64),
+        )
+    media = lake.to_arrow("media", columns=["episode_id", "camera", "step_index", "encoding", "data"], where=where)
+    if not media.num_rows:
+        return out
+    media = media.sort_by([("episode_id", "ascending"), ("camera", "ascending"), ("step_index", "ascending")])
+    streams = (
+        {(r["episode_id"], r["camera"]): r for r in lake.to_arrow("streams", where=where).to_pylist()}
+        if lake.has_table("streams")
+        else {}
+    )
+    key = pc.binary_join_element_wise(media.column("episode_id"), media.column("camera"), "\x00")
+    encodings, data = media.column("encoding"), media.column("data")
+    for k, a, b in _runs_of(key):
+        eid, cam = k.split("\x00", 1)
+        if eid not in out:
+            continue
+        enc = str(encodings[a].as_py())
+        images = data.slice(a, b - a).to_pylist()
+        video: Any = False
+        if is_record(enc):
+            row = streams.get((eid, cam))
+            video = StreamIndex.from_row(row) if row is not None else True
+        out[eid].cameras.append((cam, images, enc, video))
+    return out
+
+
+def _quality_of(row: dict[str, Any], arrays: _Arrays | None) -> dict[str, Any]:
+    if arrays is None:  # an episode without steps: measure what there is
+        arrays = _Arrays(
+            state=np.zeros((0, 0), np.float32), action=np.zeros((0, 0), np.float32), timestamps=np.zeros(0)
+        )
     return episode_quality(
-        state=state,
-        action=action,
-        timestamps=ts,
+        state=arrays.state,
+        action=arrays.action,
+        timestamps=arrays.timestamps,
         fps=float(row["fps"] or 0.0),
         success=row["success"],
-        cameras=cameras,
+        cameras=arrays.cameras,
     )
 
 

@@ -506,7 +506,7 @@ def _access_tables(episode_id: str, ep: TabularEpisode, frames: list[Any]) -> li
 
 def _quality(ep: TabularEpisode, frames: list[Any]) -> dict[str, Any]:
     """The episode's quality from the arrays and encoded frames already in memory (no media re-read)."""
-    cameras = [(f.camera, f.images, f.encoding, isinstance(f, RecordedVideo)) for f in frames]
+    cameras = [(f.camera, f.images, f.encoding, f.stream if isinstance(f, RecordedVideo) else False) for f in frames]
     return episode_quality(
         state=ep.state, action=ep.action, timestamps=ep.timestamps, fps=ep.fps, success=ep.success, cameras=cameras
     )

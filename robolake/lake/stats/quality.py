@@ -22,9 +22,12 @@ hashes are a frozen run. A recorded video's packets cannot be compared byte for 
 carries its own frame number), but a frame that repeats its reference is coded as an all-skip
 slice of a few bytes whatever the resolution; `TINY_PACKET` bytes or less marks such a step and
 a run of them (tolerating one ordinary packet in between, the B-frame pyramid's anchors) is a
-frozen run. Black or overexposed frames are only known where a decode is cheap (JPEG decoded at
-1/8 scale on a sample of frames); videos report none. What this trades: a perfectly static scene
-reads as a frozen camera, which is why doctor reports runs, not single frames.
+frozen run. Black or overexposed frames, and each camera's frame fingerprint (`lake.stats.fingerprint`:
+8x8 luma thumbnails of up to 8 frames, for the doctor's near-duplicates), come from the few frames
+that decode cheaply: JPEGs at 1/8 scale (up to 32 sampled), a video's keyframes (intra pictures,
+no reference chain; up to 32), other images' 8 fingerprint frames in full; the dark count is
+scaled from that sample. What this trades: a perfectly static scene reads as a frozen camera,
+which is why doctor reports runs, not single frames.
 
 Cross-episode checks (near-duplicates, length outliers, out-of-range against the embodiment,
 constant dims across an embodiment) need the whole lake and live in `robolake.lake.doctor`; this
@@ -35,12 +38,14 @@ small action signature with its coarse fingerprint.
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from robolake.lake.media.record import StreamIndex
+from robolake.lake.stats.fingerprint import fingerprint_json, sample_cells, sample_steps
 
 __all__ = [
     "QUALITY_NAMES",
@@ -59,7 +64,7 @@ __all__ = [
     "zero_rows",
 ]
 
-QUALITY_VERSION = 1
+QUALITY_VERSION = 2  # 2: per-camera frame fingerprints; dark frames from videos and every image codec
 IDLE_MOTION = 0.005  # a step is idle when every dim moves less than this fraction of its spread
 JUMP_SIGMAS = 12.0  # a jump: beyond this many robust sigmas of the episode's own differences ...
 JUMP_SPREAD = 0.3  # ... and beyond this fraction of the dimension's spread, in one step
@@ -67,7 +72,6 @@ GAP_FACTOR = 2.0  # a timestamp gap: an interval longer than this many nominal i
 TINY_PACKET = 24  # bytes: a video packet this small repeats its reference (an all-skip slice)
 SIGNATURE_POINTS = 8  # time points of the action signature
 DARK, BRIGHT = 8.0, 247.0  # mean 8-bit luma of a black / overexposed frame
-_LUMA_SAMPLES = 32  # JPEG frames decoded (at 1/8 scale) per camera for dark/bright
 
 # The numbers `--where` can name as quality.NAME (what each means, for the error that lists them).
 QUALITY_NAMES = {
@@ -80,7 +84,7 @@ QUALITY_NAMES = {
     "idle_fraction": "fraction of steps where nothing moves",
     "action_jumps": "action steps beyond the episode's robust jump threshold",
     "frozen_camera": "longest run of repeated frames over the cameras, in steps",
-    "dark_frames": "black or overexposed frames seen (JPEG cameras only)",
+    "dark_frames": "black or overexposed frames, estimated from a sample of cheaply decoded frames",
     "timestamp_gaps": "intervals longer than 2 nominal intervals",
     "timestamp_jitter": "std of the step interval over the nominal interval",
     "success_missing": "the source records no success (true/false)",
@@ -260,37 +264,30 @@ def _frozen_run(repeat: np.ndarray, tolerate: int) -> tuple[int, int]:
     return best, best_start
 
 
-def _luma(images: Sequence[bytes]) -> tuple[int, int]:
-    """(dark, bright) frames among up to `_LUMA_SAMPLES` JPEG frames decoded at 1/8 scale."""
-    from PIL import Image
-
-    if not images:
+def _dark_bright(sampled: dict[int, np.ndarray], num_steps: int) -> tuple[int, int]:
+    """(dark, bright) frames of the camera, estimated from the decoded sample's mean luma."""
+    if not sampled:
         return 0, 0
-    idx = np.unique(np.linspace(0, len(images) - 1, min(len(images), _LUMA_SAMPLES)).astype(int))
-    dark = bright = 0
-    for i in idx:
-        try:
-            with Image.open(io.BytesIO(images[i])) as im:
-                im.draft("L", (max(im.width // 8, 1), max(im.height // 8, 1)))
-                mean = float(np.asarray(im.convert("L"), dtype=np.float32).mean())
-        except (OSError, ValueError):
-            continue
-        dark += mean <= DARK
-        bright += mean >= BRIGHT
-    scale = len(images) / len(idx)
-    return round(dark * scale), round(bright * scale)
+    means = np.stack(list(sampled.values())).reshape(len(sampled), -1).mean(axis=1)
+    scale = num_steps / len(means)
+    return round(int((means <= DARK).sum()) * scale), round(int((means >= BRIGHT).sum()) * scale)
 
 
-def camera_quality(images: Sequence[bytes], *, encoding: str, video: bool) -> dict[str, Any]:
-    """One camera's frozen runs (and dark/bright frames where cheap) from its encoded frames.
+def camera_quality(
+    images: Sequence[bytes], *, encoding: str, video: bool, stream: StreamIndex | None = None
+) -> dict[str, Any]:
+    """One camera's frozen runs, dark/bright frames and frame fingerprint from its encoded frames.
 
     Args:
         images: Per step, the encoded frame (an image) or the packet carrying it (a video).
-        encoding: The frames' encoding (`jpeg` frames are also sampled for black/overexposed).
+        encoding: The frames' media-row encoding.
         video: The frames are a recorded video's packets (frozen = tiny all-skip packets).
+        stream: A recorded video's stream, to decode its keyframes (without it a video gets no
+            dark count and no fingerprint).
 
     Returns:
-        `frozen_run` (steps), `frozen_start` (step), `dark_frames`, `bright_frames`.
+        `frozen_run` (steps), `frozen_start` (step), `dark_frames`, `bright_frames`, and
+        `fingerprint` (`lake.stats.fingerprint`; absent where fewer than two frames decode).
     """
     n = len(images)
     if n < 2:
@@ -302,8 +299,22 @@ def camera_quality(images: Sequence[bytes], *, encoding: str, video: bool) -> di
         digests = [hashlib.blake2b(b, digest_size=16).digest() for b in images]
         repeat = np.array([False] + [digests[i] == digests[i - 1] for i in range(1, n)], dtype=bool)
     run, start = _frozen_run(repeat, tolerate=1 if video else 0)
-    dark, bright = _luma(images) if encoding == "jpeg" else (0, 0)
-    return {"frozen_run": run if run > 1 else 0, "frozen_start": start, "dark_frames": dark, "bright_frames": bright}
+    sampled: dict[int, np.ndarray] = {}
+    fp_steps = np.zeros(0, dtype=np.int64)
+    if n and (stream is not None or not video):
+        fp_steps, luma_steps = sample_steps(n, encoding, stream if video else None)
+        sampled = sample_cells(images, encoding=encoding, stream=stream if video else None, steps=luma_steps)
+    dark, bright = _dark_bright(sampled, n)
+    out: dict[str, Any] = {
+        "frozen_run": run if run > 1 else 0,
+        "frozen_start": start,
+        "dark_frames": dark,
+        "bright_frames": bright,
+    }
+    fp = fingerprint_json(sampled, fp_steps)
+    if fp is not None:
+        out["fingerprint"] = fp
+    return out
 
 
 def action_signature(action: np.ndarray) -> list[list[float]]:
@@ -334,7 +345,7 @@ def episode_quality(
     timestamps: np.ndarray,
     fps: float,
     success: bool | None,
-    cameras: Sequence[tuple[str, Sequence[bytes], str, bool]] = (),
+    cameras: Sequence[tuple[str, Sequence[bytes], str, StreamIndex | bool]] = (),
 ) -> dict[str, Any]:
     """The quality of one episode, JSON-able (stored as the metadata's `"quality"`).
 
@@ -344,20 +355,30 @@ def episode_quality(
         timestamps: [T] seconds.
         fps: The episode's nominal rate.
         success: The episode's success, None when the source records none.
-        cameras: (name, encoded frames or packets per step, encoding, is a video) per camera.
+        cameras: Per camera: (name, encoded frames or packets per step, encoding, video), where
+            video is a recorded video's `StreamIndex` (its keyframes are decoded for the dark count
+            and the fingerprint), True for a video's packets without it, False for images.
 
     Returns:
         The numbers of `QUALITY_NAMES`, plus what the cross-episode checks and the findings'
         reasons need: `constant_state`/`constant_action` (dims), `identical_pairs`,
         `zero_row_steps`, `first_jump`, `jump_dim`, `first_gap`, `longest_gap_s`, `cameras`
-        (per camera), `state_min`/`state_max`/`action_min`/`action_max`, `signature`,
+        (per camera, with its frame `fingerprint`), `state_min`/`state_max`/`action_min`/`action_max`, `signature`,
         `fingerprint` and `v` (this module's `QUALITY_VERSION`).
     """
     state = np.asarray(state)
     action = np.asarray(action)
     pairs = [["state", *p] for p in identical_dims(state)] + [["action", *p] for p in identical_dims(action)]
     zeros = sorted(set(zero_rows(state)) | set(zero_rows(action)))
-    cams = {name: camera_quality(images, encoding=enc, video=video) for name, images, enc, video in cameras}
+    cams = {
+        name: camera_quality(
+            images,
+            encoding=enc,
+            video=video is not False,
+            stream=video if isinstance(video, StreamIndex) else None,
+        )
+        for name, images, enc, video in cameras
+    }
     signature = action_signature(action)
     out: dict[str, Any] = {
         "v": QUALITY_VERSION,
