@@ -2,9 +2,11 @@
 
 - `verbs`: on a synthetic lake of 10,000 episodes (2,000 with `--quick`; 20 steps of a 7-joint
   arm and one 64x64 JPEG camera each), seconds for `select` (keep 90%), `delete` (10% of what is
-  left, by a step aggregate) and `split` (val 0.1, stratified by task), each against what a team
-  without the verbs does: rewrite a new lake holding the same episodes (read the kept rows of
-  every table, write them through the same transaction). Paired runs (verb, rewrite, verb,
+  left, by a step aggregate), `split` (val 0.1, stratified by task) and `trim` (the first 3 steps
+  of every episode, `--where-steps "step < 3"`), each against what a team without the verbs
+  does: rewrite a new lake holding the same episodes (read the kept rows of every table, write
+  them through the same transaction; for trim, every episode, as LeRobot's edit tool rewrites
+  the dataset for each change). Paired runs (verb, rewrite, verb,
   rewrite, ...) on fresh copies of the lake; the ratio is rewrite seconds over verb seconds,
   median with its min-max. `bytes_added` is what each verb added to the lake directory (it
   should be metadata-sized against the lake's bytes).
@@ -158,6 +160,7 @@ def _verbs(work: str, episodes: int, repeats: int) -> dict[str, Any]:
         "select": lambda d: curate.select(d, keep_where, reason="bench"),
         "delete": lambda d: curate.delete(d, where="max(abs(action)) > 6", reason="bench"),
         "split": lambda d: curate.split(d, curate.SplitConfig(val=0.1, stratify=("task",), seed=0)),
+        "trim": lambda d: curate.trim(d, curate.TrimSpec(where_steps="step < 3", reason="bench")),
     }
     for name, op in ops.items():
         ratios, verb_s, rewrite_s, added = [], [], [], []
@@ -253,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     res = run(args.quick)
     v = res["verbs"]
     rows: list[tuple[Any, ...]] = []
-    for name in ("select", "delete", "split"):
+    for name in ("select", "delete", "split", "trim"):
         rows += [
             (f"{name} seconds", v[name]["seconds"]),
             (f"{name} vs rewrite", v[name]["speedup_vs_rewrite"]),

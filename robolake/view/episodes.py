@@ -280,6 +280,7 @@ class EpisodeCatalog:
             "fps": float(r["fps"]),
             "duration_s": float(r["num_steps"]) / float(r["fps"]) if r["fps"] else None,
             "success": r["success"],
+            "trim": meta.get("trim"),
             "source_uri": r["source_uri"],
             "source_format": r["source_format"],
             "source_file": source_path_of(r["source_uri"], meta),

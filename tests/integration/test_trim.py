@@ -81,6 +81,16 @@ def test_trim_idle_drops_heads_and_tails_and_frames_follow(idle_lake: str, tmp_p
         assert np.array_equal(f, frames_before[ids[0]][t + HEAD]), t
     with pytest.raises(KeyError, match="trimmed episode has"):
         after.frames().read(ids[0], "front", N - HEAD - TAIL)
+    # the viewer's episode page says so, and its frames are the kept steps'
+    from robolake.view.catalog import LakeCatalog
+    from robolake.view.episodes import EpisodeCatalog
+    from robolake.view.frames import FrameSource
+
+    detail = EpisodeCatalog(LakeCatalog(after)).detail(ids[0])
+    assert detail is not None and detail["trim"] == {"frames": N, "kept": [[HEAD, N - TAIL]]}
+    assert detail["num_steps"] == N - HEAD - TAIL
+    source = FrameSource(after)
+    assert source.get(ids[0], "front", 0) == FrameSource(before).get(ids[0], "front", HEAD)
     # the step quality is measured again on what remains
     meta = json.loads(row[ids[0]]["metadata"])
     assert meta["quality"]["idle_head"] == 0 and meta["quality"]["idle_tail"] == 0

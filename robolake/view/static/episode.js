@@ -27,6 +27,7 @@
       ["episode", D.episode_id], ["embodiment", D.embodiment],
       ["length", D.num_steps + " steps · " + fmtNum(D.duration_s) + " s at " + fmtNum(D.fps, 1) + " fps"],
       ["success", fmtBool(D.success)],
+      ...(D.trim ? [["trimmed", "keeps steps " + D.trim.kept.map((r) => r[0] + "–" + (r[1] - 1)).join(", ") + " of the " + D.trim.frames + " ingested (robolake trim)"]] : []),
       ["source file", D.source_file], ["source format", D.source_format + " (episode " + D.source_episode_index + " of " + D.source_uri + ")"],
       ["source time offset", D.source_time_offset_s === null || D.source_time_offset_s === undefined ? "—" : D.source_time_offset_s + " s (lake t = 0 is source t = " + D.source_time_offset_s + ")"],
       ["ingested", fmtTime(D.ingested_at_ns / 1e9) + " · lake version " + D.ingest_version],
