@@ -8,7 +8,9 @@ API and cached here, once per process:
   and (for curation verbs) who and why; what it added or removed is not stored, so it is
   computed by `robolake.curate.diff` between consecutive versions, the same comparison
   `robolake diff` prints, and kept for the life of the server (versions never change once
-  published). The first version is compared against nothing: it added what it holds.
+  published). The first version is compared against nothing: it added what it holds. Each
+  change is a count, never the ids: the page links the added ones to the episodes table
+  filtered by `ingest_version` (a 100,000-episode ingest is one number and one link).
 - **Episode ids per table version.** "Which lake versions hold this episode" asks, for every
   lake version, whether its episodes table holds the id. Many lake versions share one Lance
   version of the episodes table (a quarantine-only ingest, a tag), so the ids are read once per
@@ -42,8 +44,6 @@ from robolake.schemas.embodiment import EmbodimentSpec
 __all__ = ["LakeCatalog", "joint_groups", "joint_names"]
 
 log = logging.getLogger(__name__)
-
-_SHOWN_IDS = 20  # episode ids listed per version change (the counts are always complete)
 
 
 def joint_names(spec: EmbodimentSpec, kind: str, width: int | None = None) -> list[str]:
@@ -178,17 +178,14 @@ class LakeCatalog:
             for v in self.versions():
                 entry: dict[str, Any] = {"version": v.version}
                 try:
+                    # Counts only: a 100,000-episode ingest is one number and one link to the
+                    # episodes page filtered by `ingest_version`, never its ids inline.
                     if previous is None:
-                        added, removed = self.ids_at(v).to_pylist(), []
+                        added, removed = len(self.ids_at(v)), 0
                     else:
                         d = diff(self.at(previous.version), self.at(v.version))
-                        added, removed = list(d.added), list(d.removed)
-                    entry.update(
-                        added=len(added),
-                        removed=len(removed),
-                        added_ids=added[:_SHOWN_IDS],
-                        removed_ids=removed[:_SHOWN_IDS],
-                    )
+                        added, removed = len(d.added), len(d.removed)
+                    entry.update(added=added, removed=removed)
                 except Exception as e:  # a version whose tables were collected: say so, show the rest
                     entry["error"] = f"{type(e).__name__}: {e}"
                 out.append(entry)

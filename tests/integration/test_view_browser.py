@@ -189,7 +189,14 @@ def test_every_page_in_a_browser_on_the_real_gr00t_data(real_lake: Lake, browser
         _wait(d, "window.robolakeView.changes !== null")
         assert d.find_element(By.CSS_SELECTOR, "[data-count=episodes] .n").text == "5"
         assert len(d.find_elements(By.CSS_SELECTOR, "#versions tbody tr")) == len(lake.versions()) == 2
-        assert len(d.find_elements(By.CSS_SELECTOR, "#versions tbody tr:first-child a")) == 5  # v2 added all five
+        # v2 added all five: a count and one link to the episodes it brought in, never the ids inline
+        added = d.find_elements(By.CSS_SELECTOR, "#versions tbody tr:first-child a")
+        assert len(added) == 1 and "ingest_version" in (added[0].get_attribute("href") or "")
+        assert "5" in d.find_element(By.CSS_SELECTOR, "#versions tbody tr:first-child").text
+        added[0].click()
+        _wait(d, "window.robolakeView && window.robolakeView.total === 5")
+        d.get(server.url + "/")
+        _wait(d, "window.robolakeView.changes !== null")
         assert len(d.find_elements(By.CSS_SELECTOR, ".embodiment[data-embodiment=gr1_arms_only] canvas")) >= 2
         assert "empty" in d.find_element(By.ID, "quarantine-summary").text
         d.save_screenshot(str(tmp_path / "lake.png"))

@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { PAGE, PALETTE, el, clear, fmtNum, fmtTime, getJSON, nav, simpleTable, episodeURL } = robolake;
+  const { PAGE, PALETTE, el, clear, fmtNum, fmtTime, getJSON, nav, simpleTable } = robolake;
   const D = PAGE.data;
   window.robolakeView = { lake: D, changes: null };
 
@@ -18,12 +18,16 @@
     );
   }
 
-  function idList(ids, total) {
+  // A count, never the ids (an ingest can add 100,000): the added ones link to the episodes
+  // table filtered to those this version brought in that the shown version still holds.
+  function added(total, version) {
     if (!total) return "—";
-    const box = el("span", {}, String(total) + (total ? ": " : ""));
-    ids.forEach((id, i) => box.append(i ? ", " : "", el("a", { href: episodeURL(id), class: "mono" }, id)));
-    if (total > ids.length) box.append(" …");
-    return box;
+    const q = new URLSearchParams({ where: "ingest_version = " + version });
+    return el("span", {}, fmtNum(total) + " · ", el("a", { href: "/episodes?" + q.toString(), class: "episodes-link" }, "show"));
+  }
+
+  function removed(total) {
+    return total ? fmtNum(total) : "—";
   }
 
   function versions(changes) {
@@ -34,8 +38,8 @@
       { key: "operation", label: "operation" },
       { key: "created_at", label: "published", render: (v) => fmtTime(v.created_at) },
       { key: "who", label: "who / why", render: (v) => [v.who, v.reason].filter(Boolean).join(" · ") || "—" },
-      { key: "added", label: "episodes added", render: (v) => { const x = byVersion.get(v.version); return pending ? "…" : (x && x.error ? x.error : idList(x.added_ids, x.added)); } },
-      { key: "removed", label: "episodes removed", render: (v) => { const x = byVersion.get(v.version); return pending ? "…" : (x && x.error ? "" : idList(x.removed_ids, x.removed)); } },
+      { key: "added", label: "episodes added", render: (v) => { const x = byVersion.get(v.version); return pending ? "…" : (x && x.error ? x.error : added(x.added, v.version)); } },
+      { key: "removed", label: "episodes removed", render: (v) => { const x = byVersion.get(v.version); return pending ? "…" : (x && x.error ? "" : removed(x.removed)); } },
       { key: "tags", label: "tags", render: (v) => v.tags.join(", ") || "—" },
       { key: "summary", label: "summary", class: "mono", render: (v) => Object.entries(v.summary).map(([k, x]) => k + "=" + x).join(" ") },
     ];
