@@ -11,8 +11,9 @@ check, the episode, the camera or stream where one applies, a reason a person ca
   whose camera fingerprints (8x8 luma thumbnails of a few frames) agree within `MATCH_LUMA` at
   aligned steps, at lengths within 2% (`lake.stats.duplicates`, which finds every such pair
   without comparing all of them; identical content never lands twice: ingest keys it by content hash);
-- `length_outlier`: an episode whose length is beyond `LENGTH_Z` robust z (median, MAD) of its
-  embodiment and task (five episodes or more);
+- `length_outlier`: an episode whose length is beyond `LENGTH_Z` robust z (median, MAD, at least
+  `LENGTH_FLOOR` of the median) of its embodiment and task (five episodes or more) and a quarter
+  of the median away from it;
 - `out_of_range`: an episode whose state or action leaves its embodiment's observed range: beyond
   the median of the episodes' extremes by `RANGE_Z` robust sigmas and half a typical range;
 - constant dims of a whole embodiment (a humanoid's fixed legs): a note, not a finding.
@@ -75,6 +76,7 @@ CHECKS = (
 )
 DUPLICATE_TOLERANCE = ACTION_TOLERANCE
 LENGTH_Z = 4.0
+LENGTH_FLOOR = 0.05  # the least robust sigma of a task's lengths, as a fraction of its median
 RANGE_Z = 6.0
 IDLE_FRACTION = 0.5
 JITTER = 0.25
@@ -447,12 +449,6 @@ def _success_missing(eps: list[dict[str, Any]], notes: list[str]) -> list[Findin
     return out
 
 
-def _robust_z(x: np.ndarray) -> np.ndarray:
-    med = np.median(x)
-    mad = 1.4826 * np.median(np.abs(x - med))
-    return (x - med) / mad if mad > 0 else np.zeros_like(x)
-
-
 def _length_outliers(eps: list[dict[str, Any]]) -> list[Finding]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for e in eps:
@@ -463,7 +459,10 @@ def _length_outliers(eps: list[dict[str, Any]]) -> list[Finding]:
             continue
         n = np.array([float(e["num_steps"]) for e in group])
         med = float(np.median(n))
-        z = _robust_z(n)
+        # a task whose episodes all have one length (a fixed-horizon recorder) has no spread: the
+        # floor keeps a run three times as long from hiding behind a MAD of zero
+        sigma = max(1.4826 * float(np.median(np.abs(n - med))), LENGTH_FLOOR * med)
+        z = (n - med) / sigma if sigma > 0 else np.zeros_like(n)
         for e, zi, ni in zip(group, z, n, strict=True):
             if abs(zi) > LENGTH_Z and abs(ni - med) > 0.25 * med:
                 op = ">" if ni > med else "<"

@@ -24,6 +24,18 @@ should be flagged. The faults (`FAULTS`), named by the check that should find ea
   of the episode (the operator had not started / had stopped);
 - `action_jump`: one action row is displaced by `JUMP_SIGMAS` times the episode's step scale.
 
+`EXTRA_FAULTS` are the checks only robolake has, planted on request (`FaultySpec(faults=...)`;
+the peer comparison plants `FAULTS`):
+
+- `length_outlier`: the episode runs `LENGTH_FACTOR` times as long as the others of its task;
+- `out_of_range`: one state dimension is recorded in degrees where the others are radians
+  (multiplied by 180/pi): a unit error;
+- `overexposed_camera`: a run of camera frames is all white;
+- `frame_duplicate`: the camera frames of clean episode 0, with this episode's own state and
+  actions (a take whose actions were re-labelled: only the frames give it away);
+- `action_duplicate`: the actions of clean episode 0 (within a 1e-4 offset), with this episode's
+  own state and frames (the same commands recorded with another camera).
+
 Everything is seeded: the same arguments write the same bytes of parquet and the same frames.
 `FaultySpec` is tiny by default (4 clean episodes of 48 steps, 32x32 frames) for tests; the
 benchmark raises `clean` and `length`.
@@ -31,6 +43,7 @@ benchmark raises `clean` and `length`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,7 +54,9 @@ import numpy as np
 from robolake.writers.lerobot import EpisodeArrays, write_lerobot_dataset
 
 __all__ = [
+    "ALL_FAULTS",
     "CAMERA",
+    "EXTRA_FAULTS",
     "FAULTS",
     "FaultyDataset",
     "FaultySpec",
@@ -63,6 +78,9 @@ FAULTS = (
     "idle_tail",
     "action_jump",
 )
+EXTRA_FAULTS = ("length_outlier", "out_of_range", "overexposed_camera", "frame_duplicate", "action_duplicate")
+ALL_FAULTS = FAULTS + EXTRA_FAULTS
+LENGTH_FACTOR = 3
 GAP_S = 0.5  # seconds missing after the gap step: 5 frames at 10 fps
 IDLE_FRACTION = 0.3
 JUMP_SIGMAS = 40.0
@@ -80,7 +98,8 @@ class FaultySpec:
         dims: State and action width.
         fps: Recording rate.
         image: Camera frame side in pixels (even).
-        faults: The faults to plant, one episode each, in this order after the clean episodes.
+        faults: The faults to plant (`FAULTS` and `EXTRA_FAULTS`), one episode each, in this order
+            after the clean episodes.
         seed: Seed of every random draw.
     """
 
@@ -104,9 +123,9 @@ class FaultySpec:
             raise ValueError(f"dims must be >= 2 (identical_dims needs two columns), got {self.dims}")
         if self.image < 8 or self.image % 2:
             raise ValueError(f"image must be an even side >= 8, got {self.image}")
-        unknown = sorted(set(self.faults) - set(FAULTS))
+        unknown = sorted(set(self.faults) - set(ALL_FAULTS))
         if unknown:
-            raise ValueError(f"unknown faults {unknown}; choose from {', '.join(FAULTS)}")
+            raise ValueError(f"unknown faults {unknown}; choose from {', '.join(ALL_FAULTS)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,12 +133,13 @@ class PlantedFault:
     """One fault, where it was planted.
 
     Attributes:
-        fault: One of `FAULTS`.
+        fault: One of `ALL_FAULTS`.
         episode_index: The LeRobot episode_index that carries it.
         stream: "observation.state", "action", "timestamp", or a camera's video key.
         start: First step affected.
         stop: One past the last step affected.
-        of_episode: For `near_duplicate`: the episode it copies; else None.
+        of_episode: For `near_duplicate`, `frame_duplicate` and `action_duplicate`: the episode it
+            copies; else None.
         detail: What was done, in words.
     """
 
@@ -266,6 +286,24 @@ def _plant(
         scale = float(np.median(np.abs(np.diff(action, axis=0)))) or 0.01
         action[mid] += JUMP_SIGMAS * scale * np.sign(rng.standard_normal(spec.dims))
         stream, span, detail = "action", (mid, mid + 1), f"action row {mid} jumps {JUMP_SIGMAS:g}x the step scale"
+    elif fault == "length_outlier":
+        longer = _clean_episode(rng, dataclasses.replace(spec, length=LENGTH_FACTOR * n), index)
+        state, action, frames = longer.state, longer.action, longer.frames[CAMERA]
+        stream, span, detail = "action", (0, LENGTH_FACTOR * n), f"{LENGTH_FACTOR * n} steps where the others have {n}"
+    elif fault == "out_of_range":
+        state[:, 0] *= 180.0 / np.pi
+        stream, span, detail = "observation.state", (0, n), "state dim 0 in degrees, the others in radians"
+    elif fault == "overexposed_camera":
+        frames[run[0] : run[1]] = 255
+        stream, span, detail = CAMERA, run, f"frames {run[0]}..{run[1] - 1} are white"
+    elif fault == "frame_duplicate":
+        frames = first.frames[CAMERA].copy()
+        of = 0
+        stream, span, detail = CAMERA, (0, n), "the camera frames of episode 0, with its own state and actions"
+    elif fault == "action_duplicate":
+        action = first.action.copy() + 1e-4
+        of = 0
+        stream, span, detail = "action", (0, n), "the actions of episode 0 (+1e-4), with its own state and frames"
     else:  # FaultySpec validated the names
         raise ValueError(f"unknown fault {fault!r}")
     planted = PlantedFault(
