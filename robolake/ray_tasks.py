@@ -14,6 +14,33 @@ Small inputs do not wait for Ray: starting a local Ray costs seconds, more than 
 same JSON round trip, so the driver code after the fan-out (the commit) is the same either way and
 so is what it writes. `chunk` then cuts at `max_per_task` (there are no CPUs to balance over) and
 `cluster_cpus` counts one.
+
+A node lost mid-job. A Ray node can disappear under a stage (a preempted machine, a raylet
+killed for memory); the stage must still end with the same commit, once. What makes it so:
+
+- Every task is retried when its worker or node dies (`TASK_MAX_RETRIES`, passed to Ray Data as
+  `max_retries`): a chunk is a pure function of its inputs, so a second run writes the same rows.
+  Only system failures are retried (`retry_exceptions=False`; Ray Data adds its own
+  `RaySystemError`): a chunk that raises fails the stage at once, as it does on one node. The
+  bound (Ray Data's own default is unbounded) turns a task that kills its node every time
+  into an error after a few tries instead of a job that never ends.
+- Results a finished task left in a lost node's object store are rebuilt from lineage (Ray's
+  object reconstruction, on for every retryable task; the inputs come from `from_items`, which
+  lives with the driver). A rebuilt result is the task run again, so the same bound applies.
+- A task that wrote fragments and died before returning leaves files no result names: the
+  driver commits only fragments that came back in a result, so they are never published, and
+  the lake's next writer (or `gc`) removes them. Nothing is committed twice because one driver
+  commits once, after every chunk has a result.
+- A node that joins mid-stage takes the tasks still waiting: the chunks are cut at about two
+  per CPU when the stage starts, so there is queued work for it.
+- No actor is involved (tasks only), so `max_restarts` does not apply here; Ray Data's own
+  actors (the `streaming_split` coordinator) are pinned to the driver's node.
+
+The driver itself is the one thing that cannot be lost: it holds the commit. Killing it leaves
+the lake (or the shards directory) at its previous version, as in a one-node run.
+
+`ROBOLAKE_TASK_HOLD` is the fault-injection hook that tests and `bench scale` use to lose a node
+at a chosen moment (see `hold_point`).
 """
 
 from __future__ import annotations
@@ -24,9 +51,25 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["ensure_ray", "ray_running", "chunk", "cluster_cpus", "fan_out"]
+__all__ = [
+    "ensure_ray",
+    "ray_running",
+    "chunk",
+    "cluster_cpus",
+    "fan_out",
+    "TASK_MAX_RETRIES",
+    "HOLD_ENV",
+    "hold_point",
+]
 
 T = TypeVar("T")
+
+# A chunk's task runs again when its worker or node dies, at most this many times (also the bound
+# on rebuilding a lost result from lineage). A node lost per try costs one; four covers a cluster
+# losing several nodes in one stage without hiding a task that kills its node every time.
+TASK_MAX_RETRIES = 4
+
+HOLD_ENV = "ROBOLAKE_TASK_HOLD"
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -45,8 +88,12 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    # A cluster is joined only when named (here or by RAY_ADDRESS): a bare `ray.init()` would join
+    # whichever Ray this machine started last (another user's job, a test's `cluster_utils`
+    # cluster) and then refuse `num_cpus`. "local" always starts this process's own.
+    address = address or os.environ.get("RAY_ADDRESS") or None
     ray.init(
-        address=address,
+        address=address or "local",
         num_cpus=None if address else num_cpus,
         include_dashboard=False,
         log_to_driver=False,
@@ -157,7 +204,8 @@ def fan_out(task: Callable[[int], Any], num_chunks: int, *, local: bool = False)
     # One map with small results: Ray Data's per-operator resource reservation only holds CPUs back
     # for operators that do not exist (on 2 CPUs it ran the tasks mostly one at a time, measured).
     ds.context.op_resource_reservation_enabled = False
-    for row in ds.map(_JsonTask(task)).iter_rows():
+    mapped = ds.map(_JsonTask(task), max_retries=TASK_MAX_RETRIES, retry_exceptions=False)
+    for row in mapped.iter_rows():
         yield int(row["chunk"]), json.loads(row["result"])
 
 
@@ -166,4 +214,34 @@ class _JsonTask:
         self.task = task
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        return {"chunk": row["chunk"], "result": json.dumps(self.task(int(row["chunk"])))}
+        index = int(row["chunk"])
+        result = json.dumps(self.task(index))
+        hold_point(type(self.task).__name__, index)
+        return {"chunk": row["chunk"], "result": result}
+
+
+def hold_point(stage: str, index: int) -> None:
+    """Fault-injection hook at the end of a Ray task, after its work (fragments written) and before
+    its result returns: inert unless `ROBOLAKE_TASK_HOLD` names a directory.
+
+    With `ROBOLAKE_TASK_HOLD=<dir>`, a task of `stage` (the stage object's class name) for which
+    `<dir>/hold-<stage>` exists writes `<dir>/held-<stage>-<index>-<pid>` holding its node id,
+    then waits until `<dir>/go-<stage>` exists. A test sees where each task is, removes the node
+    one of them runs on (the worst moment: its files are written, its result is not), and lets
+    the rest go on.
+    """
+    where = os.environ.get(HOLD_ENV)
+    if not where or not os.path.exists(os.path.join(where, f"hold-{stage}")):
+        return
+    import time
+
+    import ray
+
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+    marker = os.path.join(where, f"held-{stage}-{index}-{os.getpid()}")
+    with open(marker + ".tmp", "w") as f:
+        f.write(node)
+    os.replace(marker + ".tmp", marker)  # the test never reads half a node id
+    go = os.path.join(where, f"go-{stage}")
+    while not os.path.exists(go):
+        time.sleep(0.05)

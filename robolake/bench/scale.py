@@ -17,12 +17,24 @@ memory, lake/shard sizes, and a run on a three-node Ray cluster.
 - `multi_node`: ingest + pack on `ray.cluster_utils.Cluster` (head + two workers, each with its
   own resources), nodes that ran tasks, and whether lake and shards equal a one-node run's.
 
+- `node_loss` (issue 26): ingest + pack on three nodes, a worker node removed (SIGKILL) in the
+  middle of ingest's load stage and of pack's write stage and a fresh node added each time,
+  then the Ray Data loader over the shards losing a worker after its first batch; paired with
+  no-loss runs. `node_loss.identical`: every run's lake and shards equal a one-node run's;
+  `loss_over_no_loss`: wall time of ingest + pack, median and range of the pairs.
+- `verbs` (issue 26, `bench._scale_verbs`): every everyday verb on lakes of 1k, 10k and, without
+  `--quick`, 100k episodes written by ingest; `verbs.<verb>.ratio_100k_over_1k` (`ratio_10k_over_1k`
+  with `--quick`), metadata verbs flagged `flat` at <= 2x. Runs `node_loss` too.
+- `elastic` (issue 26): resume on another world size, from `bench._elastic`.
+
 `--sections media` runs the layouts alone (with `--quick`, a few minutes).
+`robolake bench scale --sections elastic,verbs --json out.json` is issue 26's run.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import hashlib
 import io
@@ -35,13 +47,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from robolake.bench._common import machine, print_table, write_json
 from robolake.bench._media_reads import shared_data
+
+T = TypeVar("T")
 
 LAYOUT = (
     "record (default): the source video's own packets, bit-exact; opt-in lossy --frames jpeg (q80) and --frames h264 "
@@ -357,28 +372,175 @@ def _task_nodes() -> dict[str, int]:
     return {n: len(t) for n, t in per_node.items()}
 
 
-def cluster_run(work: str, nodes: int, s3_endpoint: str | None = None, src: str | None = None) -> dict[str, Any]:
+# Faster node-death detection than Ray's defaults (a removed raylet is noticed in about a
+# second instead of 15-30): only for the clusters this module starts on one machine.
+_CLUSTER_SYSTEM_CONFIG = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 2,
+}
+
+# The stages a node is lost in (see `ray_tasks.hold_point`): ingest's load stage (it writes
+# fragments) and pack's write stage (it writes shard fragments).
+LOSS_STAGES = ("_LoadStage", "_WriteStage")
+
+
+class _NodeLoss:
+    """Loses one worker node in each of `LOSS_STAGES` and adds a fresh one, from a thread.
+
+    For each stage: wait until a task of it, on a worker node, has written its files and holds
+    before returning; remove that node (SIGKILL, as a preempted machine goes); add a new node;
+    let the stage go on. Records which nodes were lost and added."""
+
+    def __init__(self, cluster: Any, hold_dir: str, workers: list[Any]):
+        self.cluster, self.dir, self.workers = cluster, hold_dir, list(workers)
+        self.lost: list[str] = []
+        self.added: list[str] = []
+        self.errors: list[str] = []
+        for stage in LOSS_STAGES:
+            open(os.path.join(hold_dir, f"hold-{stage}"), "w").close()
+
+    def run_beside(self, job: Callable[[], T]) -> T:
+        """Run `job` on a thread while this loses nodes on the main one (Ray starts nodes with
+        signal handlers, which only the main thread may install); returns what `job` returned."""
+        import threading
+
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = job()
+            except BaseException as e:  # re-raised on the main thread
+                box["error"] = e
+
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        self._run(thread)
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return cast(T, box["result"])
+
+    def _held_on_worker(self, stage: str) -> Any:
+        by_id = {w.node_id: w for w in self.workers}
+        for name in sorted(os.listdir(self.dir)):
+            if name.startswith(f"held-{stage}-"):
+                with open(os.path.join(self.dir, name)) as f:
+                    node = by_id.get(f.read().strip())
+                if node is not None:
+                    return node
+        return None
+
+    def _run(self, job: Any) -> None:
+        try:
+            for i, stage in enumerate(LOSS_STAGES):
+                node = None
+                while node is None:
+                    if not job.is_alive():
+                        raise RuntimeError(f"the job ended before a task of {stage} held on a worker node")
+                    time.sleep(0.05)
+                    node = self._held_on_worker(stage)
+                self.cluster.remove_node(node, allow_graceful=False)
+                self.workers.remove(node)
+                self.lost.append(node.node_id)
+                fresh = self.cluster.add_node(num_cpus=1, resources={f"added_{i}": 1})
+                self.cluster.wait_for_nodes()
+                self.workers.append(fresh)
+                self.added.append(fresh.node_id)
+                open(os.path.join(self.dir, f"go-{stage}"), "w").close()
+        except Exception as e:  # reported in the result; the stages then run on without holding
+            self.errors.append(f"{type(e).__name__}: {e}")
+            for stage in LOSS_STAGES:
+                open(os.path.join(self.dir, f"go-{stage}"), "w").close()
+
+    def worked_on(self, node_id: str) -> list[str]:
+        """Stages with a task that reached its end on `node_id` (from the hold markers)."""
+        out = set()
+        for name in os.listdir(self.dir):
+            if name.startswith("held-"):
+                with open(os.path.join(self.dir, name)) as f:
+                    if f.read().strip() == node_id:
+                        out.add(name.split("-")[1])
+        return sorted(out)
+
+
+def start_cluster(nodes: int, hold_dir: str | None = None) -> Any:
+    """A `ray.cluster_utils.Cluster` of a head and `nodes - 1` workers of one CPU each (fast
+    node-death detection); with `hold_dir`, its tasks run `ray_tasks.hold_point` there."""
+    from ray.cluster_utils import Cluster
+
+    from robolake.ray_tasks import HOLD_ENV
+
+    if hold_dir is not None:  # before any raylet starts: workers inherit it from their raylet
+        os.environ[HOLD_ENV] = hold_dir
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "resources": {"head": 1},
+            "include_dashboard": False,
+            "_system_config": _CLUSTER_SYSTEM_CONFIG,
+        },
+    )
+    _unadvertise(cluster.address)
+    for i in range(nodes - 1):
+        cluster.add_node(num_cpus=1, resources={f"worker_{i}": 1})
+    cluster.wait_for_nodes()
+    return cluster
+
+
+def _unadvertise(address: str) -> None:
+    """Remove the "latest cluster" file `cluster_utils` writes (for its own unit tests), so that
+    another process's bare `ray.init()` on this machine starts its own Ray instead of joining
+    this cluster, and fails when it is removed."""
+    try:
+        from ray._common.utils import reset_ray_address
+        from ray._private.utils import read_ray_address
+
+        if read_ray_address() == address:
+            reset_ray_address()
+    except (ImportError, AttributeError, OSError):  # Ray's internals moved: it only costs the warning
+        pass
+
+
+def cluster_run(
+    work: str,
+    nodes: int,
+    s3_endpoint: str | None = None,
+    src: str | None = None,
+    *,
+    lose_nodes: bool = False,
+    stream: bool = False,
+    repack: bool = False,
+) -> dict[str, Any]:
     """Ingest + pack the same tiny synthetic data on `nodes` Ray nodes (1: one local node with
-    the cluster's CPUs); returns nodes that ran tasks and content digests."""
+    the cluster's CPUs); returns nodes that ran tasks, content digests, the lake's versions and
+    the seconds ingest + pack took. With `lose_nodes`, a worker node is removed in the middle of
+    ingest's load stage and of pack's write stage, and a new one added each time (`_NodeLoss`).
+    With `stream`, the Ray Data loader then reads the shards for an epoch (losing a worker node
+    after its first batch where `lose_nodes`; `_stream_epoch`). With `repack`, the lake is packed
+    once more into the same directory (`overwrite`, another seed): what a driver killed during
+    that second pack must leave is the first pack's manifest."""
     import ray
 
-    from robolake.lake import IngestConfig, Lake, ingest
+    from robolake.lake import IngestConfig, Lake, check_lake, ingest
     from robolake.packers import PackSpec, TokenLengthConfig, pack
     from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
     cluster = None
+    loss = None
     if nodes > 1:
-        from ray.cluster_utils import Cluster
-
-        cluster = Cluster(
-            initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"head": 1}, "include_dashboard": False}
-        )
-        for i in range(nodes - 1):
-            cluster.add_node(num_cpus=1, resources={f"worker_{i}": 1})
-        cluster.wait_for_nodes()
+        hold_dir = os.path.join(work, "_hold") if lose_nodes else None
+        if hold_dir:
+            os.makedirs(hold_dir, exist_ok=True)
+        cluster = start_cluster(nodes, hold_dir)
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        if hold_dir:
+            loss = _NodeLoss(cluster, hold_dir, list(cluster.worker_nodes))
+    elif lose_nodes:
+        raise ValueError("lose_nodes needs a cluster of at least 2 nodes")
     else:
-        ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         opts = None
         if s3_endpoint:
@@ -393,22 +555,78 @@ def cluster_run(work: str, nodes: int, s3_endpoint: str | None = None, src: str 
         src = src or os.path.join(work, "syn")
         if not os.path.isdir(src):
             generate_synthetic(src, SyntheticConfig.tiny(seed=7))
-        lake = Lake.create(f"{root}/lake", storage_options=opts)
-        ingest(src, lake, IngestConfig(episodes_per_task=1))
+        Lake.create(f"{root}/lake", storage_options=opts)
+
+        def job() -> float:
+            t0 = time.perf_counter()
+            # execution="ray": ingest's `auto` would run a source this small in the driver process
+            ingest(src, f"{root}/lake", IngestConfig(episodes_per_task=1, execution="ray"))
+            lake = Lake.open(f"{root}/lake", storage_options=opts)
+            spec = PackSpec(max_tokens=512, horizon=4, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
+            pack(lake, spec, f"{root}/packed", sequences_per_task=2, execution="ray")
+            seconds = time.perf_counter() - t0
+            if repack:
+                again = dataclasses.replace(spec, seed=spec.seed + 1)
+                pack(lake, again, f"{root}/packed", sequences_per_task=2, execution="ray", overwrite=True)
+            return seconds
+
+        seconds = job() if loss is None else loss.run_beside(job)
         lake = Lake.open(f"{root}/lake", storage_options=opts)
-        spec = PackSpec(max_tokens=512, horizon=4, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
-        pack(lake, spec, f"{root}/packed", sequences_per_task=2)
         used = _task_nodes()
-        return {
-            "nodes": len(ray.nodes()),
+        out: dict[str, Any] = {
+            "nodes": len([n for n in ray.nodes() if n["Alive"]]),
             "nodes_used": len(used),
             "tasks_per_node": sorted(used.values()),
+            "seconds": seconds,
+            "lake_versions": len(lake.versions()),
+            "check_ok": check_lake(f"{root}/lake", storage_options=opts).ok,
             "digest": lake_and_shards_digest(f"{root}/lake", f"{root}/packed", opts),
         }
+        if stream:
+            out["stream"] = _stream_epoch(f"{root}/packed", opts, cluster if lose_nodes else None)
+        if loss is not None:
+            out["node_loss"] = {
+                "lost": len(loss.lost),
+                "added": len(loss.added),
+                "added_nodes_worked_in": [loss.worked_on(n) for n in loss.added],
+                "added_nodes_ran_tasks": [used.get(n, 0) for n in loss.added],
+                "errors": loss.errors,
+            }
+        return out
     finally:
         ray.shutdown()
         if cluster is not None:
             cluster.shutdown()
+
+
+def _stream_epoch(shards: str, opts: dict[str, str] | None, cluster: Any) -> dict[str, Any]:
+    """One epoch of `RayPackedStream` over `shards`; with `cluster`, a worker node is removed
+    after the first batch (its in-flight decode tasks and stored blocks are lost). Whether every
+    sample of the shards came out exactly once."""
+    from collections import Counter
+
+    import lance
+
+    from robolake.loaders import LoaderConfig
+    from robolake.loaders.ray_stream import RayPackedStream
+    from robolake.packers import read_manifest
+
+    m = read_manifest(shards, opts)
+    rows = lance.dataset(shards.rstrip("/") + "/shards.lance", version=m.shards_version, storage_options=opts)
+    want: Counter[tuple[str, int]] = Counter()
+    for r in rows.to_table(columns=["episode_id", "step_index"]).to_pylist():
+        want.update(zip(r["episode_id"], r["step_index"], strict=True))
+    got: Counter[tuple[str, int]] = Counter()
+    batches, lost_at = 0, None
+    stream = RayPackedStream(shards, LoaderConfig(sequences_per_batch=1, shuffle=False), storage_options=opts)
+    for batch in stream:
+        got.update((str(e), int(t)) for e, t in batch.sample_keys)
+        batches += 1
+        if cluster is not None and lost_at is None:
+            victim = next(iter(cluster.worker_nodes))
+            cluster.remove_node(victim, allow_graceful=False)
+            lost_at = batches
+    return {"batches": batches, "lost_at_batch": lost_at, "exactly_once": got == want, "samples": sum(got.values())}
 
 
 def _multi_node(work: str) -> dict[str, Any]:
@@ -422,10 +640,44 @@ def _multi_node(work: str) -> dict[str, Any]:
     }
 
 
+def node_loss(work: str, pairs: int) -> dict[str, Any]:
+    """`pairs` interleaved (no-loss, loss) runs on three nodes, and a one-node run to compare to:
+    whether every loss run's lake and shards equal the one-node run's, and the loss run's wall
+    time (ingest + pack) over the no-loss run's, median and range."""
+    from robolake.bench._common import ratio_summary
+
+    src = os.path.join(work, "loss-src")
+    single = _child(["--child-cluster", os.path.join(work, "loss-single"), "--nodes", "1", "--src", src])
+    runs: list[dict[str, Any]] = []
+    ratios = []
+    for i in range(pairs):
+        plain = _child(["--child-cluster", os.path.join(work, f"noloss-{i}"), "--nodes", "3", "--src", src])
+        lossy = _child(
+            ["--child-cluster", os.path.join(work, f"loss-{i}"), "--nodes", "3", "--src", src, "--lose-nodes"]
+        )
+        ratios.append(lossy["seconds"] / plain["seconds"])
+        runs.append({"no_loss": plain, "loss": lossy})
+    identical = all(
+        r["loss"]["digest"] == single["digest"] and r["no_loss"]["digest"] == single["digest"] for r in runs
+    )
+    return {
+        "identical": identical,
+        "lost_nodes": [r["loss"]["node_loss"]["lost"] for r in runs],
+        "added_nodes_received_work": all(all(r["loss"]["node_loss"]["added_nodes_ran_tasks"]) for r in runs),
+        "lake_versions_equal": all(r["loss"]["lake_versions"] == single["lake_versions"] for r in runs),
+        "check_ok": all(r["loss"]["check_ok"] for r in runs),
+        "seconds_loss": [r["loss"]["seconds"] for r in runs],
+        "seconds_no_loss": [r["no_loss"]["seconds"] for r in runs],
+        "loss_over_no_loss": ratio_summary(ratios),
+        "errors": [e for r in runs for e in r["loss"]["node_loss"]["errors"]],
+    }
+
+
 # ----------------------------------------------------------------------------------------- run
 
 
-SECTIONS = ("media", "sizes", "ingest", "plan", "multi_node")
+SECTIONS = ("media", "sizes", "ingest", "plan", "multi_node", "node_loss", "verbs", "elastic")
+DEFAULT_SECTIONS = ("media", "sizes", "ingest", "plan", "multi_node")  # the rest by name (issue 26's run)
 
 
 def _media(work: str, quick: bool, data: dict[str, str]) -> dict[str, Any]:
@@ -489,7 +741,33 @@ def run(
         out["ingest_20_over_median_2_5"] = series[19] / statistics.median(series[1:5])
     if "multi_node" in sections:
         out["multi_node"] = _multi_node(work)
+    if "node_loss" in sections or "verbs" in sections:  # node loss comes with the verbs (issue 26's run)
+        out["node_loss"] = node_loss(work, 2 if quick else 3)
+    if "verbs" in sections:
+        out.update(_verbs_section(work, quick))
+    if "elastic" in sections:
+        out["elastic"] = _elastic_section(work, quick)
     return out
+
+
+def _verbs_section(work: str, quick: bool) -> dict[str, Any]:
+    """`verbs`: every verb on lakes written by ingest, 1k and 10k (and 100k without --quick) episodes."""
+    from robolake.bench._scale_verbs import verbs
+
+    sizes = {"1k": 1_000, "10k": 10_000} if quick else {"1k": 1_000, "10k": 10_000, "100k": 100_000}
+    res = verbs(os.path.join(work, "verbs"), sizes, steps=20 if quick else 200, repeats=3 if quick else 5)
+    return {"verbs": res["verbs"], "verb_lakes": {k: v for k, v in res.items() if k != "verbs"}}
+
+
+def _elastic_section(work: str, quick: bool) -> dict[str, Any]:
+    """`elastic`: resume on another world size, from `bench._elastic` (issue 26's loader half)."""
+    import importlib
+
+    try:
+        elastic = importlib.import_module("robolake.bench._elastic")
+    except ImportError:
+        return {"exactly_once": False, "skipped": "robolake.bench._elastic is not there yet (the loader half of [26])"}
+    return dict(elastic.run(os.path.join(work, "elastic"), quick=quick))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -500,8 +778,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--sections",
-        default=",".join(SECTIONS),
-        help=f"comma-separated parts to run, of {', '.join(SECTIONS)} (default: all)",
+        default=",".join(DEFAULT_SECTIONS),
+        help=(
+            f"comma-separated parts to run, of {', '.join(SECTIONS)} (default: {','.join(DEFAULT_SECTIONS)}); "
+            "verbs builds lakes of 1k, 10k and (without --quick) 100k episodes by ingest, and runs node_loss too"
+        ),
     )
     p.add_argument(
         "--data",
@@ -517,6 +798,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=3, help=argparse.SUPPRESS)
     p.add_argument("--s3-endpoint", default=None, help=argparse.SUPPRESS)
     p.add_argument("--src", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--lose-nodes", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--repack", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child_plan is not None:
         os.makedirs(args.work, exist_ok=True)
@@ -525,7 +809,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.child_cluster is not None:
         os.makedirs(args.child_cluster, exist_ok=True)
         print(
-            "CHILD_RESULT " + json.dumps(cluster_run(args.child_cluster, args.nodes, args.s3_endpoint, args.src)),
+            "CHILD_RESULT "
+            + json.dumps(
+                cluster_run(
+                    args.child_cluster,
+                    args.nodes,
+                    args.s3_endpoint,
+                    args.src,
+                    lose_nodes=args.lose_nodes,
+                    stream=args.stream,
+                    repack=args.repack,
+                )
+            ),
             flush=True,
         )
         return 0
@@ -580,6 +875,26 @@ def _rows(res: dict[str, Any]) -> list[tuple[str, Any]]:
             ("multi-node: nodes used", res["multi_node"]["nodes_used"]),
             ("multi-node: identical to one node", str(res["multi_node"]["identical_to_single_node"])),
         ]
+    if "node_loss" in res:
+        nl = res["node_loss"]
+        r = nl["loss_over_no_loss"]
+        rows += [
+            ("node loss: lake and shards identical to one node", str(nl["identical"])),
+            (
+                "node loss: added nodes received work / check ok",
+                f"{nl['added_nodes_received_work']} / {nl['check_ok']}",
+            ),
+            ("node loss: wall time over no loss (median, range)", f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"),
+        ]
+    if "verbs" in res:
+        key = res["verb_lakes"]["ratio_key"]
+        for verb, v in res["verbs"].items():
+            lo, hi = v[f"{key}_range"]
+            times = " / ".join(f"{x['median']:.3f}" for k, x in v.items() if k.startswith("seconds_"))
+            kind = ("flat" if v["flat"] else "NOT FLAT") if v["metadata"] else "reads the lake"
+            rows.append((f"verb {verb}: s per size; {key} ({kind})", f"{times}; {v[key]:.2f} ({lo:.2f}-{hi:.2f})"))
+    if "elastic" in res:
+        rows.append(("elastic: exactly once", str(res["elastic"].get("exactly_once"))))
     return rows
 
 
