@@ -20,8 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Reads the quality ingest measured of each episode (no steps or media are read) and reports, per "
             "embodiment and task, the episodes each check finds, why, and a --where that selects them. Exits 0 "
-            "with findings; --fail-on CHECK exits 1 when that check finds any. Lakes ingested before quality get "
-            "it with --update (a new lake version)."
+            "with findings; --fail-on CHECK exits 1 when that check finds any. Lakes ingested before quality (or "
+            "before frame fingerprints) get it with --update (a new lake version)."
         ),
     )
     p.add_argument("lake", help="the lake URI")
@@ -37,7 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="CHECK",
         help="exit 1 when any of these checks finds something (e.g. frozen_state near_duplicate; `all`: any)",
     )
-    p.add_argument("--update", action="store_true", help="first measure the episodes without quality (a new version)")
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="first measure the episodes without quality, or with an older one (a new version)",
+    )
     p.add_argument("--html", metavar="OUT", default=None, help="also write a static report page to OUT (default: none)")
     p.set_defaults(fn=run)
 

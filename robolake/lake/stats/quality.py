@@ -38,7 +38,6 @@ small action signature with its coarse fingerprint.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -323,13 +322,29 @@ def action_signature(action: np.ndarray) -> list[list[float]]:
     if len(action) == 0:
         return []
     idx = np.linspace(0, len(action) - 1, SIGNATURE_POINTS).round().astype(int)
-    return [[_sig(v) for v in row] for row in action[idx].astype(np.float64)]
+    return [list(row) for row in _sig(action[idx]).tolist()]
 
 
-def _sig(v: float, digits: int = 4) -> float:
-    if not math.isfinite(v) or v == 0:
-        return 0.0
-    return round(v, digits - 1 - int(math.floor(math.log10(abs(v)))))
+def _sig(x: np.ndarray, digits: int = 4) -> np.ndarray:
+    """float64 array of `x` rounded to `digits` significant digits (0 for 0 and non-finite values).
+
+    Vectorised: the scale is an exact power of ten, divided by (or multiplied with) as an integer
+    so that the result is the double nearest the decimal, which JSON writes in its short form.
+    """
+    v = np.asarray(x, dtype=np.float64)
+    ok = np.isfinite(v) & (v != 0)
+    out = np.zeros_like(v)
+    if not ok.any():
+        return out
+    vals = v[ok]
+    k = (digits - 1 - np.floor(np.log10(np.abs(vals)))).astype(np.int64)  # decimals to keep
+    up = k >= 0
+    res = np.empty_like(vals)
+    p = 10.0 ** np.abs(k)  # exact up to 1e22
+    res[up] = np.round(vals[up] * p[up]) / p[up]
+    res[~up] = np.round(vals[~up] / p[~up]) * p[~up]
+    out[ok] = res
+    return out
 
 
 def _fingerprint(signature: list[list[float]], num_steps: int) -> str:
@@ -401,6 +416,6 @@ def episode_quality(
         "fingerprint": _fingerprint(signature, len(action)),
     }
     for name, x in (("state", state), ("action", action)):
-        out[f"{name}_min"] = [_sig(v) for v in x.min(axis=0).astype(np.float64)] if len(x) else []
-        out[f"{name}_max"] = [_sig(v) for v in x.max(axis=0).astype(np.float64)] if len(x) else []
+        out[f"{name}_min"] = _sig(x.min(axis=0)).tolist() if len(x) else []
+        out[f"{name}_max"] = _sig(x.max(axis=0)).tolist() if len(x) else []
     return out

@@ -96,3 +96,21 @@ def test_bench_doctor_quick(tmp_path):
         entry = res["peer"][version]
         assert entry["planted"] == len(FAULTS)
         assert "robolake" in entry["found"]
+
+
+def test_sections_are_checked(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["--json", str(tmp_path / "x.json"), "--sections", "ingest,nonsense"])
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_doctor_section_on_a_small_lake(tmp_path, capsys):
+    out = tmp_path / "doctor.json"
+    assert main(["--json", str(out), "--sections", "doctor", "--episodes", "48"]) == 0
+    res = json.loads(out.read_text())
+    assert set(res) == {"machine", "quick", "doctor"}
+    doc = res["doctor"]
+    assert doc["episodes"] == 48 and doc["cpu"]["runs"] == 3
+    assert doc["update_s"]["cpu_s"] > 0 and doc["update_per_1k_episodes_s"]["cpu_s"] > doc["update_s"]["cpu_s"]
+    assert sum(doc["findings_per_check"].values()) == doc["findings_after_update"]
+    assert "doctor on 48 episodes" in capsys.readouterr().out
