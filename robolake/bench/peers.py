@@ -51,6 +51,11 @@ does), TRL `pack_dataset` and TRL `_pack_bfd`, on the same lengths (`bench pack`
 mixture, max_tokens 4096); `bfd_speedup` = TRL `pack_dataset` / robolake plan on CPU time (one
 single-threaded process each side; the wall clock is beside it).
 
+System libraries: torchcodec (LeRobot's default video decoder) loads FFmpeg's shared libraries
+(libavutil.so.56-60, FFmpeg 4-8) at run time, and pip does not install them. The command checks
+for them before building anything and stops with one line if none loads: install them with
+`scripts/install_ffmpeg.sh` (Debian/Ubuntu: `apt-get install ffmpeg`).
+
 The environments live under `--cache` (default ~/.cache/robolake/peers, or
 $ROBOLAKE_PEERS_CACHE); a broken one is rebuilt by deleting its directory. If a peer cannot be
 installed the command stops with one line naming the peer, the step and its log.
@@ -90,6 +95,7 @@ __all__ = [
     "PeerError",
     "assemble",
     "ensure_env",
+    "ffmpeg_missing",
     "find_python",
     "main",
     "run",
@@ -158,6 +164,34 @@ PEERS: dict[str, PeerEnv] = {
         check="import trl.data_utils, datasets",
     ),
 }
+
+
+FFMPEG_SONAMES = tuple(f"libavutil.so.{v}" for v in (60, 59, 58, 57, 56))  # FFmpeg 8 .. 4, torchcodec's range
+
+
+def ffmpeg_missing() -> str | None:
+    """One line saying what to install when torchcodec could not load FFmpeg here, else None.
+
+    It tries to load libavutil the way torchcodec does (dlopen by soname, each FFmpeg major it
+    supports), so the answer is the one torchcodec would get, minutes before the LeRobot
+    environment is built.
+    """
+    import ctypes
+    import ctypes.util
+
+    names = FFMPEG_SONAMES if sys.platform.startswith("linux") else (ctypes.util.find_library("avutil") or "",)
+    for name in names:
+        if not name:
+            continue
+        try:
+            ctypes.CDLL(name)
+            return None
+        except OSError:
+            continue
+    return (
+        "torchcodec (LeRobot's video decoder) needs FFmpeg's shared libraries (libavutil.so.56-60) and none "
+        "loads here: run scripts/install_ffmpeg.sh (Debian/Ubuntu: apt-get install ffmpeg), then run this again"
+    )
 
 
 def default_cache() -> Path:
@@ -716,6 +750,9 @@ def run(quick: bool, *, cache: Path, data: str | None = None, only: str | None =
             versions["trl"] = trl.request("versions")["versions"]
             bfd = measure_bfd(trl, work, quick=quick)
     if only in (None, "loader"):
+        missing = ffmpeg_missing()  # before the minutes-long environment build, not after it
+        if missing:
+            raise PeerError(missing)
         import ray
 
         from robolake.ray_tasks import ensure_ray
@@ -771,9 +808,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--only", choices=("loader", "bfd"), default=None, help="run one half")
     p.add_argument("--build-only", action="store_true", help="build the peer environments and stop")
+    p.epilog = (
+        "System requirement: FFmpeg's shared libraries for torchcodec (LeRobot's video decoder); "
+        "scripts/install_ffmpeg.sh installs them (Debian/Ubuntu: apt-get install ffmpeg)."
+    )
     args = p.parse_args(argv)
     cache = Path(args.cache) if args.cache else default_cache()
     try:
+        missing = ffmpeg_missing() if args.only != "bfd" else None
+        if missing:  # one line before the minutes-long LeRobot environment build
+            raise PeerError(missing)
         if args.build_only:
             for peer in PEERS.values():
                 print(f"{peer.name} {peer.version}: {ensure_env(peer, cache)}")

@@ -26,8 +26,11 @@ What it trades: the iterable's order is shuffled by blocks, not frame by frame (
 `buffer_blocks` x `block_frames` frames from different episodes is shuffled before it is
 yielded); use the map-style dataset where a trainer needs i.i.d. order.
 
-The lake is opened lazily in each process (Lance handles do not survive fork), so both datasets
-can be handed to a DataLoader with workers.
+Workers. Lance is not fork-safe (a forked child inherits its runtime without the runtime's
+threads, and its first read waits for them forever), so a DataLoader with workers must start
+them with `multiprocessing_context="forkserver"` (or "spawn"): the dataset is pickled without
+its lake handle and each worker opens its own. A worker started by fork raises at its first
+read, saying so, rather than hanging.
 """
 
 from __future__ import annotations
@@ -51,6 +54,17 @@ __all__ = ["LakeLeRobotDataset", "LakeLeRobotIterable", "MixtureSampler"]
 log = logging.getLogger(__name__)
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
+
+_FORKED = False  # set in a child started by fork: Lance cannot be used there
+
+
+def _mark_forked() -> None:
+    global _FORKED
+    _FORKED = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked)
 
 
 class LakeLeRobotDataset(torch.utils.data.Dataset):
@@ -216,6 +230,11 @@ class LakeLeRobotDataset(torch.utils.data.Dataset):
 
     def _frame_reader(self) -> FrameReader:
         if self._reader is None or self._pid != os.getpid():
+            if _FORKED and self._pid != os.getpid():
+                raise RuntimeError(
+                    "this DataLoader worker was started by fork, and Lance (the lake's storage) is not fork-safe: "
+                    "pass multiprocessing_context='forkserver' (or 'spawn') to the DataLoader"
+                )
             if self._lake is None or self._pid != os.getpid():
                 self._lake = self.source.open()  # a Lance handle does not survive fork: reopen per process
                 if self._lake.version != self.table.lake_version:
