@@ -13,6 +13,7 @@ STEPS_HELP = (
     "drop the steps this expression is true on, evaluated per step: names step, t (seconds), steps_from_end, "
     "t_from_end, idle, idle_head, idle_tail, motion, state[i], action[i]; reductions max/min/mean/norm/any/all "
     'over state or action; e.g. "t < 1.5", "norm(action) < 0.01 and steps_from_end < 30"'
+    " (one of --idle and --where-steps is required)"
 )
 
 

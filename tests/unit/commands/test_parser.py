@@ -176,6 +176,10 @@ EXPECTED = {
     "resample": (["lake"], ["--fps", "--rule", "--where", "--json"]),
     "doctor": (["lake"], ["--version", "--tag", "--json", "--fail-on", "--update", "--html"]),
     "dedup": (["lake"], ["--reason", "--dry-run", "--json"]),
+    "trim": (
+        ["lake"],
+        ["--idle", "--where-steps", "--head", "--tail", "--where", "--min-steps", "--reason", "--dry-run", "--json"],
+    ),
     "view": (
         ["lake"],
         ["--version", "--tag", "--split", "--host", "--port", "--storage-option", "--rerun", "--episodes"],
@@ -218,6 +222,7 @@ def test_the_commands_and_their_order():
         "resample",
         "doctor",
         "dedup",
+        "trim",
         "view",
     )
     assert list(_subparsers()) == list(COMMANDS)
