@@ -1,4 +1,4 @@
-"""Packed vs padded training throughput on the same samples, and weight-only FP8 fidelity.
+"""Packed vs padded training throughput on the same samples, and weight-only FP8 fidelity, per model family.
 
 Claim measured: packing (varlen attention, no padding) trains on real tokens at close to the rate
 of an ideal batch whose samples all have the same length, and beats padding by about the padding
@@ -28,11 +28,18 @@ A fourth case, `history`, gives every sample native-rate stream history beside i
 many messages as were recorded (jitter and dropped messages vary the count; samples near an
 episode's start, before a stream began, hold fewer), and compares packed with padded on them.
 
-Usage: robolake bench train [--quick] [--json out.json]
+`--family pi0` measures the pi0-style model (`training/pi0.py`) on the same batches and protocol:
+packed, its prefix (backbone tokens + state) attends bidirectionally per sample and its action
+expert attends to the prefix and causally among itself through two varlen calls; padded, the
+prefix is a [n, max_seqlen + 1] grid with a key padding mask, so it pays for padding exactly as
+GR00T's padded backbone does, while its expert ([n, H] per sample) has no padding in either layout.
+
+Usage: robolake bench train [--family groot|pi0] [--quick] [--json out.json]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import statistics
@@ -43,13 +50,15 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from robolake.bench._common import RatioSummary, bench_arguments, machine, ratio_summary, spread, write_json
+from robolake.bench._common import RatioSummary, machine, ratio_summary, spread, write_json
 from robolake.schemas.batch import PackedBatch, PaddedBatch, make_packed_batch
 from robolake.training import (
-    GrootModel,
+    MODEL_FAMILIES,
     ModelConfig,
+    PolicyModel,
     TrainConfig,
     TrainState,
+    build_model,
     build_optimizer,
     build_scheduler,
     linear_weight_bytes,
@@ -134,7 +143,7 @@ def equal_length_twin(config: ModelConfig, batch: PackedBatch, rng: np.random.Ge
 
 def _state(config: ModelConfig, seed: int) -> TrainState:
     torch.manual_seed(seed)
-    model = GrootModel(config)
+    model = build_model(config)
     optimizer = build_optimizer(model, TrainConfig())
     scheduler = build_scheduler(optimizer, warmup_steps=10, total_steps=10_000, min_lr_ratio=0.1)
     return TrainState(model, optimizer, scheduler, torch.Generator(), contextlib.nullcontext, 1.0)
@@ -218,16 +227,31 @@ def two_clocks(timing: dict[str, dict[str, Any]], a: str, b: str) -> dict[str, A
     return {"wall": paired(timing, a, b, "wall"), "cpu": cpu, "target_applies_to": "cpu", "median": cpu["median"]}
 
 
-def fp8_fidelity(model: GrootModel, batch: PackedBatch) -> dict[str, float]:
+# Both action heads start with zero residual branches (dit.py, pi0.py), so an untrained model's
+# actions skip most of its Linears and its FP8 error says little (pi0's is exactly 0); a few steps
+# make every branch carry signal before the weights are quantised.
+FP8_TRAIN_STEPS = 20
+
+
+def _trained(config: ModelConfig, batches: list[PackedBatch], steps: int) -> PolicyModel:
+    """A fresh model of `config` after `steps` training steps on `batches` (cycled)."""
+    state = _state(config, seed=0)
+    for i in range(steps):
+        state.generator.manual_seed(i)
+        train_step(state, batches[i % len(batches)])
+    return cast(PolicyModel, state.model)
+
+
+def fp8_fidelity(model: PolicyModel, batch: PackedBatch) -> dict[str, float]:
     """Weight bytes and action error of the weight-only FP8 policy against fp32 (and bf16)."""
     model = model.eval()
     noise = torch.randn(batch.action.shape, generator=torch.Generator().manual_seed(0))
     ref = model.get_action(batch, noise=noise)
-    bf16 = GrootModel(model.config).eval()
+    bf16 = build_model(model.config).eval()
     bf16.load_state_dict(model.state_dict())
-    bf16 = cast(GrootModel, bf16.to(torch.bfloat16))
-    fp8 = cast(GrootModel, quantize_weights_fp8(model))  # float8 weights, float32 compute
-    fp8_bf16 = cast(GrootModel, quantize_weights_fp8(bf16))  # float8 weights, bf16 everything else (deployment)
+    bf16 = cast(PolicyModel, bf16.to(torch.bfloat16))
+    fp8 = cast(PolicyModel, quantize_weights_fp8(model))  # float8 weights, float32 compute
+    fp8_bf16 = cast(PolicyModel, quantize_weights_fp8(bf16))  # float8 weights, bf16 everything else (deployment)
     a_bf16 = bf16.get_action(batch, noise=noise).float()
     a_fp8 = fp8.get_action(batch, noise=noise)
     a_fp8_bf16 = fp8_bf16.get_action(batch, noise=noise).float()
@@ -247,11 +271,12 @@ def fp8_fidelity(model: GrootModel, batch: PackedBatch) -> dict[str, float]:
     }
 
 
-def run(quick: bool, threads: int | None = 1) -> dict[str, Any]:
+def run(quick: bool, threads: int | None = 1, family: str = "groot") -> dict[str, Any]:
     """Run the benchmark; returns the figures as a JSON-ready dict.
 
     Args:
         quick: Fewer batches and repeats.
+        family: The model family measured ("groot" or "pi0"; `MODEL_FAMILIES`).
         threads: torch intra-op threads while measuring (restored afterwards); None keeps the
             current setting. One thread by default: on a shared machine, multi-threaded CPU
             kernels stall at every barrier when another process holds a core, which drowns the
@@ -261,13 +286,13 @@ def run(quick: bool, threads: int | None = 1) -> dict[str, Any]:
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _run(quick)
+        return _run(quick, family)
     finally:
         torch.set_num_threads(previous)
 
 
-def _run(quick: bool) -> dict[str, Any]:
-    config = ModelConfig.preset("tiny")
+def _run(quick: bool, family: str) -> dict[str, Any]:
+    config = ModelConfig.preset("tiny", family=family)
     rng = np.random.default_rng(0)
     n_batches, samples, warmup, repeats = (3, 64, 1, 7) if quick else (6, 64, 2, 10)
     packed = [make_batch(config, samples, rng) for _ in range(n_batches)]
@@ -284,8 +309,7 @@ def _run(quick: bool) -> dict[str, Any]:
     ratio_summary_ = two_clocks(timing, "packed", "unpadded_limit")
     speedup, ratio = speedup_summary["median"], ratio_summary_["median"]
     targets = {"ratio_to_limit": 0.85, "speedup_packed_vs_padded": 0.85 / (1.0 - pad)}
-    torch.manual_seed(0)
-    fp8 = fp8_fidelity(GrootModel(config), packed[0])
+    fp8 = fp8_fidelity(_trained(config, packed, FP8_TRAIN_STEPS), packed[0])
     hconfig = dataclasses.replace(
         config, history_streams=len(HISTORY_STREAMS), history_width=HISTORY_WIDTH, max_positions=1024
     )
@@ -307,6 +331,7 @@ def _run(quick: bool) -> dict[str, Any]:
     return {
         "machine": machine(),
         "preset": "tiny",
+        "family": family,
         "device": "cpu",
         "threads": torch.get_num_threads(),
         "quick": quick,
@@ -333,7 +358,8 @@ def _run(quick: bool) -> dict[str, Any]:
 
 def print_table(result: dict[str, Any]) -> None:
     print(
-        f"bench_train: preset={result['preset']} device={result['device']} threads={result['threads']} "
+        f"bench_train: family={result.get('family', 'groot')} preset={result['preset']} device={result['device']} "
+        f"threads={result['threads']} "
         f"samples/batch={result['samples_per_batch']} real tokens/batch={result['real_tokens_per_batch']:.0f}"
     )
     print(f"{'layout':<16}{'tokens/s':>12}{'tokens/cpu-s':>14}{'step ms':>10}{'cpu ms':>9}")
@@ -382,8 +408,14 @@ def print_table(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = bench_arguments(__doc__, argv, quick_help="fewer batches and repeats (< 2 minutes)", json_required=False)
-    result = run(args.quick)
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--json", default=None, help="write the figures to this JSON file")
+    p.add_argument("--quick", action="store_true", help="fewer batches and repeats (< 2 minutes)")
+    p.add_argument(
+        "--family", default="groot", choices=MODEL_FAMILIES, help="the model family trained (default: groot)"
+    )
+    args = p.parse_args(argv)
+    result = run(args.quick, family=args.family)
     print_table(result)
     if args.json is not None:
         write_json(args.json, result)

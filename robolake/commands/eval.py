@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--checkpoint",
         required=True,
-        help="a training run directory, its checkpoints/ directory, or one step_N checkpoint",
+        help="a training run directory, its checkpoints/ directory, or one step_N checkpoint (its model family, "
+        "groot or pi0, is read from it)",
     )
     s.add_argument("--episodes", type=int, default=10, help="episodes per task (default 10)")
     s.add_argument(
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
             f"{t['mean_length']:>7.1f}"
         )
     print(
-        f"mean success {result['mean_success']:.2f} (expert {result.get('expert_mean_success', float('nan')):.2f}, "
+        f"{result.get('family', 'groot')} policy: mean success {result['mean_success']:.2f} "
+        f"(expert {result.get('expert_mean_success', float('nan')):.2f}, "
         f"floor {result.get('floor_mean_success', float('nan')):.2f}); {result['actions_per_s']:.0f} actions/s"
     )
     line = wrote_line(result, args.out)

@@ -1,4 +1,8 @@
-"""`robolake train (--shards DIR | --lake URI) --out DIR`: train the thin GR00T-style model.
+"""`robolake train (--shards DIR | --lake URI) --out DIR [--family groot|pi0]`: train a thin policy model.
+
+`--family` picks the model the same packed data trains: the GR00T-style model (default) or the
+pi0-style one (`robolake.training.pi0`); the checkpoint records it, so `robolake eval` and the
+policies that load it build the same family without being told.
 
 Resumes from OUT/checkpoints unless `--fresh`; a run that already reached `--steps` says so and
 does nothing (exit 0), so the README's command can be run again. The data paths are checked
@@ -24,7 +28,7 @@ __all__ = ["register", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("train", help="train the thin GR00T-style model on shards or a lake")
+    s = sub.add_parser("train", help="train the thin GR00T- or pi0-style model on shards or a lake")
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--shards", help="a `robolake pack` output directory (one of --shards and --lake is required)")
     src.add_argument(
@@ -46,6 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="tiny",
         choices=["tiny", "small", "n15"],
         help="model preset, sized to the data's widths (tiny trains on a laptop CPU; small and n15 want a GPU)",
+    )
+    s.add_argument(
+        "--family",
+        default="groot",
+        choices=["groot", "pi0"],
+        help="groot: backbone + DiT action head that cross-attends to it (default); pi0: a prefix of views, text, "
+        "state and history attending bidirectionally, with an action expert that attends to its sample's prefix "
+        "and causally among its own tokens",
     )
     s.add_argument(
         "--steps", type=int, default=100, help="optimizer steps of the whole run (a resumed run continues up to it)"
@@ -134,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     _check_sources(args)
     config = RunConfig(
         out=args.out,
-        preset=args.preset,
+        preset=args.preset if args.family == "groot" else f"{args.family}:{args.preset}",
         steps=args.steps,
         layout=args.layout,
         lr=args.lr,
@@ -170,8 +182,8 @@ def run(args: argparse.Namespace) -> int:
         records = [json.loads(line) for line in result.metrics_path.read_text().splitlines() if line.strip()]
     first, last = (result.losses[0], result.losses[-1]) if result.losses else (float("nan"), float("nan"))
     print(
-        f"trained steps {result.first_step + 1}..{result.step} ({args.layout}, preset {args.preset}, "
-        f"fp8 {result.fp8_backend}); loss {first:.4f} -> {last:.4f}"
+        f"trained steps {result.first_step + 1}..{result.step} ({args.layout}, {args.family} family, "
+        f"preset {args.preset}, fp8 {result.fp8_backend}); loss {first:.4f} -> {last:.4f}"
     )
     print(f"  samples/s   {result.samples_per_s:,.2f} (all samples of this run over its wall time)")
     if result.threads is not None:

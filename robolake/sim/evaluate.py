@@ -331,6 +331,7 @@ def evaluate_checkpoint(
     floors = {"random": RandomPolicy(seed=config.seed), "mean-action": MeanActionPolicy(mean_action)}
     result, main = evaluate_policy(policy, config, floors=floors, progress=progress, record_steps=record_to is not None)
     result["checkpoint"] = str(resolve_checkpoint(checkpoint))
+    result["family"] = policy.config.family  # the model family the checkpoint was trained as
     if record_to is not None:
         from robolake.sim.record_to_lake import record_rollouts, rollout_origin
 
