@@ -94,6 +94,8 @@ __all__ = [
     "PeerEnv",
     "PeerError",
     "assemble",
+    "built_env",
+    "lerobot_python",
     "ensure_env",
     "ffmpeg_missing",
     "find_python",
@@ -153,6 +155,15 @@ PEERS: dict[str, PeerEnv] = {
         requirements=("lerobot[dataset]==0.6.1",),
         script="_peer_lerobot.py",
         check="import lerobot.datasets.lerobot_dataset, av",
+    ),
+    # LeRobot with lerobot-lancedb (its Lance layout and LanceDBDataset): the same LeRobot release
+    "lerobot-lancedb": PeerEnv(
+        name="lerobot-lancedb",
+        version="0.3.1",
+        python="3.12",
+        requirements=("lerobot[dataset]==0.6.1", "lerobot-lancedb==0.3.1"),
+        script="_peer_lancedb.py",
+        check="import lerobot_lancedb.reader, lancedb",
     ),
     # torch pinned to the machine's CPU wheel on disk: TRL imports torch, its packing does not use it
     "trl": PeerEnv(
@@ -215,6 +226,25 @@ def find_python(minor: str) -> Path:
         f"no Python {minor} on this machine (looked in {root}/versions and PATH); "
         f"install one (e.g. `pyenv install {minor}`)"
     )
+
+
+def built_env(peer: PeerEnv, cache: Path) -> Path | None:
+    """The peer environment's Python when a finished build of it is under `cache`, else None
+    (nothing is built: for tests that skip without it)."""
+    env_dir = peer.directory(cache)
+    python, marker = env_dir / "bin" / "python", _marker(env_dir)
+    if not (marker.is_file() and python.exists()):
+        return None
+    return python if json.loads(marker.read_text()).get("requirements") == list(peer.requirements) else None
+
+
+def lerobot_python(cache: Path) -> Path | None:
+    """A built environment with LeRobot 0.6 in it (the LeRobot peer's, or lerobot-lancedb's), or None."""
+    for name in ("lerobot", "lerobot-lancedb"):
+        python = built_env(PEERS[name], cache)
+        if python is not None:
+            return python
+    return None
 
 
 def _marker(env_dir: Path) -> Path:

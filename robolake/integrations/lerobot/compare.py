@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ItemsReport", "compare_items"]
+__all__ = ["ItemsReport", "compare_items", "saved_items"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +99,17 @@ def compare_items(
 
 def _numpy(x: Any) -> np.ndarray:
     return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
+
+
+def saved_items(npz_path: str, strings: Mapping[str, Any], indices: Sequence[int]) -> list[dict[str, Any]]:
+    """Items another process saved as `INDEX/KEY` arrays in an `.npz`, with their string values
+    (`task`) in `strings` under the same names (what the LeRobot peer's `items` answers)."""
+    with np.load(npz_path) as z:
+        arrays = {name: z[name] for name in z.files}
+    out = []
+    for i in indices:
+        prefix = f"{i}/"
+        item: dict[str, Any] = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+        item.update({k[len(prefix) :]: v for k, v in strings.items() if k.startswith(prefix) and isinstance(v, str)})
+        out.append(item)
+    return out
