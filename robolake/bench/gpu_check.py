@@ -352,6 +352,8 @@ def print_table(result: dict[str, Any]) -> None:
                 print(f"  {section}: {val}")
     for family in MODEL_FAMILIES:
         pv = result.get(f"packed_vs_padded/{family}", {})
+        if not pv:
+            continue
         if "error" in pv:
             print(f"  packed_vs_padded {family}: {pv['error']}")
             continue
