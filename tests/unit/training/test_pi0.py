@@ -182,3 +182,20 @@ def test_one_pack_trains_both_families(packed_data, tmp_path: Path) -> None:
         policy = LearnedPolicy.from_checkpoint(run.out, embodiment=embodiment)
         assert type(policy.model) is type(result.model)
     assert losses["tiny"] != losses["pi0:tiny"]
+
+
+def test_stream_history_tokens_join_the_prefix(pi0_config: ModelConfig) -> None:
+    import numpy as np
+
+    from robolake.bench.train import HISTORY_STREAMS, HISTORY_WIDTH, make_history_batch
+
+    config = dataclasses.replace(pi0_config, history_streams=len(HISTORY_STREAMS), history_width=HISTORY_WIDTH)
+    batch = make_history_batch(config, 3, np.random.default_rng(0))
+    assert int(batch.history_lengths.min()) > 0
+    model = _perturbed(config)
+    noise, t = _noise(model, batch)
+    packed = model(batch, noise=noise, t=t)
+    torch.testing.assert_close(packed.loss, model(batch.to_padded(), noise=noise, t=t).loss, rtol=1e-12, atol=1e-12)
+    assert batch.history_values is not None
+    moved = dataclasses.replace(batch, history_values=batch.history_values + 1.0)
+    assert (model(moved, noise=noise, t=t).pred_velocity - packed.pred_velocity).abs().amax() > 1e-6
