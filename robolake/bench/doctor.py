@@ -16,10 +16,13 @@ Three figures, each measured in this run:
   rightly calls most of them near-duplicates by frames, which is what its count of findings says.
 - `peer`: robolake's doctor and `lerobot-doctor` (PyPI, its own isolated venv like `bench
   peers`' LeRobot, run as its CLI `lerobot-doctor DATASET --json`) on the same planted-fault
-  datasets, v2.1 and v3.0. Per planted fault: whether each found it and with which of its checks
-  (a finding counts when it names the planted episode, or either of a duplicated pair, with a
-  check that points at the fault: `ACCEPTS`; a black run may be found as a dark or a frozen camera run, an
-  idle head/tail as a partly frozen action, a zeroed row as an action jump); the findings each
+  datasets, v2.1 and v3.0, each with every fault of `faulty_lerobot.ALL_FAULTS` (the peer's kinds
+  and the checks only robolake has: a length outlier, out-of-range state, an overexposed run, a
+  duplicate by frames alone and one by actions alone). Per planted fault: whether each found it
+  and with which of its checks (a finding counts when it names the planted episode, or either of
+  a duplicated pair, with a check that points at the fault: `ACCEPTS`; a black run may be found
+  as a dark or a frozen camera run, an idle head/tail as a partly frozen action, a zeroed row as
+  an action jump, an action spike also as out of range); the findings each
   made that were not planted (on clean episodes, or a check that fits no fault of that episode),
   and its dataset-level notes; and the seconds each took: robolake's doctor on the ingested lake,
   beside the ingest it needs first, and the peer's whole CLI run (its process, start-up
@@ -94,7 +97,13 @@ ACCEPTS: dict[str, frozenset[str]] = {
     "identical_dims": frozenset({"identical_dims"}),
     "idle_head": frozenset({"idle_head", "frozen_action"}),
     "idle_tail": frozenset({"idle_tail", "frozen_action"}),
-    "action_jump": frozenset({"action_jump"}),
+    "action_jump": frozenset({"action_jump", "out_of_range"}),  # the spike leaves the embodiment's range too
+    # robolake's own checks (`EXTRA_FAULTS`), planted beside the peer's
+    "length_outlier": frozenset({"length_outlier"}),
+    "out_of_range": frozenset({"out_of_range"}),
+    "overexposed_camera": frozenset({"dark_camera", "frozen_camera"}),
+    "frame_duplicate": frozenset({"near_duplicate"}),
+    "action_duplicate": frozenset({"near_duplicate"}),
 }
 
 
@@ -356,7 +365,7 @@ def measure_doctor(root: Path, quick: bool, episodes: int | None = None) -> dict
 
 
 def measure_peer(root: Path, quick: bool, cache: Path) -> dict[str, Any]:
-    from robolake.testing.faulty_lerobot import FaultySpec, write_faulty_lerobot
+    from robolake.testing.faulty_lerobot import ALL_FAULTS, FaultySpec, write_faulty_lerobot
 
     out: dict[str, Any] = {"peer": {"name": PEER.name, "version": PEER.version}}
     try:
@@ -364,7 +373,9 @@ def measure_peer(root: Path, quick: bool, cache: Path) -> dict[str, Any]:
     except PeerError as e:
         python, out["peer"]["unavailable"] = None, str(e)
     for version in ("v2.1", "v3.0"):
-        data = write_faulty_lerobot(root / f"faulty-{version}", FaultySpec(version=version, clean=8, length=64))
+        data = write_faulty_lerobot(
+            root / f"faulty-{version}", FaultySpec(version=version, clean=8, length=64, faults=ALL_FAULTS)
+        )
         planted = data.manifest()["planted"]
         lake_dir = root / f"faulty-{version}-lake"
         with Stopwatch() as ingest_sw:

@@ -61,13 +61,17 @@ def _lengths_close(n: np.ndarray, i: int, cand: np.ndarray) -> np.ndarray:
     return np.abs(n[cand] - n[i]) <= LENGTH_TOLERANCE * lo + 1
 
 
-def close_pairs(x: np.ndarray, lengths: np.ndarray, tol: float) -> Iterator[tuple[int, int]]:
-    """Every (i, j), i < j, with max |x[i] - x[j]| <= tol and lengths within `LENGTH_TOLERANCE`.
+def close_pairs(x: np.ndarray, lengths: np.ndarray, tol: float) -> Iterator[tuple[int, np.ndarray]]:
+    """Every pair of rows within `tol` of each other in every coordinate, at lengths within
+    `LENGTH_TOLERANCE`: per row i, the rows j it pairs with (each pair given once, from one side).
 
     Args:
         x: float [N, F], one row per episode.
         lengths: int [N], steps per episode.
         tol: The largest difference allowed in any coordinate.
+
+    Yields:
+        (i, js): js int64 [M] >= 1, the rows paired with i that were not given before.
     """
     n = len(x)
     if n < 2 or x.shape[1] == 0:
@@ -85,22 +89,24 @@ def close_pairs(x: np.ndarray, lengths: np.ndarray, tol: float) -> Iterator[tupl
         i = int(order[p])
         cand = order[p + 1 : hi]
         cand = cand[_lengths_close(lengths, i, cand)]
-        if not len(cand):
-            continue
-        cand = cand[(np.abs(screen[cand] - screen[i]) <= tol).all(axis=1)]
-        if not len(cand):
-            continue
-        cand = cand[(np.abs(x[cand] - x[i]) <= tol).all(axis=1)]
-        for j in cand.tolist():
-            yield (i, j) if i < j else (j, i)
+        if len(cand):
+            cand = cand[(np.abs(screen[cand] - screen[i]) <= tol).all(axis=1)]
+        if len(cand):
+            cand = cand[(np.abs(x[cand] - x[i]) <= tol).all(axis=1)]
+        if len(cand):
+            yield i, cand
+
+
+def _pairs(i: int, js: np.ndarray, keep: np.ndarray) -> list[tuple[int, int]]:
+    a = int(keep[i])
+    return [(a, b) if a < b else (b, a) for b in keep[js].tolist()]
 
 
 def action_pairs(
     signatures: Sequence[np.ndarray | None], scale: np.ndarray, lengths: np.ndarray
 ) -> list[tuple[int, int]]:
-    """Pairs of episodes whose action signatures [P, D] agree within `ACTION_TOLERANCE` of `scale` [D].
-
-    Episodes without a signature of the common shape are left out.
+    """Pairs (a, b), a < b, of episodes whose action signatures [P, D] agree within
+    `ACTION_TOLERANCE` of `scale` [D]. Episodes without a signature of the common shape are left out.
     """
     shapes = [s.shape for s in signatures if s is not None and s.ndim == 2 and s.size]
     if not shapes:
@@ -112,13 +118,16 @@ def action_pairs(
     x = np.stack([np.asarray(signatures[k], dtype=np.float64) / np.maximum(scale, 1e-9) for k in idx])
     x = x.reshape(len(idx), -1)
     keep = np.asarray(idx)
-    return [(int(keep[i]), int(keep[j])) for i, j in close_pairs(x, lengths[keep], ACTION_TOLERANCE)]
+    out: list[tuple[int, int]] = []
+    for i, js in close_pairs(x, lengths[keep], ACTION_TOLERANCE):
+        out += _pairs(i, js, keep)
+    return sorted(out)
 
 
 def frame_pairs(
     fingerprints: Sequence[Mapping[str, tuple[np.ndarray, np.ndarray]]], lengths: np.ndarray
 ) -> list[tuple[int, int, str]]:
-    """Pairs of episodes whose frames agree: (i, j, the camera that matched).
+    """Pairs (a, b, the camera that matched), a < b, of episodes whose frames agree.
 
     Args:
         fingerprints: Per episode, camera -> (steps [K], luma [K, 64]) (`parse_fingerprint`).
@@ -134,12 +143,19 @@ def frame_pairs(
         for members in by_k.values():
             if len(members) < 2:
                 continue
-            x = np.stack([fingerprints[e][cam][1].ravel() for e in members]).astype(np.float64)
             keep = np.asarray(members)
-            for i, j in close_pairs(x, lengths[keep], MATCH_LUMA):
-                a, b = int(keep[i]), int(keep[j])
-                if (a, b) not in found and _agree(fingerprints[a], fingerprints[b], lengths[a], lengths[b]):
-                    found[(a, b)] = cam
+            x = np.stack([fingerprints[e][cam][1].ravel() for e in members]).astype(np.float64)
+            steps = np.stack([fingerprints[e][cam][0] for e in members])
+            n = lengths[keep]
+            for i, js in close_pairs(x, n, MATCH_LUMA):
+                slack = LENGTH_TOLERANCE * np.maximum(n[js], n[i]) + 2
+                js = js[(np.abs(steps[js] - steps[i]) <= slack[:, None]).all(axis=1)]
+                for a, b in _pairs(i, js, keep):
+                    if (a, b) in found:
+                        continue
+                    alone = len(fingerprints[a]) == 1 and len(fingerprints[b]) == 1
+                    if alone or _agree(fingerprints[a], fingerprints[b], lengths[a], lengths[b]):
+                        found[(a, b)] = cam
     return [(a, b, cam) for (a, b), cam in sorted(found.items())]
 
 

@@ -85,7 +85,7 @@ QUALITY_NAMES = {
     "frozen_camera": "longest run of repeated frames over the cameras, in steps",
     "dark_frames": "black or overexposed frames, estimated from a sample of cheaply decoded frames",
     "timestamp_gaps": "intervals longer than 2 nominal intervals",
-    "timestamp_jitter": "std of the step interval over the nominal interval",
+    "timestamp_jitter": "std of the step interval (gaps left out) over the nominal interval",
     "success_missing": "the source records no success (true/false)",
 }
 # check names (doctor, --fail-on) that --where also takes, for the quality number behind them
@@ -227,7 +227,8 @@ def timestamp_gaps(timestamps: np.ndarray, fps: float) -> dict[str, Any]:
 
     Returns:
         `timestamp_gaps`, `longest_gap_s`, `first_gap` (the step after it, or None) and
-        `timestamp_jitter` (std of the interval over the nominal one).
+        `timestamp_jitter` (std of the intervals that are not gaps over the nominal one: one
+        dropped-frame gap is a gap, not jitter).
     """
     ts = np.asarray(timestamps, dtype=np.float64)
     if len(ts) < 3:
@@ -241,7 +242,7 @@ def timestamp_gaps(timestamps: np.ndarray, fps: float) -> dict[str, Any]:
         "timestamp_gaps": int(gap.sum()),
         "longest_gap_s": round(float(dt.max()), 6) if gap.any() else 0.0,
         "first_gap": int(np.argmax(gap)) + 1 if gap.any() else None,
-        "timestamp_jitter": round(float(np.std(dt) / nominal), 4),
+        "timestamp_jitter": round(float(np.std(dt[~gap]) / nominal), 4) if (~gap).sum() > 1 else 0.0,
     }
 
 

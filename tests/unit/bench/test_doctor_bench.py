@@ -10,7 +10,7 @@ import pytest
 
 from robolake.bench import available
 from robolake.bench.doctor import ACCEPTS, Finding, compare, comparison_rows, main, parse_peer
-from robolake.testing.faulty_lerobot import FAULTS
+from robolake.testing.faulty_lerobot import ALL_FAULTS, FAULTS
 
 # lerobot-doctor 0.2.0 `--json` on write_faulty_lerobot(FaultySpec(version="v3.0")): 4 clean
 # episodes, then FAULTS in order as episodes 4..14.
@@ -23,7 +23,7 @@ PLANTED = [
 
 def test_doctor_is_a_benchmark_and_every_fault_has_its_checks():
     assert "doctor" in available()
-    assert set(ACCEPTS) == set(FAULTS)
+    assert set(ACCEPTS) == set(ALL_FAULTS)
 
 
 def test_parse_peer_sample():
@@ -94,7 +94,7 @@ def test_bench_doctor_quick(tmp_path):
     assert res["doctor"]["episodes"] == 2_000
     for version in ("v2.1", "v3.0"):
         entry = res["peer"][version]
-        assert entry["planted"] == len(FAULTS)
+        assert entry["planted"] == len(ALL_FAULTS)
         assert "robolake" in entry["found"]
 
 

@@ -89,6 +89,14 @@ def test_timestamp_gap() -> None:
     assert q["timestamp_gaps"] == 1 and q["first_gap"] == 50 and q["longest_gap_s"] == pytest.approx(1.05)
 
 
+def test_one_gap_is_not_jitter() -> None:
+    ts = np.arange(100) / 20.0
+    ts[50:] += 0.5  # ten frames dropped once
+    assert timestamp_gaps(ts, 20.0)["timestamp_jitter"] < 0.01
+    shaky = np.arange(100) / 20.0 + np.random.default_rng(0).uniform(-0.015, 0.015, 100)  # std of dt ~ 0.245 / 20
+    assert 0.2 < timestamp_gaps(shaky, 20.0)["timestamp_jitter"] < 0.3
+
+
 def test_frozen_camera_images_and_video_packets() -> None:
     frames = [bytes([i % 256]) * 50 for i in range(40)]
     assert camera_quality(frames, encoding="png", video=False)["frozen_run"] == 0

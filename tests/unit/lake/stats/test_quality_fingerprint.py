@@ -130,8 +130,9 @@ def test_close_pairs_finds_what_all_pairs_finds(seed: int) -> None:
     for a, b in rng.integers(0, 300, (25, 2)):  # plant near copies, some at a length too far apart
         x[b] = x[a] + rng.uniform(-0.04, 0.04, 24)
         lengths[b] = lengths[a] + int(rng.integers(0, 3))
-    got = set(close_pairs(x, lengths, 0.05))
-    assert got == _brute(x, lengths, 0.05) and len(got) >= 10
+    given = [(min(i, j), max(i, j)) for i, js in close_pairs(x, lengths, 0.05) for j in js.tolist()]
+    got = set(given)
+    assert got == _brute(x, lengths, 0.05) and len(got) >= 10 and len(given) == len(got)  # each pair once
 
 
 def test_action_pairs_scale_by_the_dims_range() -> None:
