@@ -35,6 +35,7 @@ from robolake.lake import (
     TRIM_KEY,
     KeptSteps,
     Lake,
+    StepWhere,
     episode_quality,
     idle_steps,
     parse_where,
@@ -90,10 +91,12 @@ class TrimSpec:
             return {"idle": ends, "where": self.where, "min_steps": self.min_steps}
         return {"where_steps": self.where_steps, "where": self.where, "min_steps": self.min_steps}
 
-    def drop(self, state: np.ndarray, action: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
-        """bool [T]: the steps of one episode that go."""
+    def drop(
+        self, state: np.ndarray, action: np.ndarray, timestamps: np.ndarray, where: StepWhere | None = None
+    ) -> np.ndarray:
+        """bool [T]: the steps of one episode that go (`where`: `where_steps` parsed once by the caller)."""
         if self.where_steps:
-            return steps_matching(parse_where_steps(self.where_steps), state, action, timestamps)
+            return steps_matching(where or parse_where_steps(self.where_steps), state, action, timestamps)
         idle = idle_steps(state, action)
         n = len(idle)
         out = np.zeros(n, dtype=bool)
@@ -157,22 +160,31 @@ def _matrix(column: pa.ChunkedArray) -> np.ndarray:
     return flat.reshape(n, -1) if n else flat.reshape(0, 0)
 
 
-def _trimmed_row(row: dict[str, Any], kept: KeptSteps, steps: pa.Table) -> dict[str, Any]:
+def _ranks(episode_ids: np.ndarray) -> np.ndarray:
+    """int: each row's position within its episode's run of rows (rows are grouped by episode)."""
+    n = len(episode_ids)
+    if not n:
+        return np.zeros(0, np.int64)
+    first = np.flatnonzero(np.concatenate([[True], episode_ids[1:] != episode_ids[:-1]]))
+    return np.arange(n) - np.repeat(first, np.diff(np.append(first, n)))
+
+
+def _trimmed_row(row: dict[str, Any], kept: KeptSteps, steps: dict[str, np.ndarray]) -> dict[str, Any]:
     """The episodes row of a trimmed episode: its count, its map and its step quality anew."""
     meta = json.loads(row["metadata"] or "{}")
     meta[TRIM_KEY] = kept.to_json()
     if "quality" in meta:
         fresh = episode_quality(
-            state=_matrix(steps["state"]),
-            action=_matrix(steps["action"]),
-            timestamps=steps["timestamp"].to_numpy(),
+            state=steps["state"],
+            action=steps["action"],
+            timestamps=steps["timestamp"],
             fps=float(row["fps"]),
             success=row["success"],
             cameras=[],
         )
         old = meta["quality"]
         meta["quality"] = {**fresh, **{k: old[k] for k in _CAMERA_QUALITY if k in old}}
-    return {**row, "num_steps": steps.num_rows, "metadata": json.dumps(meta, sort_keys=True)}
+    return {**row, "num_steps": kept.num_steps, "metadata": json.dumps(meta, sort_keys=True)}
 
 
 def trim(
@@ -192,6 +204,7 @@ def trim(
     refused: dict[str, str] = {}
     before = after = 0
     touched: set[str] = set()
+    where = parse_where_steps(spec.where_steps) if spec.where_steps else None
     with nullcontext() if dry_run else lake.begin() as tx:
         for chunk in id_batches(ids):
             rows = {r["episode_id"]: r for r in lake.episodes(where=sql_in("episode_id", chunk)).to_pylist()}
@@ -202,11 +215,11 @@ def trim(
             timestamps = steps["timestamp"].to_numpy()
             eids, starts = np.unique(np.asarray(steps["episode_id"].to_pylist(), dtype=object), return_index=True)
             stops = np.append(starts[1:], steps.num_rows)
-            new_steps: list[pa.Table] = []
+            take = np.zeros(steps.num_rows, dtype=bool)  # rows of the trimmed episodes that stay
             new_rows: list[dict[str, Any]] = []
             for eid, a, b in zip(eids.tolist(), starts.tolist(), stops.tolist(), strict=True):
                 n = b - a
-                keep = np.flatnonzero(~spec.drop(state[a:b], action[a:b], timestamps[a:b]))
+                keep = np.flatnonzero(~spec.drop(state[a:b], action[a:b], timestamps[a:b], where))
                 if len(keep) == n:
                     continue
                 if len(keep) < spec.min_steps:
@@ -215,22 +228,25 @@ def trim(
                         "delete it instead (`robolake delete LAKE --episodes ID`)"
                     )
                     continue
-                kept_steps = steps.slice(a, n).take(pa.array(keep))
-                col = kept_steps.schema.get_field_index("step_index")
-                field_ = kept_steps.schema.field(col)
-                kept_steps = kept_steps.set_column(col, field_, pa.array(np.arange(len(keep)), field_.type))
+                take[a + keep] = True
                 kept = (maps.get(eid) or KeptSteps.untrimmed(n)).then(keep)
                 removed[eid] = n - len(keep)
                 before += n
                 after += len(keep)
                 touched.add(rows[eid]["embodiment"])
-                new_steps.append(kept_steps)
-                new_rows.append(_trimmed_row(rows[eid], kept, kept_steps))
+                fresh = {"state": state[a + keep], "action": action[a + keep], "timestamp": timestamps[a + keep]}
+                new_rows.append(_trimmed_row(rows[eid], kept, fresh))
             if tx is not None and new_rows:
                 done = [r["episode_id"] for r in new_rows]
+                kept_rows = steps.filter(pa.array(take))
+                col = kept_rows.schema.get_field_index("step_index")
+                renumbered = _ranks(kept_rows["episode_id"].to_numpy(zero_copy_only=False))
+                kept_rows = kept_rows.set_column(
+                    col, kept_rows.schema.field(col), pa.array(renumbered, kept_rows.schema.field(col).type)
+                )
                 tx.delete("steps", sql_in("episode_id", done))
                 tx.delete("episodes", sql_in("episode_id", done))
-                tx.append_table("steps", pa.concat_tables(new_steps))
+                tx.append_table("steps", kept_rows)
                 tx.append_table("episodes", pa.Table.from_pylist(new_rows, schema=schema_for_table("episodes")))
         result = TrimResult(
             lake=lake.uri,
