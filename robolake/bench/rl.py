@@ -19,10 +19,24 @@ sampler and a learner), overlap can only fill the cores the lockstep run leaves 
 `cpu_ceiling_speedup` is the async throughput that would use every core at async's own measured
 CPU cost per step, over the sync throughput, i.e. the most any scheduler could gain here.
 
-Without `--init` the Meta-World runs start from an untrained tiny model: throughput is measured
-honestly (the model and the pipeline are the same size), but success stays near zero, so the
-sample-efficiency comparison then only says that both modes fail alike. Pass the behaviour-cloned
-run of `robolake demo` / `robolake train` as `--init` for the full comparison.
+Three schedulers run on every profile: "async" (workers, server and learner decoupled; each
+worker's environments ask the server together, `RLConfig.group_requests`), "async_per_env" (every
+environment asks on its own: no environment ever waits for a neighbour, at one Ray call per
+environment and chunk) and "sync" (lockstep). Every run must train: a mode that finishes with
+zero learner updates fails the benchmark, since without the learner's work the comparison is
+environment || generation only and says nothing about the claim. The table gives, per mode, env
+steps/s, updates/s, the three idle fractions and the per-stage CPU budget (ms of CPU per env step
+of the environments, the generation server, the learner and the driver). The machine's other
+load is measured too (/proc/stat over the run, minus this run's own CPU), so the ceiling is
+stated both for the cores Ray was given and for the cores the rest of the machine left free.
+
+Without `--init` the Meta-World runs start from an untrained tiny model: every episode fails, so
+the advantage is computed from the episode's return (Meta-World's shaped reward,
+`LearnerConfig.reward="return"`) and `--quick` also caps episodes at 48 steps, so that a short run
+has finished episodes in every task group and the learner works as hard as it would from a real
+policy. Success then stays near zero; pass the behaviour-cloned run of `robolake demo` /
+`robolake train` as `--init` (success reward, the tasks' own episode limits) for the
+sample-efficiency comparison.
 """
 
 from __future__ import annotations
@@ -31,7 +45,7 @@ import argparse
 import dataclasses
 import os
 import statistics
-from typing import Any
+from typing import Any, Literal
 
 from robolake.bench._common import machine, print_table, write_json
 from robolake.rl.options import add_pipeline_arguments, pipeline_config
@@ -54,7 +68,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tail-shape", type=float, default=1.5, help="heavy-tail profile: lognormal log-std")
     p.add_argument("--plot", default=None, help="PNG of success vs env steps and throughput (default: beside --json)")
+    p.add_argument(
+        "--reward",
+        default=None,
+        choices=["success", "return"],
+        help="what advantages are computed from (default: success with --init, return without)",
+    )
+    p.add_argument(
+        "--max-episode-steps",
+        type=int,
+        default=None,
+        help="cap on episode length (default: 48 with --quick and no --init, else the tasks' limits)",
+    )
+    p.add_argument(
+        "--modes",
+        default="async,async_per_env,sync",
+        help="comma-separated schedulers to compare (async, async_per_env, sync); sync is always run",
+    )
     return p
+
+
+MODES: dict[str, dict[str, Any]] = {
+    "async": {"mode": "async", "group_requests": True},
+    "async_per_env": {"mode": "async", "group_requests": False},
+    "sync": {"mode": "sync"},
+}
 
 
 def _factories(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], str]:
@@ -91,11 +129,39 @@ def _factories(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], str
     return policy_factory, env_factory, tasks, f"{sim} ({args.init or 'untrained init'})"
 
 
+def _busy_jiffies() -> tuple[float, float] | None:
+    """(busy, total) CPU seconds of the whole machine from /proc/stat, or None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    fields = fields[:8]  # user nice system idle iowait irq softirq steal (guest is inside user)
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return (sum(fields) - idle) / hz, sum(fields) / hz
+
+
+def _run(pipe: Any, config: Any) -> dict[str, Any]:
+    """One run: its summary, plus how busy the rest of the machine kept the cores meanwhile."""
+    pipe.restart(config)
+    before = _busy_jiffies()
+    s: dict[str, Any] = pipe.run().summary
+    after = _busy_jiffies()
+    ours = sum(s["cpu"][k] for k in ("env_s", "generation_s", "learner_s", "driver_s"))
+    s["machine_busy_s"] = after[0] - before[0] if before and after else None
+    # Others' CPU: the machine's busy time over the run minus this run's own (Ray's own daemons
+    # count as others: a small overestimate of the load that was not ours).
+    s["others_cpu_s"] = max(0.0, s["machine_busy_s"] - ours) if s["machine_busy_s"] is not None else None
+    return s
+
+
 def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One mode's runs of one profile: totals over totals, mean idle fractions, the first run's curve."""
     steps = sum(r["env_steps"] for r in runs)
     wall = sum(r["wall_s"] for r in runs)
     samples = sum(r["learner_samples"] for r in runs)
+    others = [r["others_cpu_s"] for r in runs if r.get("others_cpu_s") is not None]
     finished = sum(r["episodes_finished"] for r in runs)
     succ = sum((r["success_rate"] or 0.0) * r["episodes_finished"] for r in runs)
     cpu = sum(r["cpu"]["env_s"] + r["cpu"]["generation_s"] + r["cpu"]["learner_s"] + r["cpu"]["driver_s"] for r in runs)
@@ -104,8 +170,19 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "cores_used": cpu / wall,
         "cpu_ms_per_env_step": 1e3 * cpu / steps,
         "cpu_s": {k: sum(r["cpu"][f"{k}_s"] for r in runs) for k in ("env", "generation", "learner", "driver")},
+        "cpu_ms_per_env_step_by_stage": {
+            k: 1e3 * sum(r["cpu"][f"{k}_s"] for r in runs) / steps for k in ("env", "generation", "learner", "driver")
+        },
+        # Acting: every stage's CPU but the learner's updates (which scale with chunks trained):
+        # what a scheduler costs per env step. Updates: CPU per chunk trained.
+        "acting_cpu_ms_per_env_step": 1e3 * (cpu - sum(r["cpu"]["learner_update_s"] for r in runs)) / steps,
+        "update_cpu_ms_per_sample": (
+            1e3 * sum(r["cpu"]["learner_update_s"] for r in runs) / samples if samples else None
+        ),
+        "others_cores": sum(others) / wall if len(others) == len(runs) else None,
         "learner_samples_per_s": samples / wall,
         "learner_updates": sum(r["learner_updates"] for r in runs),
+        "learner_updates_per_s": sum(r["learner_updates"] for r in runs) / wall,
         "idle_fraction": {k: statistics.mean(r["idle_fraction"][k] for r in runs) for k in runs[0]["idle_fraction"]},
         "generation_batch_size_mean": statistics.mean(r["generation"]["batch_size_mean"] for r in runs),
         "staleness_mean": statistics.mean(r["staleness"]["mean"] for r in runs),
@@ -117,7 +194,18 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "success_curves": [r["success_curve"] for r in runs],
         "tasks": runs[0]["tasks"],
         "runs": [
-            {k: r[k] for k in ("env_steps", "wall_s", "env_steps_per_s", "learner_samples_per_s", "learner_updates")}
+            {
+                k: r[k]
+                for k in (
+                    "env_steps",
+                    "wall_s",
+                    "env_steps_per_s",
+                    "learner_samples_per_s",
+                    "learner_updates",
+                    "learner_updates_per_s",
+                    "others_cpu_s",
+                )
+            }
             for r in runs
         ],
     }
@@ -132,53 +220,113 @@ def _cores() -> float:
     return float(len(os.sched_getaffinity(0)))
 
 
-def _profile(pipe: Any, base: Any, pairs: int, label: str) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, Any]]] = {"async": [], "sync": []}
-    ratios = []
+def _profile(pipe: Any, base: Any, pairs: int, label: str, modes: tuple[str, ...]) -> dict[str, Any]:
+    """Every mode `pairs` times, the order rotating each round; ratios to sync within each round.
+
+    Raises:
+        RuntimeError: a run finished without a single learner update.
+    """
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    ratios: dict[str, list[float]] = {m: [] for m in modes if m != "sync"}
     for i in range(pairs):
-        order = ("async", "sync") if i % 2 == 0 else ("sync", "async")
+        order = modes[i % len(modes) :] + modes[: i % len(modes)]
         got = {}
         for mode in order:
-            pipe.restart(dataclasses.replace(base, mode=mode))
-            s = pipe.run().summary
+            s = _run(pipe, dataclasses.replace(base, **MODES[mode]))
             got[mode] = s
             runs[mode].append(s)
             print(
-                f"  {label} pair {i + 1}/{pairs} {mode:<5}: {s['env_steps_per_s']:.1f} env steps/s, "
+                f"  {label} round {i + 1}/{pairs} {mode:<13}: {s['env_steps_per_s']:.1f} env steps/s, "
                 f"{s['learner_updates']} updates, success {s['success_rate']}",
                 flush=True,
             )
-        ratios.append(got["async"]["env_steps_per_s"] / got["sync"]["env_steps_per_s"])
-    a, s = _pooled(runs["async"]), _pooled(runs["sync"])
-    out: dict[str, Any] = {"async": a, "sync": s}
-    out["speedup"] = statistics.median(ratios)
-    out["speedup_min"], out["speedup_max"] = min(ratios), max(ratios)
-    out["cpu_ceiling_speedup"] = (_cores() * 1e3 / a["cpu_ms_per_env_step"]) / s["env_steps_per_s"]
-    out["learner_speedup"] = (
-        a["learner_samples_per_s"] / s["learner_samples_per_s"] if s["learner_samples_per_s"] else None
-    )
-    if a["success_rate"] is not None and s["success_rate"] is not None:
-        n_a, n_s = a["episodes_finished"], s["episodes_finished"]
-        pa, ps = a["success_rate"], s["success_rate"]
-        se = ((pa * (1 - pa) / max(n_a, 1)) + (ps * (1 - ps) / max(n_s, 1))) ** 0.5
-        out["sample_efficiency"] = {
-            "success_diff": pa - ps,
-            "stderr": se,
-            "within_2_stderr": abs(pa - ps) <= 2 * se + 1e-9,
+            if base.learn and s["learner_updates"] == 0:
+                raise RuntimeError(
+                    f"bench rl: the {mode} run of the {label} profile finished with zero learner updates "
+                    f"({s['episodes_finished']} episodes finished, {s['zero_advantage_chunks']} chunks with zero "
+                    "advantage), so it did not measure learning; give it more --steps, a shorter "
+                    "--max-episode-steps, or --reward return"
+                )
+        for mode in ratios:
+            ratios[mode].append(got[mode]["env_steps_per_s"] / got["sync"]["env_steps_per_s"])
+    pooled = {m: _pooled(runs[m]) for m in modes}
+    out: dict[str, Any] = dict(pooled)
+    sync = pooled["sync"]
+    cores = _cores()
+    for mode, rs in ratios.items():
+        a = pooled[mode]
+        # The most any scheduler could reach here at this mode's own CPU cost per step: every
+        # core Ray was given busy; and every core the machine's other load left free.
+        free = min(cores, float(os.cpu_count() or cores) - a["others_cores"]) if a["others_cores"] is not None else None
+        a["vs_sync"] = {
+            "speedup": statistics.median(rs),
+            "speedup_min": min(rs),
+            "speedup_max": max(rs),
+            "cpu_ceiling_speedup": (cores * 1e3 / a["cpu_ms_per_env_step"]) / sync["env_steps_per_s"],
+            "fraction_of_ceiling": a["cores_used"] / cores,
+            "free_cores": free,
+            "fraction_of_free_cores": a["cores_used"] / free if free else None,
+            "cpu_overhead_vs_sync": a["cpu_ms_per_env_step"] / sync["cpu_ms_per_env_step"] - 1.0,
+            "acting_cpu_overhead_vs_sync": a["acting_cpu_ms_per_env_step"] / sync["acting_cpu_ms_per_env_step"] - 1.0,
+            "learner_speedup": (
+                a["learner_samples_per_s"] / sync["learner_samples_per_s"] if sync["learner_samples_per_s"] else None
+            ),
+            "sample_efficiency": _sample_efficiency(a, sync),
         }
+    head = pooled["async"]["vs_sync"] if "async" in pooled else next(iter(pooled[m]["vs_sync"] for m in ratios))
+    out.update({k: head[k] for k in ("speedup", "speedup_min", "speedup_max", "cpu_ceiling_speedup")})
+    out["learner_speedup"] = head["learner_speedup"]
+    if head["sample_efficiency"] is not None:
+        out["sample_efficiency"] = head["sample_efficiency"]
     return out
+
+
+def _sample_efficiency(a: dict[str, Any], s: dict[str, Any]) -> dict[str, Any] | None:
+    if a["success_rate"] is None or s["success_rate"] is None:
+        return None
+    n_a, n_s = a["episodes_finished"], s["episodes_finished"]
+    pa, ps = a["success_rate"], s["success_rate"]
+    se = ((pa * (1 - pa) / max(n_a, 1)) + (ps * (1 - ps) / max(n_s, 1))) ** 0.5
+    return {"success_diff": pa - ps, "stderr": se, "within_2_stderr": abs(pa - ps) <= 2 * se + 1e-9}
+
+
+def _modes(arg: str) -> tuple[str, ...]:
+    """The schedulers to run, sync among them (every ratio is to sync).
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+    modes = [m.strip() for m in arg.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"--modes: unknown {unknown}; choose from {list(MODES)}")
+    if "sync" not in modes:
+        modes.append("sync")
+    if len(modes) < 2:
+        raise ValueError("--modes: name at least one asynchronous mode (async, async_per_env)")
+    return tuple(dict.fromkeys(modes))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from robolake.rl.config import LatencyProfile
+    from robolake.rl.config import LatencyProfile, LearnerConfig
     from robolake.rl.pipeline import Pipeline
     from robolake.rl.report import plot_comparison
 
+    modes = _modes(args.modes)
     steps = args.steps or (1500 if args.quick else 8000)
     pairs = args.pairs or (1 if args.quick else 2)
+    reward: Literal["success", "return"] = args.reward or ("success" if args.init else "return")
+    cap = args.max_episode_steps or (48 if args.quick and not args.init else None)
     policy_factory, env_factory, tasks, label = _factories(args)
-    base = pipeline_config(args, tasks, env_steps=steps, log_every_s=5.0)
+    base = pipeline_config(
+        args,
+        tasks,
+        learner=LearnerConfig(reward=reward),
+        env_steps=steps,
+        log_every_s=5.0,
+        max_episode_steps=cap,
+    )
     tail = LatencyProfile(kind="lognormal", scale_s=args.tail_scale_ms / 1000, shape=args.tail_shape)
     print(f"building the pipeline ({args.workers} workers x {args.envs_per_worker} envs, {label}) ...", flush=True)
     pipe = Pipeline(base, policy_factory, env_factory)
@@ -187,39 +335,33 @@ def main(argv: list[str] | None = None) -> int:
         # context and the first batches warm the model; whichever mode ran first would pay it.
         pipe.restart(dataclasses.replace(base, mode="async", env_steps=max(200, steps // 5), learn=False))
         pipe.run()
-        suite = _profile(pipe, base, pairs, "suite")
-        heavy = _profile(pipe, dataclasses.replace(base, latency=tail), pairs, "heavy_tail")
+        suite = _profile(pipe, base, pairs, "suite", modes)
+        heavy = _profile(pipe, dataclasses.replace(base, latency=tail), pairs, "heavy_tail", modes)
     finally:
         pipe.shutdown()
+    summary_keys = ("speedup", "speedup_min", "speedup_max", "learner_speedup", "cpu_ceiling_speedup")
     payload: dict[str, Any] = {
-        "async": suite["async"],
-        "sync": suite["sync"],
-        "speedup": suite["speedup"],
-        "speedup_min": suite["speedup_min"],
-        "speedup_max": suite["speedup_max"],
-        "learner_speedup": suite["learner_speedup"],
-        "cpu_ceiling_speedup": suite["cpu_ceiling_speedup"],
+        **{m: suite[m] for m in modes},
+        **{k: suite[k] for k in summary_keys},
         "cores": _cores(),
         "sample_efficiency": suite.get("sample_efficiency"),
         "heavy_tail": {
-            "speedup": heavy["speedup"],
-            "speedup_min": heavy["speedup_min"],
-            "speedup_max": heavy["speedup_max"],
-            "learner_speedup": heavy["learner_speedup"],
-            "cpu_ceiling_speedup": heavy["cpu_ceiling_speedup"],
+            **{k: heavy[k] for k in summary_keys},
             "latency": dataclasses.asdict(tail),
-            "async": heavy["async"],
-            "sync": heavy["sync"],
+            **{m: heavy[m] for m in modes},
             "sample_efficiency": heavy.get("sample_efficiency"),
         },
         "config": {
             "sim": label,
             "tasks": list(tasks),
+            "modes": list(modes),
             "env_steps_per_run": steps,
             "pairs": pairs,
             "workers": args.workers,
             "envs_per_worker": args.envs_per_worker,
             "execute_steps": args.execute_steps,
+            "reward": reward,
+            "max_episode_steps": cap,
             "quick": args.quick,
         },
         "machine": machine(),
@@ -228,36 +370,69 @@ def main(argv: list[str] | None = None) -> int:
     plot = args.plot or str(args.json).rsplit(".", 1)[0] + ".png"
     plot_comparison(
         {
-            "async": suite["async"],
-            "sync": suite["sync"],
-            "async (heavy tail)": heavy["async"],
-            "sync (heavy tail)": heavy["sync"],
+            **{m: suite[m] for m in modes},
+            **{f"{m} (heavy tail)": heavy[m] for m in modes},
         },
         plot,
     )
+    print_table(
+        f"RL schedulers ({label}, {steps} env steps per run, {pairs} round(s) per profile, reward {reward})",
+        _rows(suite, heavy, modes),
+    )
+    return 0
+
+
+def _rows(suite: dict[str, Any], heavy: dict[str, Any], modes: tuple[str, ...]) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = []
     for name, prof in (("suite", suite), ("heavy_tail", heavy)):
-        for mode in ("async", "sync"):
+        for mode in modes:
             m = prof[mode]
+            stage = m["cpu_ms_per_env_step_by_stage"]
             rows += [
                 (f"{name} {mode} env steps/s", m["env_steps_per_s"]),
+                (
+                    f"{name} {mode} learner updates/s (updates)",
+                    f"{m['learner_updates_per_s']:.2f} ({m['learner_updates']})",
+                ),
                 (f"{name} {mode} learner samples/s", m["learner_samples_per_s"]),
                 (
                     f"{name} {mode} idle env/gen/learner",
                     "/".join(f"{m['idle_fraction'][k]:.2f}" for k in ("env", "generation", "learner")),
                 ),
                 (
-                    f"{name} {mode} cores busy, CPU ms per env step",
-                    f"{m['cores_used']:.2f}, {m['cpu_ms_per_env_step']:.2f}",
+                    f"{name} {mode} CPU ms/env step env+gen+learn+driver",
+                    f"{stage['env']:.2f}+{stage['generation']:.2f}+{stage['learner']:.2f}+{stage['driver']:.2f}"
+                    f" = {m['cpu_ms_per_env_step']:.2f}",
+                ),
+                (
+                    f"{name} {mode} acting CPU ms/env step; update CPU ms/chunk",
+                    f"{m['acting_cpu_ms_per_env_step']:.2f}; "
+                    + (f"{m['update_cpu_ms_per_sample']:.1f}" if m["update_cpu_ms_per_sample"] else "n/a"),
+                ),
+                (
+                    f"{name} {mode} cores busy (others' load)",
+                    f"{m['cores_used']:.2f} ({m['others_cores']:.2f})"
+                    if m["others_cores"] is not None
+                    else f"{m['cores_used']:.2f}",
                 ),
                 (f"{name} {mode} success", m["success_rate"] if m["success_rate"] is not None else "n/a"),
             ]
-        rows.append(
-            (
-                f"{name} speedup async/sync (median [min, max])",
-                f"{prof['speedup']:.2f} [{prof['speedup_min']:.2f}, {prof['speedup_max']:.2f}]",
-            )
-        )
-        rows.append((f"{name} CPU ceiling of any scheduler here", f"{prof['cpu_ceiling_speedup']:.2f}"))
-    print_table(f"RL async vs sync ({label}, {steps} env steps per run, {pairs} pair(s) per profile)", rows)
-    return 0
+            if "vs_sync" in m:
+                v = m["vs_sync"]
+                rows += [
+                    (
+                        f"{name} {mode}/sync env steps/s (median [min, max])",
+                        f"{v['speedup']:.2f} [{v['speedup_min']:.2f}, {v['speedup_max']:.2f}]",
+                    ),
+                    (f"{name} {mode} CPU ceiling of any scheduler (x sync)", f"{v['cpu_ceiling_speedup']:.2f}"),
+                    (
+                        f"{name} {mode} share of the ceiling (of the free cores)",
+                        f"{v['fraction_of_ceiling']:.2f}"
+                        + (f" ({v['fraction_of_free_cores']:.2f})" if v["fraction_of_free_cores"] else ""),
+                    ),
+                    (
+                        f"{name} {mode} CPU per env step vs sync: all, acting",
+                        f"{100 * v['cpu_overhead_vs_sync']:+.0f}%, {100 * v['acting_cpu_overhead_vs_sync']:+.0f}%",
+                    ),
+                ]
+    return rows

@@ -34,8 +34,9 @@ class PointReachEnv:
     """A point mass reaching the goal named by its instruction (tasks: see `PointReachEnv.TASKS`).
 
     State: [x, y]. Action: [dx, dy] in [-1, 1], moving the point by `speed * action`. Success:
-    within `radius` of the goal; the episode ends on success or after `max_steps`. The image
-    (1 view, `image_size` square) marks the point in white on a grey floor.
+    within `radius` of the goal; the episode ends on success or after `max_steps`. Reward: 1 on
+    the step that succeeds, otherwise minus the distance to the goal. The image (1 view,
+    `image_size` square) marks the point in white on a grey floor.
     """
 
     TASKS = tuple(_GOALS)
@@ -73,7 +74,8 @@ class PointReachEnv:
         timeout = self.t >= self.max_steps
         return StepResult(
             observation=Observation(image=None, state=self.pos.copy(), instruction=self.instruction),
-            reward=float(success),
+            # shaped, so that a return separates episodes that all fail (LearnerConfig.reward)
+            reward=1.0 if success else -float(np.linalg.norm(self.pos - self.goal)),
             success=success,
             done=success or timeout,
             truncated=timeout and not success,

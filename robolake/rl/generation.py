@@ -11,8 +11,11 @@ Weights arrive from the learner by version (`set_weights`, a Ray object ref reso
 and are swapped in between two batches: generation never waits for the learner, and every chunk
 is labelled with the version that produced it, which is what the learner's staleness bound reads.
 
-`act_batch` serves a whole list at once with no deadline: the synchronous mode's lockstep call,
-on the same sampler code.
+`act_many` is a worker's whole round of requests (`RLConfig.group_requests`): they join the same
+queue, so two workers' rounds that arrive together share a batch, but a batch made only of
+whole rounds closes as soon as the queue is empty rather than at the deadline (a round is a
+batch already; waiting would only delay it). `act_batch` serves a whole list at once with no
+deadline: the synchronous mode's lockstep call, on the same sampler code.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ class GenerationServer:
         self._initial = {k: v.detach().clone() for k, v in self.policy.model.state_dict().items()}
         self.version = 0
         self._pending: tuple[int, dict[str, torch.Tensor]] | None = None
-        self._queue: asyncio.Queue[tuple[GenRequest, asyncio.Future[GenResponse]]] | None = None
+        # (request, its future, whether it came in a worker's round)
+        self._queue: asyncio.Queue[tuple[GenRequest, asyncio.Future[GenResponse], bool]] | None = None
         self._executor = ThreadPoolExecutor(1)
         self._task: asyncio.Task[None] | None = None
         self.batch_sizes: Counter[int] = Counter()
@@ -131,15 +135,23 @@ class GenerationServer:
             self.served.extend(r.request_id for r in requests)
         return out
 
-    async def act(self, request: GenRequest) -> GenResponse:
-        """The chunk for one observation (batched with whatever else arrives meanwhile)."""
+    def _enqueue(self, request: GenRequest, grouped: bool) -> asyncio.Future[GenResponse]:
         loop = asyncio.get_running_loop()
         if self._queue is None:
             self._queue = asyncio.Queue()
             self._task = loop.create_task(self._batch_loop())
         fut: asyncio.Future[GenResponse] = loop.create_future()
-        await self._queue.put((request, fut))
-        return await fut
+        self._queue.put_nowait((request, fut, grouped))
+        return fut
+
+    async def act(self, request: GenRequest) -> GenResponse:
+        """The chunk for one observation (batched with whatever else arrives meanwhile)."""
+        return await self._enqueue(request, False)
+
+    async def act_many(self, requests: list[GenRequest]) -> list[GenResponse]:
+        """The chunks of a worker's round, in order (batched with whatever else is queued)."""
+        futures = [self._enqueue(r, True) for r in requests]
+        return list(await asyncio.gather(*futures))
 
     async def act_batch(self, requests: list[GenRequest]) -> list[GenResponse]:
         """Chunks for a whole list in one batch (the synchronous mode's call)."""
@@ -147,7 +159,8 @@ class GenerationServer:
         return await loop.run_in_executor(self._executor, self._run, list(requests))
 
     async def _batch_loop(self) -> None:
-        assert self._queue is not None
+        if self._queue is None:
+            raise RuntimeError("the batch loop started before its queue (act creates both)")
         loop = asyncio.get_running_loop()
         while True:
             batch = [await self._queue.get()]
@@ -156,6 +169,8 @@ class GenerationServer:
                 if not self._queue.empty():
                     batch.append(self._queue.get_nowait())
                     continue
+                if all(grouped for _, _, grouped in batch):
+                    break  # whole rounds only: a batch already
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
@@ -164,14 +179,14 @@ class GenerationServer:
                 except TimeoutError:
                     break
             try:
-                results = await loop.run_in_executor(self._executor, self._run, [r for r, _ in batch])
+                results = await loop.run_in_executor(self._executor, self._run, [r for r, _, _ in batch])
             except Exception as e:  # every waiting environment hears of it
                 log.exception("generation failed for a batch of %d", len(batch))
-                for _, fut in batch:
+                for _, fut, _ in batch:
                     if not fut.done():
                         fut.set_exception(e)
                 continue
-            for (_, fut), res in zip(batch, results, strict=True):
+            for (_, fut, _), res in zip(batch, results, strict=True):
                 if not fut.done():
                     fut.set_result(res)
 

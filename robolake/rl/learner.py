@@ -74,6 +74,7 @@ class Learner:
         self.ready: deque[_Sample] = deque()
         self.baseline = GroupBaseline(config.group_window, config.min_group)
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)  # notified when chunks join the ready stream
         self.env_steps = 0
         self.updates = 0
         self.trained = 0
@@ -82,6 +83,7 @@ class Learner:
         self.zero_advantage = 0
         self.staleness: list[int] = []
         self.busy_s = 0.0
+        self.update_cpu_s = 0.0
         self.last_loss: dict[str, float] = {}
 
     # -- ledger ----------------------------------------------------------------------------------
@@ -119,13 +121,15 @@ class Learner:
         if seg.truncated:
             self._close(rec, "truncated", "budget")
             return
-        rec.success = seg.success
-        adv = self.baseline.advantage(rec.task, float(seg.success))
+        rec.success, rec.ret = seg.success, seg.ret
+        value = float(seg.success) if self.config.reward == "success" else seg.ret
+        adv = self.baseline.advantage(rec.task, value)
         for t in rec.transitions:
             if abs(adv) < 1e-8:
                 self.zero_advantage += 1
             else:
                 self.ready.append(_Sample(t, adv))
+        self.arrived.notify_all()
         self._close(rec, "finished", "")  # drops the transitions unless recording
 
     def _close(self, rec: EpisodeRecord, status: str, reason: str) -> None:
@@ -152,6 +156,15 @@ class Learner:
     def can_update(self) -> bool:
         return len(self.ready) >= self.samples_per_update
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until a whole update's chunks are ready or `timeout` seconds pass; whether they are.
+
+        The asynchronous learner sleeps here rather than polling: polling every 2 ms cost it
+        ~0.03 ms of CPU per env step, CPU the lockstep learner never spent.
+        """
+        with self.arrived:
+            return self.arrived.wait_for(self.can_update, timeout)
+
     def _take_micro_batch(self) -> tuple[list[_Sample], list[bool]]:
         """Up to micro_batch chunks within the staleness bound (stale ones dropped or flagged)."""
         c = self.config
@@ -175,7 +188,7 @@ class Learner:
         """One optimizer step over `micro_batches_per_update` micro-batches; False when none was ready."""
         if not self.can_update():
             return False
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         model = self.policy.model
         model.train()
         total = 0
@@ -218,6 +231,9 @@ class Learner:
             self.last_loss = stats
         model.eval()
         self.busy_s += time.perf_counter() - t0
+        # This thread's CPU (torch computes forward and backward on the calling thread at one
+        # intra-op thread): the learner's work, apart from receiving pieces and publishing.
+        self.update_cpu_s += time.thread_time() - c0
         return bool(total)
 
     def train_available(self) -> int:
@@ -252,6 +268,7 @@ class Learner:
                 "episodes_truncated": sum(r.status == "truncated" for r in recs),
                 "episodes_running": sum(r.status == "running" for r in recs),
                 "busy_s": self.busy_s,
+                "update_cpu_s": self.update_cpu_s,
                 **{f"last_{k}": v for k, v in self.last_loss.items()},
             }
 
@@ -291,6 +308,7 @@ class LearnerActor:
         self._t0 = time.perf_counter()
         self._cpu0 = time.process_time()
         self.core.busy_s = 0.0
+        self.core.update_cpu_s = 0.0
 
     def restart(self, config: LearnerConfig, sampler: SamplerConfig) -> int:
         """A fresh learner from the initial policy (empty ledger, version 0), for another run."""
@@ -326,11 +344,13 @@ class LearnerActor:
                 ref = self._publish()[0]
                 server.set_weights.remote(self.core.version, ref)  # fire and forget: nobody waits
             else:
-                time.sleep(0.002)
+                self.core.wait_ready(0.1)  # `stop` wakes it sooner
         return self.core.updates
 
     def stop(self) -> None:
         self._stop.set()
+        with self.core.arrived:
+            self.core.arrived.notify_all()
 
     def train_available(self) -> tuple[int, list[Any]]:
         """Synchronous mode: update on everything ready; (version, [weights ref]) or (version, [])."""

@@ -104,6 +104,7 @@ class Segment:
         transitions: Chunks executed since the previous piece.
         final: The episode ended with this piece.
         success: It succeeded (meaningful when final).
+        ret: The episode's return, the sum of its per-step rewards (meaningful when final).
         truncated: It ended without an outcome (time limit counts as an outcome: failure;
             truncated means the run's budget ended or its worker was lost).
     """
@@ -117,6 +118,7 @@ class Segment:
     final: bool = False
     success: bool = False
     truncated: bool = False
+    ret: float = 0.0
 
 
 @dataclass
@@ -130,6 +132,7 @@ class EpisodeRecord:
     env_steps: int = 0
     chunks: int = 0
     success: bool = False
+    ret: float = 0.0
     status: str = "running"  # running | finished | truncated
     reason: str = ""
     finished_at_env_steps: int = 0
@@ -144,6 +147,7 @@ class EpisodeRecord:
             "env_steps": self.env_steps,
             "chunks": self.chunks,
             "success": self.success,
+            "return": self.ret,
             "status": self.status,
             "reason": self.reason,
             "finished_at_env_steps": self.finished_at_env_steps,

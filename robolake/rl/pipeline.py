@@ -21,6 +21,8 @@ Both modes count the same things the same way, so the comparison isolates schedu
 Each actor also reports its process's CPU seconds (all threads, the offscreen renderer's too),
 so a run states how many cores it kept busy and its CPU cost per environment step: on a machine
 with fewer cores than components, overlap cannot buy more than the idle cores of the lockstep run.
+The learner's update CPU is reported apart (`cpu.learner_update_s`): it scales with the chunks
+trained, not with env steps, so the CPU a scheduler adds per env step is the rest ("acting").
 """
 
 from __future__ import annotations
@@ -301,6 +303,8 @@ class Pipeline:
         total = sum(parts.values())
         return {
             **parts,
+            # the part of learner_s spent in updates (the rest: receiving pieces, publishing weights)
+            "learner_update_s": learner.get("update_cpu_s", 0.0),
             "cores_used": total / wall if wall > 0 else 0.0,
             "ms_per_env_step": 1e3 * total / steps if steps else 0.0,
         }

@@ -48,6 +48,9 @@ def _loop(
     seeds = [0] * n
     obs: list[Observation] = [None] * n  # type: ignore[list-item]
     pending: list[list[Transition]] = [[] for _ in range(n)]
+    ret = [0.0] * n
+    taken_in_episode = [0] * n
+    cap = config.max_episode_steps
 
     def key(i: int) -> EpisodeKey:
         return EpisodeKey(i, 0, episode[i])
@@ -55,7 +58,7 @@ def _loop(
     def start(i: int) -> Segment:
         seeds[i] = env_seed(config.seed, i, 0, episode[i])
         obs[i] = envs[i].reset(seeds[i])
-        chunk[i], pending[i] = 0, []
+        chunk[i], pending[i], ret[i], taken_in_episode[i] = 0, [], 0.0, 0
         return Segment(key(i), config.task_of(i), seeds[i], i // config.envs_per_worker, 0)
 
     learner.add_many([start(i) for i in range(n)])
@@ -72,8 +75,10 @@ def _loop(
             for a in resp.actions[: config.execute_steps]:
                 r = envs[i].step(a)
                 taken += 1
+                taken_in_episode[i] += 1
+                ret[i] += r.reward
                 success = success or r.success
-                if r.done:
+                if r.done or (cap is not None and taken_in_episode[i] >= cap):
                     done = True
                     break
             pending[i].append(Transition(obs[i], resp.chain, resp.logp, resp.version, chunk[i], taken))
@@ -82,7 +87,17 @@ def _loop(
             if done:
                 w = i // config.envs_per_worker
                 segments.append(
-                    Segment(key(i), config.task_of(i), seeds[i], w, 1, tuple(pending[i]), final=True, success=success)
+                    Segment(
+                        key(i),
+                        config.task_of(i),
+                        seeds[i],
+                        w,
+                        1,
+                        tuple(pending[i]),
+                        final=True,
+                        success=success,
+                        ret=ret[i],
+                    )
                 )
                 episode[i] += 1
                 segments.append(start(i))

@@ -5,8 +5,15 @@ one long-lived thread per environment) and drives them in one of two ways:
 
 Asynchronous mode (`run`): every environment loops on its own thread: observe, ask the
 generation server for a chunk, execute `execute_steps` actions of it, send finished pieces of
-the episode to the learner (fire and forget), repeat. No environment waits for another: while
-one steps, its neighbours' requests are in flight or being served.
+the episode to the learner (fire and forget), repeat. With `RLConfig.group_requests` (the
+default) a worker's environments ask together: each deposits its request and pieces in the
+worker's `RequestRound`, and the last to arrive sends them all, one call to the server
+(`act_many`) and one to the learner, then hands each environment its chunk. Workers, the server
+and the learner still run decoupled (while one worker steps, the other's batch is generated and
+the learner trains); what grouping buys is Ray's per-call CPU, paid once per round of a worker
+instead of once per environment and chunk, and generation batches as large as the lockstep's
+half. Without it no environment waits for another: while one steps, its neighbours' requests
+are in flight or being served.
 
 Synchronous mode (`begin` / `advance` / `finish`): the coordinator hands every environment its
 chunk at once; the worker executes them all (each on its environment's thread) and returns the
@@ -18,7 +25,9 @@ truncated. The replacement worker comes up with the next `incarnation`, which en
 its episodes never repeat the lost ones.
 
 Per-step delays of a `LatencyProfile` are slept in the stepping thread (a simulator waiting on
-rendering or contacts), and counted as the environment's busy time.
+rendering or contacts), and counted as the environment's busy time. An episode ends on the
+environment's own `done`, or after `RLConfig.max_episode_steps` steps (a failure unless it
+succeeded); its return (the sum of the step rewards) travels with its final piece.
 
 Recording (`robolake rl --record-to LAKE`, a `RolloutTarget`): each environment also keeps what
 a lake episode needs, observing before every action rather than once per chunk (so recording
@@ -52,7 +61,7 @@ from robolake.rl.messages import (
 from robolake.sim.contract import Env, EnvFactory, Observation
 from robolake.sim.worker import Slot
 
-__all__ = ["EnvSlot", "WorkerSlots", "env_seed", "restart_slots"]
+__all__ = ["EnvSlot", "RequestRound", "WorkerSlots", "env_seed", "restart_slots"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +90,8 @@ class EnvSlot(Slot):
         record: Where finished episodes are recorded, or None.
         server: The generation server's actor (free-running mode).
         learner: The learner's actor (free-running mode).
+        group: The worker's `RequestRound` and this slot's place in it (free-running mode with
+            `RLConfig.group_requests`), or None: the slot asks on its own.
     """
 
     def __init__(
@@ -94,8 +105,10 @@ class EnvSlot(Slot):
         record: RolloutTarget | None = None,
         server: Any = None,
         learner: Any = None,
+        group: tuple[RequestRound, int] | None = None,
     ) -> None:
         super().__init__()
+        self.group = group
         self.record = record
         self.recording: _Recording | None = None
         self.recorded: list[RolloutEpisode] = []
@@ -119,6 +132,8 @@ class EnvSlot(Slot):
         self.piece = 0
         self.pending: list[Transition] = []
         self.obs: Observation | None = None
+        self.ret = 0.0
+        self.episode_steps = 0
         self.env_steps = 0
         self.episodes = 0
         self.busy_s = 0.0
@@ -133,6 +148,7 @@ class EnvSlot(Slot):
         self.obs = self.env.reset(self.seed)
         self.recording = _Recording() if self.record is not None else None
         self.chunk, self.piece, self.pending = 0, 1, []
+        self.ret, self.episode_steps = 0.0, 0
         self.busy_s += time.perf_counter() - t0
         return Segment(self.key, self.task, self.seed, self.worker, 0), self.request()
 
@@ -161,6 +177,7 @@ class EnvSlot(Slot):
         done = success = False
         steps = 0
         rec = self.recording
+        cap = self.config.max_episode_steps
         if rec is not None:
             rec.chunk(resp.actions, resp.version)
         for a in resp.actions[: self.config.execute_steps]:
@@ -173,8 +190,10 @@ class EnvSlot(Slot):
             if delay:
                 time.sleep(delay)
             steps += 1
+            self.episode_steps += 1
+            self.ret += result.reward
             success = success or result.success
-            if result.done:
+            if result.done or (cap is not None and self.episode_steps >= cap):
                 done = True
                 break
         self.pending.append(Transition(self.obs, resp.chain, resp.logp, resp.version, self.chunk, steps))
@@ -186,7 +205,7 @@ class EnvSlot(Slot):
                 self.recorded.append(
                     rec.episode(self.record, task=self.task, seed=self.seed, success=success, key=str(self.key))
                 )
-            out.append(self._piece(final=True, success=success))
+            out.append(self._piece(final=True, success=success, ret=self.ret))
             self.episodes += 1
             self.busy_s += time.perf_counter() - t0
             start, req = self.start_episode()
@@ -220,6 +239,9 @@ class EnvSlot(Slot):
         """Free-running: ask the server, execute, send pieces to the learner (fire and forget), until `stop`."""
         import ray
 
+        if self.group is not None:
+            self._run_grouped(stop, *self.group)
+            return
         start, req = self.start_episode()
         ray.get(self.learner.add.remote(start))
         while not stop.is_set():
@@ -233,6 +255,23 @@ class EnvSlot(Slot):
                     ray.get(ref)  # the learner knows of every episode before it takes a step
         ray.get(self.learner.add.remote(self.truncate("budget")))
 
+    def _run_grouped(self, stop: threading.Event, group: RequestRound, place: int) -> None:
+        """Free-running with the worker's other environments asking together (see `RequestRound`)."""
+        import ray
+
+        start, req = self.start_episode()
+        segments = [start]
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            resp = group.exchange(place, segments, req, stop)
+            self.wait_s += time.perf_counter() - t0
+            segments = []
+            if resp is None:  # stopped before the round was sent
+                break
+            segments, req = self.execute(resp)
+        group.flush(segments)
+        ray.get(self.learner.add.remote(self.truncate("budget")))
+
     def take(self) -> list[Any]:
         out, self.recorded = self.recorded, []
         return list(out)
@@ -242,6 +281,95 @@ class EnvSlot(Slot):
 
     def reset_clock(self) -> None:
         self.busy_s = self.wait_s = 0.0
+
+
+class RequestRound:
+    """One worker's environments asking the server together (`RLConfig.group_requests`).
+
+    Each environment's thread deposits its next request and its finished pieces (`exchange`)
+    and waits; the last of the round to arrive sends every request in one `act_many` call and
+    every piece in one `add_many` call, then wakes each environment with its own chunk. Pieces
+    that announce an episode (piece 0) are acknowledged before anyone steps, as in the
+    per-environment loop. A round is never abandoned once sent (every chunk served is
+    executed); when the run stops before a round is complete, each environment withdraws its
+    request and `flush` sends whatever pieces were deposited, so the ledger misses none.
+
+    Args:
+        size: Environments of the worker.
+        server: The generation server's actor.
+        learner: The learner's actor.
+    """
+
+    def __init__(self, size: int, server: Any, learner: Any) -> None:
+        self.size = size
+        self.server = server
+        self.learner = learner
+        self.cond = threading.Condition()
+        self.requests: dict[int, GenRequest] = {}
+        self.segments: list[Segment] = []
+        self.responses: dict[int, GenResponse] = {}
+        self.round = 0
+        self.sending = False
+        self.error: BaseException | None = None
+
+    def exchange(
+        self, place: int, segments: list[Segment], request: GenRequest, stop: threading.Event
+    ) -> GenResponse | None:
+        """Deposit `request` and `segments`; the chunk answering `request`, or None when `stop`
+        was set before the round was sent.
+
+        Raises:
+            RuntimeError: the round's calls failed (the sender's error, for every environment).
+        """
+        with self.cond:
+            self.requests[place] = request
+            self.segments.extend(segments)
+            mine = self.round
+            if len(self.requests) < self.size:
+                while self.round == mine and self.error is None:
+                    if stop.is_set() and not self.sending:
+                        del self.requests[place]
+                        return None
+                    self.cond.wait(0.05)  # wakes for `stop`, which sets no condition
+                if self.error is not None:
+                    raise RuntimeError(f"the worker's generation round failed: {self.error}") from self.error
+                return self.responses[place]
+            places = sorted(self.requests)
+            requests = [self.requests[p] for p in places]
+            segs, self.segments, self.requests = self.segments, [], {}
+            self.sending = True
+        try:
+            responses = self._send(requests, segs)
+        except BaseException as e:
+            with self.cond:
+                self.error, self.sending = e, False
+                self.cond.notify_all()
+            raise
+        with self.cond:
+            self.responses = dict(zip(places, responses, strict=True))
+            self.round += 1
+            self.sending = False
+            self.cond.notify_all()
+            return self.responses[place]
+
+    def _send(self, requests: list[GenRequest], segments: list[Segment]) -> list[GenResponse]:
+        import ray
+
+        served = self.server.act_many.remote(requests)
+        if segments:
+            added = self.learner.add_many.remote(segments)
+            if any(s.piece == 0 for s in segments):
+                ray.get(added)  # the learner knows of every episode before it takes a step
+        return list(ray.get(served))
+
+    def flush(self, segments: list[Segment]) -> None:
+        """Send `segments` and every piece still deposited to the learner, and wait for them."""
+        import ray
+
+        with self.cond:
+            segs, self.segments = [*self.segments, *segments], []
+        if segs:
+            ray.get(self.learner.add_many.remote(segs))
 
 
 class _Recording:
@@ -316,6 +444,7 @@ class WorkerSlots:
 
     def __call__(self) -> list[EnvSlot]:
         first = self.worker * self.config.envs_per_worker
+        group = _round(self.config, self.server, self.learner)
         return [
             EnvSlot(
                 first + j,
@@ -326,9 +455,17 @@ class WorkerSlots:
                 record=self.record,
                 server=self.server,
                 learner=self.learner,
+                group=(group, j) if group is not None else None,
             )
             for j in range(self.config.envs_per_worker)
         ]
+
+
+def _round(config: RLConfig, server: Any, learner: Any) -> RequestRound | None:
+    """The `RequestRound` a worker's slots share, or None when they ask one by one."""
+    if not config.group_requests or server is None or learner is None:
+        return None
+    return RequestRound(config.envs_per_worker, server, learner)
 
 
 def restart_slots(config: RLConfig, slots: Sequence[Slot]) -> list[EnvSlot]:
@@ -344,7 +481,19 @@ def restart_slots(config: RLConfig, slots: Sequence[Slot]) -> list[EnvSlot]:
         raise ValueError("restart_slots restarts the slots of an RL worker")
     if config.envs_per_worker != old[0].config.envs_per_worker or config.tasks != old[0].config.tasks:
         raise ValueError("restart keeps the environments: envs_per_worker and tasks must not change")
+    group = _round(config, old[0].server, old[0].learner)
     return [
-        EnvSlot(s.env_index, s.worker, 0, config, None, env=s.env, record=s.record, server=s.server, learner=s.learner)
-        for s in old
+        EnvSlot(
+            s.env_index,
+            s.worker,
+            0,
+            config,
+            None,
+            env=s.env,
+            record=s.record,
+            server=s.server,
+            learner=s.learner,
+            group=(group, j) if group is not None else None,
+        )
+        for j, s in enumerate(old)
     ]

@@ -57,6 +57,7 @@ def test_rl_command_writes_metrics_plot_and_checkpoint(ray_session, tmp_path):
     assert episodes and all(e["status"] in ("finished", "truncated") for e in episodes)
 
 
+@pytest.mark.slow  # six runs (three schedulers, two profiles): ~100 s on 2 shared cores
 def test_bench_rl_writes_the_issue_json(ray_session, tmp_path):
     from robolake.bench.rl import main
 
@@ -69,7 +70,9 @@ def test_bench_rl_writes_the_issue_json(ray_session, tmp_path):
             "point",
             "--quick",
             "--steps",
-            "200",
+            "480",
+            "--tasks",
+            "reach-left,reach-right",
             "--pairs",
             "1",
             "--workers",
@@ -78,21 +81,40 @@ def test_bench_rl_writes_the_issue_json(ray_session, tmp_path):
             "2",
             "--execute-steps",
             "4",
+            "--max-episode-steps",
+            "12",
         ]
     )
     assert rc == 0
     r = json.loads(path.read_text())
-    for mode in ("async", "sync"):
-        m = r[mode]
-        assert m["env_steps_per_s"] > 0 and set(m["idle_fraction"]) == {"env", "generation", "learner"}
-        assert "learner_samples_per_s" in m and isinstance(m["success_curve"], list)
-        assert m["cores_used"] > 0 and m["cpu_ms_per_env_step"] > 0
+    assert r["config"]["modes"] == ["async", "async_per_env", "sync"] and r["config"]["reward"] == "return"
+    for mode in ("async", "async_per_env", "sync"):
+        for m in (r[mode], r["heavy_tail"][mode]):
+            assert m["env_steps_per_s"] > 0 and set(m["idle_fraction"]) == {"env", "generation", "learner"}
+            assert m["learner_updates"] > 0 and m["learner_updates_per_s"] > 0  # every mode learned
+            assert "learner_samples_per_s" in m and isinstance(m["success_curve"], list)
+            assert m["cores_used"] > 0 and m["cpu_ms_per_env_step"] > 0
+            stages = m["cpu_ms_per_env_step_by_stage"]
+            assert sum(stages.values()) == pytest.approx(m["cpu_ms_per_env_step"])
+            assert 0 < m["acting_cpu_ms_per_env_step"] < m["cpu_ms_per_env_step"]
+    v = r["async_per_env"]["vs_sync"]
+    assert v["speedup_min"] <= v["speedup"] <= v["speedup_max"]
+    assert v["fraction_of_ceiling"] == pytest.approx(r["async_per_env"]["cores_used"] / r["cores"])
     assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
     assert r["heavy_tail"]["speedup"] > 0
     # the ceiling is every core busy at async's own CPU cost per step, over sync's throughput
     expected = (r["cores"] * 1e3 / r["async"]["cpu_ms_per_env_step"]) / r["sync"]["env_steps_per_s"]
     assert r["cpu_ceiling_speedup"] == pytest.approx(expected)
     assert path.with_suffix(".png").stat().st_size > 0
+
+
+def test_bench_rl_fails_a_mode_that_never_updates(ray_session, tmp_path):
+    from robolake.bench.rl import main
+
+    argv = ["--json", str(tmp_path / "rl.json"), "--sim", "point", "--steps", "40", "--pairs", "1", "--workers", "1"]
+    argv += ["--envs-per-worker", "2", "--execute-steps", "4", "--modes", "async", "--reward", "success"]
+    with pytest.raises(RuntimeError, match="zero learner updates"):
+        main(argv)
 
 
 def test_rl_command_names_the_missing_init(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,8 +17,8 @@ from robolake.rl.reference import run_reference
 from .conftest import TASKS
 
 
-def _config(**kw) -> RLConfig:
-    base = dict(
+def _config(**kw: Any) -> RLConfig:
+    base: dict[str, Any] = dict(
         tasks=TASKS,
         num_workers=2,
         envs_per_worker=2,
@@ -37,8 +38,9 @@ def _config(**kw) -> RLConfig:
     return RLConfig(**base)
 
 
-def test_async_delivers_every_observation_once_to_its_env(ray_session, bc_policy_factory, point_env):
-    result = run_rl(_config(mode="async"), bc_policy_factory, point_env)
+@pytest.mark.parametrize("group_requests", [True, False], ids=["worker_rounds", "per_env"])
+def test_async_delivers_every_observation_once_to_its_env(ray_session, bc_policy_factory, point_env, group_requests):
+    result = run_rl(_config(mode="async", group_requests=group_requests), bc_policy_factory, point_env)
     served = Counter(result.served)
     assert served and max(served.values()) == 1  # no observation generated twice
     executed = {f"{key}.c{t.chunk}" for key, ts in result.trajectories.items() for t in ts}
@@ -65,6 +67,37 @@ def test_async_delivers_every_observation_once_to_its_env(ray_session, bc_policy
     # measured over the run's own wall time (budget end), not up to whenever the summary is read
     assert cpu["cores_used"] == pytest.approx(total / s["wall_s"])
     assert result.metrics and all("env_steps_per_s" in r for r in result.metrics)
+    assert 0 < cpu["learner_update_s"] <= cpu["learner_s"]  # updates are a part of the learner's CPU
+    sizes = {int(k) for k in s["generation"]["batch_sizes"]}
+    if group_requests:  # a worker's round is one batch (two rounds may share one)
+        assert sizes <= {2, 4}
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_every_mode_learns_from_an_untrained_policy_on_returns(ray_session, random_policy_factory, point_env, mode):
+    """The benchmark's quick setting: a policy that never succeeds still updates, on episode
+    returns and capped episodes; on success alone it would never update (zero-spread groups)."""
+    config = _config(
+        mode=mode,
+        env_steps=480,
+        max_episode_steps=12,
+        sampler=SamplerConfig(sigma=0.2),
+        learner=LearnerConfig(micro_batch=8, group_window=8, min_group=2, lr=3e-4, reward="return"),
+        record_trajectories=False,
+    )
+    s = run_rl(config, random_policy_factory, point_env).summary
+    assert s["learner_updates"] >= 1, s
+    assert s["episodes_finished"] >= 480 // 12 // 2  # the cap ended episodes early
+    assert s["success_rate"] == 0.0  # every episode failed: the spread came from the returns
+
+
+def test_returns_travel_with_the_final_piece(ray_session, random_policy_factory, point_env):
+    config = _config(mode="sync", env_steps=96, max_episode_steps=8, learn=False, record_trajectories=False)
+    result = run_rl(config, random_policy_factory, point_env)
+    finished = [e for e in result.episodes if e["status"] == "finished"]
+    assert finished and all(e["env_steps"] <= 8 for e in finished)
+    assert all(e["return"] < 0 for e in finished if not e["success"])  # minus the distance, every step
+    assert len({round(e["return"], 6) for e in finished}) > 1
 
 
 def test_killed_worker_is_replaced_and_its_episodes_truncated(ray_session, bc_policy_factory, point_env):
