@@ -594,7 +594,8 @@ def _near_duplicates(group: list[dict[str, Any]]) -> list[Finding]:
         rep = root(i)
         if rep == i:
             continue
-        other, why = partner[i]
+        direct = how.get((min(i, rep), max(i, rep)))  # name the episode it repeats where it matched it directly
+        other, why = (rep, direct) if direct is not None else partner[i]
         what = " and ".join(
             w
             for w in (
