@@ -257,11 +257,17 @@ class LakeCatalog:
         return EmbodimentSpec.from_json(rows[0]["spec_json"]) if rows else None
 
     def _count_at(self, version: int) -> int | None:
-        """Episodes lake version `version` holds (None when it is gone)."""
+        """Episodes lake version `version` holds (None when it is gone).
+
+        From the ids when they are already read, else Lance's row count (fragment metadata and
+        deletion files): the lake page lists every tag, and reading each tag's ids here made its
+        first byte grow with the lake."""
         for v in self.versions():
             if v.version == version:
                 try:
-                    return len(self.ids_at(v))
+                    with self._lock:
+                        ids = self._ids.get(v.tables["episodes"])
+                    return len(ids) if ids is not None else self.at(v.version).count("episodes")
                 except Exception:  # its tables were collected
                     return None
         return None
