@@ -51,6 +51,23 @@ does), TRL `pack_dataset` and TRL `_pack_bfd`, on the same lengths (`bench pack`
 mixture, max_tokens 4096); `bfd_speedup` = TRL `pack_dataset` / robolake plan on CPU time (one
 single-threaded process each side; the wall clock is beside it).
 
+LeRobot-interface loaders (`--only adapter`; part of the default run), on the real GR00T data
+exported to v3.0 as above, all at the stored 256 px, an action chunk of 16, the same samples
+(a seeded random subset of `ADAPTER_SAMPLES`), batch size, 2 workers (forkserver: Lance is not
+fork-safe) and prefetch, interleaved (robolake, lancedb, adapter, lerobot, ...): robolake's own
+loader (shards packed at 256 px), lerobot-lancedb's `LanceDBDataset` on its own converter's output
+(`lerobot_lancedb.convert`), robolake's LeRobot adapter (`robolake.integrations.lerobot`) on the
+lake, and `LeRobotDataset` (torchcodec) on the v3.0 export. They run in an overlay of the
+lerobot-lancedb environment (`ensure_overlay`: + pylance and robolake's source) so that the
+adapter and the peers share one interpreter and one torch. JSON: `lancedb.speedup_local`
+(robolake loader over LanceDBDataset), `lerobot_adapter.speedup` (adapter over LeRobotDataset),
+both wall-clock medians with CPU-time ratios and ranges beside them; peak RSS of each loader's
+process tree; `lerobot_adapter.items_equal` (true only when every compared item, both episode
+edges of every window included, equals LeRobot's); and a LeRobot ACT policy (LeRobot's own
+factory) trained `TRAIN_STEPS` steps from the adapter and from `LeRobotDataset` with one seed:
+both loss curves (`lerobot_training.png` beside the JSON) and each run's data-wait fraction.
+`lancedb.speedup_s3` is null with the reason: the S3 arm is not built yet.
+
 System libraries: torchcodec (LeRobot's default video decoder) loads FFmpeg's shared libraries
 (libavutil.so.56-60, FFmpeg 4-8) at run time, and pip does not install them. The command checks
 for them before building anything and stops with one line if none loads: install them with
@@ -60,7 +77,7 @@ The environments live under `--cache` (default ~/.cache/robolake/peers, or
 $ROBOLAKE_PEERS_CACHE); a broken one is rebuilt by deleting its directory. If a peer cannot be
 installed the command stops with one line naming the peer, the step and its log.
 
-Usage: robolake bench peers --json out.json [--quick] [--cache DIR] [--data PATH] [--only loader|bfd]
+Usage: robolake bench peers --json out.json [--quick] [--cache DIR] [--data PATH] [--only loader|bfd|adapter]
 """
 
 from __future__ import annotations
@@ -117,6 +134,11 @@ BFD_SAMPLES = {True: 200_000, False: 1_000_000}
 BFD_MAX_TOKENS = 4096
 PLAN_LOOPS = 20
 INSTALL_TIMEOUT_S = 3600
+ADAPTER_SAMPLES = {True: 192, False: 512}  # samples per timed epoch of each LeRobot-interface loader
+ADAPTER_IMAGE_SIZE = 256  # the GR00T frames' stored size: what LeRobot's loaders hand out
+TRAIN_STEPS = {True: 20, False: 100}
+OVERLAY_PACKAGES = ("crc32c", "simplejpeg")  # robolake.lake's imports the LeRobot env lacks (+ pylance)
+REPO = HERE.parents[1]
 
 
 class PeerError(RuntimeError):
@@ -302,6 +324,46 @@ def ensure_env(peer: PeerEnv, cache: Path, *, log: Callable[[str], None] = print
         json.dumps({"requirements": list(peer.requirements), "python": str(base), "version": peer.version})
     )
     return python
+
+
+def ensure_overlay(cache: Path, *, log: Callable[[str], None] = print) -> Path:
+    """lerobot-lancedb's environment plus what robolake's LeRobot adapter needs, built once.
+
+    A small venv layered on the peer's (a `.pth` puts its site-packages on the path) with pylance
+    at robolake's own version and robolake's source on the path: LeRobot, lerobot-lancedb and the
+    adapter then run in one interpreter, with one torch. Returns its Python.
+
+    Raises:
+        PeerError: the base environment, the venv or the install failed.
+    """
+    import importlib.metadata as md
+
+    base = PEERS["lerobot-lancedb"]
+    ensure_env(base, cache, log=log)
+    sites = sorted(base.directory(cache).glob("lib/python3.*/site-packages"))
+    if not sites:
+        raise PeerError(f"the {base.name} environment in {base.directory(cache)} has no site-packages; delete it")
+    overlay = PeerEnv(
+        name=f"{base.name}-{base.version}-robolake",
+        version=md.version("pylance"),
+        python=base.python,
+        requirements=(f"pylance=={md.version('pylance')}", *OVERLAY_PACKAGES),
+        script=base.script,
+        check="import robolake.integrations.lerobot, lerobot_lancedb.reader, lerobot.datasets.lerobot_dataset",
+    )
+    env_dir = overlay.directory(cache)
+    python = env_dir / "bin" / "python"
+    if not python.exists():
+        env_dir.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [str(find_python(base.python)), "-m", "venv", str(env_dir)], capture_output=True, text=True
+        )
+        if proc.returncode:
+            raise PeerError(f"cannot create the overlay venv {env_dir}: {proc.stderr.strip()[-300:]}")
+    own = sorted(env_dir.glob("lib/python3.*/site-packages"))[0]
+    (own / "zz-lerobot-peer.pth").write_text(str(sites[0]) + "\n")  # after the overlay's own packages
+    (own / "robolake-source.pth").write_text(str(REPO) + "\n")
+    return ensure_env(overlay, cache, log=log)
 
 
 def _last_line(path: Path) -> str:
@@ -677,6 +739,268 @@ def measure_loaders(
     }
 
 
+class PeakRss:
+    """Peak resident memory of process trees, sampled every 0.2 s on a thread while in use.
+
+    Args:
+        roots: The trees' root pids (their children, e.g. DataLoader workers, are summed in).
+    """
+
+    def __init__(self, roots: Sequence[int]) -> None:
+        import threading
+
+        self.roots = list(roots)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> int:
+        import psutil
+
+        total = 0
+        for pid in self.roots:
+            try:
+                top = psutil.Process(pid)
+                for p in [top, *top.children(recursive=True)]:
+                    total += p.memory_info().rss
+            except psutil.Error:
+                continue
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, self._sample())
+
+    def __enter__(self) -> PeakRss:
+        self.peak = self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _prepare_sized(src: str, work: Path, step_stride: int, image_size: int) -> tuple[Any, Path]:
+    """The real data ingested, packed at `image_size` for robolake's loader, and exported to v3.0
+    with its h264 packets copied."""
+    from robolake.bench.load import HORIZON, MAX_TOKENS, Prepared
+    from robolake.lake import ExportConfig, Lake, export_lerobot, ingest
+    from robolake.loaders import open_shards
+    from robolake.packers import PackSpec, TokenLengthConfig, pack
+    from robolake.training import ModelConfig
+
+    lake_dir, packed_dir, v3 = work / "lake", work / "packed", work / "lerobot-v3"
+    ingest(src, str(lake_dir))
+    lake = Lake.open(str(lake_dir))
+    tokens = TokenLengthConfig(tokens_per_view=ModelConfig.preset("tiny").tokens_per_view, state_tokens=0)
+    spec = PackSpec(
+        max_tokens=MAX_TOKENS, horizon=HORIZON, step_stride=step_stride, tokens=tokens, image_size=image_size
+    )
+    pack(lake, spec, str(packed_dir))
+    export_lerobot(lake, v3, config=ExportConfig(copy_video=True))
+    return Prepared("real", src, lake, spec, open_shards(str(packed_dir), lake=lake)), v3
+
+
+def adapter_items_equal(lake: str, v3: Path, lerobot: Peer, work: Path) -> dict[str, Any]:
+    """The adapter's items against `LeRobotDataset`'s (torchcodec), item by item: both edges of
+    every episode and random frames, with state/action/image windows."""
+    import numpy as np
+
+    from robolake.bench.load import HORIZON
+    from robolake.integrations.lerobot import LakeLeRobotDataset
+    from robolake.integrations.lerobot.compare import compare_items, saved_items
+
+    probe = LakeLeRobotDataset(lake)
+    fps, cams = probe.fps, probe.meta.camera_keys
+    delta = {"action": [i / fps for i in range(HORIZON)], "observation.state": [-1 / fps, 0.0]}
+    delta.update({c: [-1 / fps, 0.0] for c in cams})
+    ds = LakeLeRobotDataset(lake, delta_timestamps=delta)
+    starts = ds.table.starts
+    idx = sorted(
+        {int(x) for a, b in zip(starts[:-1], starts[1:], strict=True) for x in (a, a + 1, b - 2, b - 1)}
+        | set(np.random.default_rng(0).integers(0, len(ds), 24).tolist())
+    )
+    out = work / "lerobot-items.npz"
+    answer = lerobot.request(
+        "items",
+        root=str(v3),
+        repo_id="local/real",
+        delta_timestamps=delta,
+        indices=idx,
+        out=str(out),
+        backend="torchcodec",
+    )
+    report = compare_items(
+        ds.items(idx),
+        saved_items(str(out), answer["meta"], idx),
+        cams,
+        ignore=("next.done", "next.success", "annotation.human.action.task_description"),
+    )
+    return report.as_dict() | {"indices": len(idx), "delta_timestamps": delta, "backend": "torchcodec"}
+
+
+def measure_adapter(src: str, work: Path, cache: Path, *, quick: bool) -> dict[str, Any]:
+    """robolake's loader, LanceDBDataset, the LeRobot adapter and LeRobotDataset, interleaved;
+    the adapter's items against LeRobot's; ACT trained from the adapter and from LeRobotDataset."""
+    import ray
+
+    from robolake.bench.load import HORIZON, NUM_WORKERS, loader_config
+    from robolake.loaders import PackedLoader
+    from robolake.ray_tasks import ensure_ray
+
+    python = ensure_overlay(cache)
+    ours = not ray.is_initialized()
+    ensure_ray(num_cpus=2)
+    prepared, v3 = _prepare_sized(src, work / "adapter", 2 if quick else 1, ADAPTER_IMAGE_SIZE)
+    if ours:
+        ray.shutdown()  # its processes would be charged to robolake's CPU time
+    lance_root = work / "adapter" / "lerobot-lancedb"
+    lake_uri = str(prepared.lake.uri)
+    loader = PackedLoader(prepared.shards, loader_config(prepared.shards))
+    batch_size = max(1, round(prepared.shards.manifest.num_samples / len(loader)))
+    kinds = {"lancedb": str(lance_root), "adapter": lake_uri, "lerobot": str(v3)}
+    peers: dict[str, Peer] = {}
+    try:
+        for kind in kinds:
+            peers[kind] = Peer(python, HERE / "_peer_lancedb.py", work / f"adapter-{kind}.log")
+        converted = peers["lancedb"].request("convert", root=str(v3), out=str(lance_root))
+        opened = {
+            kind: peers[kind].request(
+                "open",
+                kind=kind,
+                root=root,
+                horizon=HORIZON,
+                batch_size=batch_size,
+                num_workers=NUM_WORKERS,
+                max_samples=ADAPTER_SAMPLES[quick],
+                seed=0,
+            )
+            for kind, root in kinds.items()
+        }
+        pids = [p.pid for p in peers.values()]
+        rss: dict[str, int] = {k: 0 for k in ("robolake", *kinds)}
+        shapes: dict[str, list[int]] = {}
+
+        def robolake_epoch() -> tuple[Timing, int]:
+            loader.set_epoch(0)
+            with PeakRss([os.getpid()]) as mem, Stopwatch(exclude=pids) as sw:
+                samples, shapes["robolake"] = _drain(loader)
+            rss["robolake"] = max(rss["robolake"], mem.peak)
+            return sw.timing, samples
+
+        def peer_epoch(kind: str) -> Callable[[], tuple[Timing, int]]:
+            def run() -> tuple[Timing, int]:
+                peer = peers[kind]
+                with PeakRss([peer.pid]) as mem, Stopwatch(peer.pid) as sw:
+                    answer = peer.request("epoch")
+                rss[kind] = max(rss[kind], mem.peak)
+                shapes[kind] = answer["image_shape"]
+                return Timing(wall_s=answer["wall_s"], cpu_s=sw.timing.cpu_s), int(answer["samples"])
+
+            return run
+
+        arms: dict[str, Callable[[], tuple[Timing, int]]] = {"robolake": robolake_epoch}
+        arms.update({k: peer_epoch(k) for k in kinds})
+        runs = interleave(arms, repeats=3 if quick else 5, warmup=1)
+        built = {k: Arm([t for t, _ in v], [float(n) for _, n in v]) for k, v in runs.items()}
+
+        def ratio(slow: str, fast: str) -> dict[str, Any]:
+            a, b = built[slow], built[fast]
+            return two_clock_ratios(a.timings, b.timings, target_applies_to="wall", slow_work=a.work, fast_work=b.work)
+
+        versions = peers["lerobot"].request("versions")["versions"]
+        for kind in ("lancedb", "adapter"):
+            peers.pop(kind).close()  # free their workers before the training runs
+        with Peer(python, HERE / "_peer_lerobot.py", work / "adapter-items.log") as items_peer:
+            equal = adapter_items_equal(lake_uri, v3, items_peer, work)
+        training = {
+            kind: peers["lerobot"].request(
+                "train",
+                kind=kind,
+                root=root,
+                steps=TRAIN_STEPS[quick],
+                seed=0,
+                batch_size=8,
+                num_workers=NUM_WORKERS,
+                policy="act",
+                horizon=HORIZON,
+            )
+            for kind, root in (("adapter", lake_uri), ("lerobot", str(v3)))
+        }
+    finally:
+        for p in peers.values():
+            p.close()
+    summaries = {
+        k: a.summary("samples") | {"peak_rss_bytes": rss[k], "image_shape": shapes.get(k)} for k, a in built.items()
+    }
+    for k, o in opened.items():
+        summaries[k].update(samples_per_epoch=o["samples"], dataset_frames=o["dataset_frames"])
+    summaries["robolake"].update(samples_per_epoch=prepared.shards.manifest.num_samples, image_size=ADAPTER_IMAGE_SIZE)
+    return {
+        "loaders": summaries,
+        "batch_size": batch_size,
+        "num_workers": NUM_WORKERS,
+        "horizon": HORIZON,
+        "versions": versions,
+        "lancedb_convert_s": converted["seconds"],
+        "lancedb_speedup_local": ratio("lancedb", "robolake"),
+        "adapter_speedup": ratio("lerobot", "adapter"),
+        "adapter_vs_lancedb": ratio("lancedb", "adapter"),
+        "items": equal,
+        "training": training,
+    }
+
+
+def plot_training(training: Mapping[str, Mapping[str, Any]], path: Path) -> None:
+    """Both runs' loss curves, one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    names = {"adapter": "robolake LeRobot adapter", "lerobot": "LeRobotDataset (torchcodec)"}
+    for kind, run in training.items():
+        ax.plot(
+            range(1, len(run["losses"]) + 1),
+            run["losses"],
+            label=f"{names.get(kind, kind)}: data wait {run['data_wait_fraction']:.1%}",
+            linestyle="-" if kind == "adapter" else "--",
+        )
+    ax.set_xlabel("step")
+    ax.set_ylabel("ACT training loss")
+    ax.set_title("LeRobot ACT, same seed, from each dataset (GR00T PickNPlace)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def adapter_keys(figures: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON keys the issue names, from `measure_adapter`'s figures."""
+    return {
+        "lancedb": {
+            "speedup_local": figures["lancedb_speedup_local"]["median"],
+            "speedup_local_spread": figures["lancedb_speedup_local"],
+            "speedup_s3": None,
+            "speedup_s3_reason": "not measured: the S3 arm (the local S3 server) is not built yet",
+            "version": figures["versions"].get("lerobot-lancedb"),
+        },
+        "lerobot_adapter": {
+            "speedup": figures["adapter_speedup"]["median"],
+            "speedup_spread": figures["adapter_speedup"],
+            "vs_lancedb": figures["adapter_vs_lancedb"],
+            "items_equal": bool(figures["items"]["equal"]),
+            "items": figures["items"],
+        },
+        "lerobot_training": {
+            k: {kk: v for kk, v in run.items() if kk != "versions"} for k, run in figures["training"].items()
+        },
+        "adapter_loaders": figures["loaders"],
+    }
+
+
 def measure_bfd(peer: Peer, work: Path, *, quick: bool, samples: int | None = None) -> dict[str, Any]:
     """robolake's BFD against TRL's on the same lengths, interleaved (`samples` lengths, default BFD_SAMPLES)."""
     import numpy as np
@@ -749,7 +1073,9 @@ def measure_bfd(peer: Peer, work: Path, *, quick: bool, samples: int | None = No
     return figures
 
 
-def run(quick: bool, *, cache: Path, data: str | None = None, only: str | None = None) -> dict[str, Any]:
+def run(
+    quick: bool, *, cache: Path, data: str | None = None, only: str | None = None, out_dir: Path | None = None
+) -> dict[str, Any]:
     """Build the peer environments (once), measure, return the JSON-ready figures.
 
     Raises:
@@ -759,7 +1085,7 @@ def run(quick: bool, *, cache: Path, data: str | None = None, only: str | None =
     from robolake.bench.load import REAL_DATA
 
     src = os.path.abspath(data or REAL_DATA)
-    if only in (None, "loader") and not os.path.isdir(src):
+    if only in (None, "loader", "adapter") and not os.path.isdir(src):
         raise FileNotFoundError(f"--data {src} is not a directory; pass the GR00T LeRobot dataset")
     work = Path(tempfile.mkdtemp(prefix="robolake-bench-peers-"))
     stride = 2 if quick else 1
@@ -803,6 +1129,17 @@ def run(quick: bool, *, cache: Path, data: str | None = None, only: str | None =
             loaders["real"] = measure_loaders("real", real, real_root, peers, quick=quick, step_stride=stride)
             loaders["av1"] = measure_loaders("av1", av1, av1_root, peers, quick=quick, step_stride=stride)
             extra["conversion"] = {"real": conversion, "av1": av1_info}
+    if only in (None, "adapter"):
+        missing = ffmpeg_missing()
+        if missing:
+            raise PeerError(missing)
+        figures = measure_adapter(src, work, cache, quick=quick)
+        extra.update(adapter_keys(figures))
+        versions["lerobot-lancedb"] = figures["versions"]
+        if out_dir is not None:
+            png = out_dir / "lerobot_training.png"
+            plot_training(figures["training"], png)
+            extra["lerobot_training_plot"] = str(png)
     return assemble(loaders, bfd, versions=versions, extra=extra)
 
 
@@ -820,6 +1157,19 @@ def print_result(res: dict[str, Any]) -> None:
         )
         rows.append(("bfd_speedup with the Arrow take", res["bfd_speedup_with_take"]))
         rows.append(("bfd_speedup vs trl _pack_bfd on one table", res["bfd_speedup_vs_pack_bfd_table"]))
+    if "lerobot_adapter" in res:
+        for name, d in res["adapter_loaders"].items():
+            mb = round(d["peak_rss_bytes"] / 2**20)
+            rows.append((f"real 256px: {name} samples/s (peak RSS {mb} MB)", d["samples_per_s"]))
+        rows.append(
+            ("lancedb.speedup_local (robolake loader / LanceDBDataset)", res["lancedb"]["speedup_local_spread"], 2.0)
+        )
+        rows.append(
+            ("lerobot_adapter.speedup (adapter / LeRobotDataset)", res["lerobot_adapter"]["speedup_spread"], 10.0)
+        )
+        rows.append(("lerobot_adapter.items_equal", res["lerobot_adapter"]["items_equal"]))
+        for kind, t in res["lerobot_training"].items():
+            rows.append((f"ACT from {kind}: data-wait fraction", round(t["data_wait_fraction"], 4)))
     lr, trl = res.get("lerobot", {}).get("version"), res.get("trl", {}).get("version")
     print_table(f"peers measured as themselves (lerobot {lr}, trl {trl}; {res['machine']['cpus']} CPUs)", rows)
 
@@ -836,7 +1186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--data", default=None, help="the GR00T LeRobot dataset (default: ../shared/data/gr00t_pick_n_place)"
     )
-    p.add_argument("--only", choices=("loader", "bfd"), default=None, help="run one half")
+    p.add_argument("--only", choices=("loader", "bfd", "adapter"), default=None, help="run one part")
     p.add_argument("--build-only", action="store_true", help="build the peer environments and stop")
     p.epilog = (
         "System requirement: FFmpeg's shared libraries for torchcodec (LeRobot's video decoder); "
@@ -852,7 +1202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for peer in PEERS.values():
                 print(f"{peer.name} {peer.version}: {ensure_env(peer, cache)}")
             return 0
-        res = run(args.quick, cache=cache, data=args.data, only=args.only)
+        res = run(args.quick, cache=cache, data=args.data, only=args.only, out_dir=Path(args.json).resolve().parent)
     except PeerError as e:
         print(f"robolake bench peers: {e}", file=sys.stderr)
         return 1
