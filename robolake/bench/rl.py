@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         help="cap on episode length (default: 48 with --quick and no --init, else the tasks' limits)",
     )
     p.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=None,
+        help="episodes scored before and after RL on the same seeds (default: 16 with --quick, 48 without; 0: none)",
+    )
+    p.add_argument(
         "--modes",
         default="async,async_per_env,sync",
         help="comma-separated schedulers to compare (async, async_per_env, sync); sync is always run",
@@ -142,18 +148,62 @@ def _busy_jiffies() -> tuple[float, float] | None:
     return (sum(fields) - idle) / hz, sum(fields) / hz
 
 
-def _run(pipe: Any, config: Any) -> dict[str, Any]:
-    """One run: its summary, plus how busy the rest of the machine kept the cores meanwhile."""
+def _run(pipe: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One run: its summary, plus how busy the rest of the machine kept the cores meanwhile; and
+    its final weights."""
     pipe.restart(config)
     before = _busy_jiffies()
-    s: dict[str, Any] = pipe.run().summary
+    result = pipe.run()
     after = _busy_jiffies()
+    s: dict[str, Any] = result.summary
     ours = sum(s["cpu"][k] for k in ("env_s", "generation_s", "learner_s", "driver_s"))
     s["machine_busy_s"] = after[0] - before[0] if before and after else None
     # Others' CPU: the machine's busy time over the run minus this run's own (Ray's own daemons
     # count as others: a small overestimate of the load that was not ours).
     s["others_cpu_s"] = max(0.0, s["machine_busy_s"] - ours) if s["machine_busy_s"] is not None else None
-    return s
+    return s, result.weights
+
+
+EVAL_SEED = 104_729  # the evaluation's RLConfig.seed: episode seeds apart from the runs' (seed 0)
+
+
+def _evaluate(pipe: Any, base: Any, weights: dict[str, Any] | None, episodes: int) -> dict[str, Any]:
+    """Lockstep rollouts without learning from `weights` (None: the initial ones), on the
+    evaluation seeds: every episode's key, success and return. The same seeds, chunk noise and
+    episode order every call, so two calls differ by their weights alone."""
+    per_env = -(-episodes // base.num_envs)
+    longest = base.max_episode_steps or 200  # the longest task limit of the suite (robolake.sim.tasks)
+    config = dataclasses.replace(
+        base, mode="sync", learn=False, seed=EVAL_SEED, env_steps=base.num_envs * per_env * longest
+    )
+    pipe.restart(config, weights)
+    result = pipe.run()
+    return {e["episode"]: (e["success"], e["return"]) for e in result.episodes if e["status"] == "finished"}
+
+
+def _scored(runs: dict[str, tuple[bool, float]], keys: list[str]) -> dict[str, Any]:
+    from robolake.sim.evaluate import wilson_interval
+
+    k = sum(runs[key][0] for key in keys)
+    n = len(keys)
+    return {
+        "episodes": n,
+        "successes": k,
+        "success_rate": k / n if n else None,
+        "ci95": list(wilson_interval(k, n)) if n else None,
+        "mean_return": statistics.mean(runs[key][1] for key in keys) if n else None,
+    }
+
+
+def _before_after(before: dict[str, Any], after: dict[str, dict[str, Any]], episodes: int) -> dict[str, Any]:
+    """Success (Wilson 95%) and mean return on the episodes every evaluation finished (same seeds)."""
+    keys = sorted(set(before).intersection(*after.values()))[: max(episodes, 1)]
+    return {
+        "episodes": len(keys),
+        "seed": EVAL_SEED,
+        "before": _scored(before, keys),
+        "after": {m: _scored(a, keys) for m, a in after.items()},
+    }
 
 
 def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -220,19 +270,24 @@ def _cores() -> float:
     return float(len(os.sched_getaffinity(0)))
 
 
-def _profile(pipe: Any, base: Any, pairs: int, label: str, modes: tuple[str, ...]) -> dict[str, Any]:
+def _profile(
+    pipe: Any, base: Any, pairs: int, label: str, modes: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Every mode `pairs` times, the order rotating each round; ratios to sync within each round.
+    Returns the profile's results and each mode's final weights of its first round.
 
     Raises:
         RuntimeError: a run finished without a single learner update.
     """
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    weights: dict[str, dict[str, Any]] = {}
     ratios: dict[str, list[float]] = {m: [] for m in modes if m != "sync"}
     for i in range(pairs):
         order = modes[i % len(modes) :] + modes[: i % len(modes)]
         got = {}
         for mode in order:
-            s = _run(pipe, dataclasses.replace(base, **MODES[mode]))
+            s, w = _run(pipe, dataclasses.replace(base, **MODES[mode]))
+            weights.setdefault(mode, w)
             got[mode] = s
             runs[mode].append(s)
             print(
@@ -278,7 +333,7 @@ def _profile(pipe: Any, base: Any, pairs: int, label: str, modes: tuple[str, ...
     out["learner_speedup"] = head["learner_speedup"]
     if head["sample_efficiency"] is not None:
         out["sample_efficiency"] = head["sample_efficiency"]
-    return out
+    return out, weights
 
 
 def _sample_efficiency(a: dict[str, Any], s: dict[str, Any]) -> dict[str, Any] | None:
@@ -318,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = args.pairs or (1 if args.quick else 2)
     reward: Literal["success", "return"] = args.reward or ("success" if args.init else "return")
     cap = args.max_episode_steps or (48 if args.quick and not args.init else None)
+    n_eval = args.eval_episodes if args.eval_episodes is not None else (16 if args.quick else 48)
     policy_factory, env_factory, tasks, label = _factories(args)
     base = pipeline_config(
         args,
@@ -335,8 +391,13 @@ def main(argv: list[str] | None = None) -> int:
         # context and the first batches warm the model; whichever mode ran first would pay it.
         pipe.restart(dataclasses.replace(base, mode="async", env_steps=max(200, steps // 5), learn=False))
         pipe.run()
-        suite = _profile(pipe, base, pairs, "suite", modes)
-        heavy = _profile(pipe, dataclasses.replace(base, latency=tail), pairs, "heavy_tail", modes)
+        suite, final = _profile(pipe, base, pairs, "suite", modes)
+        heavy, _ = _profile(pipe, dataclasses.replace(base, latency=tail), pairs, "heavy_tail", modes)
+        evaluation = None
+        if n_eval:
+            print(f"scoring before and after on {n_eval} evaluation episodes (same seeds) ...", flush=True)
+            before = _evaluate(pipe, base, None, n_eval)
+            evaluation = _before_after(before, {m: _evaluate(pipe, base, w, n_eval) for m, w in final.items()}, n_eval)
     finally:
         pipe.shutdown()
     summary_keys = ("speedup", "speedup_min", "speedup_max", "learner_speedup", "cpu_ceiling_speedup")
@@ -345,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         **{k: suite[k] for k in summary_keys},
         "cores": _cores(),
         "sample_efficiency": suite.get("sample_efficiency"),
+        "evaluation": evaluation,
         "heavy_tail": {
             **{k: heavy[k] for k in summary_keys},
             "latency": dataclasses.asdict(tail),
@@ -377,9 +439,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     print_table(
         f"RL schedulers ({label}, {steps} env steps per run, {pairs} round(s) per profile, reward {reward})",
-        _rows(suite, heavy, modes),
+        _rows(suite, heavy, modes) + _eval_rows(evaluation),
     )
     return 0
+
+
+def _eval_rows(evaluation: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    if not evaluation:
+        return []
+
+    def line(r: dict[str, Any]) -> str:
+        if r["success_rate"] is None:
+            return "n/a"
+        lo, hi = r["ci95"]
+        return f"{r['success_rate']:.2f} [{lo:.2f}, {hi:.2f}], mean return {r['mean_return']:.2f}"
+
+    n = evaluation["episodes"]
+    rows = [(f"evaluation ({n} episodes, same seeds) before RL", line(evaluation["before"]))]
+    rows += [(f"evaluation after {m} RL (suite, round 1)", line(r)) for m, r in evaluation["after"].items()]
+    return rows
 
 
 def _rows(suite: dict[str, Any], heavy: dict[str, Any], modes: tuple[str, ...]) -> list[tuple[str, Any]]:

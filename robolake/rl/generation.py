@@ -106,10 +106,13 @@ class GenerationServer:
         self.busy_s = 0.0
         self.batch_sizes.clear()
 
-    def restart(self, config: GenerationConfig, sampler: SamplerConfig) -> int:
-        """Back to the initial weights (version 0) and fresh counters, for another run."""
+    def restart(
+        self, config: GenerationConfig, sampler: SamplerConfig, weights: dict[str, torch.Tensor] | None = None
+    ) -> int:
+        """Back to the initial weights, or to `weights` (a run's final ones, to evaluate them), as
+        version 0 with fresh counters, for another run."""
         self.config, self.sampler = config, sampler
-        self.policy.model.load_state_dict(self._initial)
+        self.policy.model.load_state_dict(self._initial if weights is None else weights)
         self.version = 0
         self._pending = None
         self.served = []

@@ -134,9 +134,10 @@ class Pipeline:
         self.replaced = 0
         ray.get([self.server.ready.remote(), self.learner.ready.remote(), *[w.ready.remote() for w in self.workers]])
 
-    def restart(self, config: RLConfig) -> None:
+    def restart(self, config: RLConfig, weights: dict[str, Any] | None = None) -> None:
         """Make the same actors ready for another run under `config` (another mode or latency
-        profile; the same layout and tasks): initial weights, empty ledger, fresh seeds.
+        profile; the same layout and tasks): initial weights (or `weights` for the generation
+        server, e.g. a run's final ones to evaluate with `learn=False`), empty ledger, fresh seeds.
 
         Raises:
             ValueError: `config` changes the number of workers, environments or the tasks.
@@ -151,7 +152,7 @@ class Pipeline:
         self.replaced = 0
         self.ray.get(
             [
-                self.server.restart.remote(config.generation, config.sampler),
+                self.server.restart.remote(config.generation, config.sampler, weights),
                 self.learner.restart.remote(config.learner, config.sampler),
                 *[w.rebuild.remote(functools.partial(restart_slots, config)) for w in self.workers],
             ]

@@ -83,6 +83,8 @@ def test_bench_rl_writes_the_issue_json(ray_session, tmp_path):
             "4",
             "--max-episode-steps",
             "12",
+            "--eval-episodes",
+            "8",
         ]
     )
     assert rc == 0
@@ -97,6 +99,12 @@ def test_bench_rl_writes_the_issue_json(ray_session, tmp_path):
             stages = m["cpu_ms_per_env_step_by_stage"]
             assert sum(stages.values()) == pytest.approx(m["cpu_ms_per_env_step"])
             assert 0 < m["acting_cpu_ms_per_env_step"] < m["cpu_ms_per_env_step"]
+    ev = r["evaluation"]  # before and after on the same evaluation episodes, with Wilson intervals
+    assert ev["episodes"] >= 4 and ev["before"]["episodes"] == ev["episodes"]
+    assert set(ev["after"]) == {"async", "async_per_env", "sync"}
+    for scored in (ev["before"], *ev["after"].values()):
+        lo, hi = scored["ci95"]
+        assert 0 <= lo <= scored["success_rate"] <= hi <= 1 and scored["mean_return"] is not None
     v = r["async_per_env"]["vs_sync"]
     assert v["speedup_min"] <= v["speedup"] <= v["speedup_max"]
     assert v["fraction_of_ceiling"] == pytest.approx(r["async_per_env"]["cores_used"] / r["cores"])
