@@ -1,5 +1,5 @@
-"""`robolake bench peers` says in one line what to install when FFmpeg's libraries are missing,
-before it builds the LeRobot environment (minutes, gigabytes)."""
+"""`robolake bench peers`: one line saying what to install when FFmpeg's libraries are missing,
+before it builds the LeRobot environment (minutes, gigabytes); the adapter section's JSON keys and plot."""
 
 from __future__ import annotations
 
@@ -44,3 +44,33 @@ def test_install_script_is_valid_bash():
     script = REPO / "scripts" / "install_ffmpeg.sh"
     assert script.stat().st_mode & 0o100, "scripts/install_ffmpeg.sh must be executable"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+
+
+def _ratio(median: float) -> dict:
+    one = {"median": median, "min": median * 0.9, "max": median * 1.1, "repeats": 3, "stable": True}
+    return {"wall": one, "cpu": one, "target_applies_to": "wall", "median": median}
+
+
+def test_adapter_keys_are_the_issues_json_keys(tmp_path):
+    figures = {
+        "lancedb_speedup_local": _ratio(2.5),
+        "adapter_speedup": _ratio(12.0),
+        "adapter_vs_lancedb": _ratio(1.5),
+        "versions": {"lerobot-lancedb": "0.3.1"},
+        "items": {"equal": True, "items": 30, "mismatches": []},
+        "training": {
+            "adapter": {"losses": [3.0, 2.0, 1.5], "data_wait_fraction": 0.02, "versions": {}},
+            "lerobot": {"losses": [3.0, 2.1, 1.4], "data_wait_fraction": 0.4, "versions": {}},
+        },
+        "loaders": {},
+    }
+    keys = peers.adapter_keys(figures)
+    assert keys["lancedb"]["speedup_local"] == 2.5 and keys["lancedb"]["speedup_s3"] is None
+    assert keys["lancedb"]["speedup_s3_reason"]
+    assert keys["lerobot_adapter"]["speedup"] == 12.0 and keys["lerobot_adapter"]["items_equal"] is True
+    assert "versions" not in keys["lerobot_training"]["adapter"]
+    figures["items"]["equal"] = False
+    assert peers.adapter_keys(figures)["lerobot_adapter"]["items_equal"] is False
+    png = tmp_path / "curves.png"
+    peers.plot_training(figures["training"], png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
