@@ -9,8 +9,9 @@ Three figures, each measured in this run:
 - `doctor`: `robolake.lake.doctor` on a synthetic lake of 10,000 episodes (2,000 with --quick,
   or `--episodes N`; `bench curate`'s `build_lake`, 20 steps each on average, one 64 px JPEG
   camera): first `--update` once (that lake is written without quality: every episode's quality,
-  frame fingerprints included, computed from its steps and media and published as a version),
-  wall and CPU, and per 1,000 episodes; then the doctor, the median of 3 runs with its range.
+  frame fingerprints included, computed from its steps and media and published as a version;
+  batches in one worker process per CPU), wall and CPU (the workers' too), and per 1,000
+  episodes; then the doctor, the median of 3 runs with its range.
   That lake's camera cycles through 16 noise images (`(episode + step) % 16`), so episodes
   of one length whose index agrees mod 16 show the same frames at every step: the doctor
   rightly calls most of them near-duplicates by frames, which is what its count of findings says.
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -358,6 +360,8 @@ def measure_doctor(root: Path, quick: bool, episodes: int | None = None) -> dict
         "build_s": sw.timing.as_dict(),
         "update_s": up.timing.as_dict(),
         "update_per_1k_episodes_s": {k: v * 1000 / n for k, v in up.timing.as_dict().items()},
+        "update_workers": "default: one process per CPU from 1,024 episodes on",
+        "cpus": os.cpu_count(),
         "findings_after_update": len(updated.findings),
         "findings_per_check": updated.counts(),
         **_timings(timings),

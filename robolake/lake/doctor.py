@@ -27,14 +27,18 @@ note instead.
 An older lake (ingested before quality, or with it off, or by a robolake whose quality had no
 frame fingerprints) gets it with `doctor(update=True)`: the steps, media and streams rows of the
 episodes that lack it are read once, in batches of `_UPDATE_BATCH` (one scan a table, arrays
-sliced out of the Arrow columns), their quality computed by the same functions ingest uses, and
-their episode rows published as one new lake version (the record is untouched; `restore` goes back).
+sliced out of the Arrow columns; from `_PARALLEL_FROM` batches on, in one worker process per CPU),
+their quality computed by the same functions ingest uses, and their episode rows published by
+the driver as one new lake version (the record is untouched; `restore` goes back). Measured on
+10,000 synthetic episodes (`bench doctor`): 3.7 CPU seconds per 1,000 episodes in one process,
+linear in the episodes (the per-episode filter and Python lists it replaced grew with the batch).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -81,6 +85,7 @@ RANGE_Z = 6.0
 IDLE_FRACTION = 0.5
 JITTER = 0.25
 _UPDATE_BATCH = 256  # episodes whose steps and media are read in one scan
+_PARALLEL_FROM = 4  # batches from which --update runs them in worker processes by default
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,6 +171,7 @@ def doctor(
     version: int | None = None,
     tag: str | None = None,
     update: bool = False,
+    workers: int | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> DoctorReport:
     """Examine a lake's episodes (`version` or `tag`, else the latest) and report their findings.
@@ -175,17 +181,21 @@ def doctor(
         version: Examine this version.
         tag: Examine this tag.
         update: First compute the quality of episodes that lack it and publish them as a new version.
+        workers: Processes `update` measures in (default: one per CPU from 4 batches of 256
+            episodes on, else this process).
         storage_options: Object-store options for a URI.
 
     Raises:
-        ValueError: `update` with a version or tag (it writes the latest).
+        ValueError: `update` with a version or tag (it writes the latest); `workers` below 1.
     """
     lake = lake if isinstance(lake, Lake) else Lake.open(lake, storage_options=storage_options)
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     if update and (version is not None or tag is not None):
         raise ValueError("doctor --update writes a new version on top of the latest; leave out --version and --tag")
     if version is not None or tag is not None:
         lake = lake.checkout(version, tag=tag)
-    updated = _update(lake) if update else 0
+    updated = _update(lake, workers) if update else 0
     if updated:
         lake = lake.refresh()
     rows = lake.episodes(columns=["episode_id", "embodiment", "task", "num_steps", "fps", "success", "metadata"])
@@ -651,31 +661,35 @@ def _stale(metadata: Any) -> bool:
     return q is None or int(q.get("v", 0) or 0) < QUALITY_VERSION
 
 
-def _update(lake: Lake) -> int:
+def _update(lake: Lake, workers: int | None = None) -> int:
     """Measure the quality of the episodes without it (or with an older one) and publish their rows
     as one version.
 
     Reads each batch of episodes' steps and media in one scan each, sorted once, and slices every
     episode's arrays out of the columns (flattened list values reshaped, never a Python list per
-    step): the quality functions get what ingest hands them.
+    step): the quality functions get what ingest hands them. Batches run in `workers` processes
+    (default: one per CPU from `_PARALLEL_FROM` batches on; each opens the lake at this version and
+    reads its own batches), and the driver commits once.
     """
     table = lake.episodes()
     todo = [i for i, m in enumerate(table.column("metadata").to_pylist()) if _stale(m)]
     if not todo:
         return 0
     rows = table.take(todo).to_pylist()
-    new_rows = []
-    for i in range(0, len(rows), _UPDATE_BATCH):
-        batch = rows[i : i + _UPDATE_BATCH]
-        arrays = _batch_arrays(lake, [r["episode_id"] for r in batch])
-        for r in batch:
-            try:
-                meta = json.loads(r["metadata"]) if r["metadata"] else {}
-            except json.JSONDecodeError:
-                meta = {}
-            meta = meta if isinstance(meta, dict) else {}
-            meta["quality"] = _quality_of(r, arrays.get(r["episode_id"]))
-            new_rows.append({**r, "metadata": json.dumps(meta, sort_keys=True)})
+    batches = [rows[i : i + _UPDATE_BATCH] for i in range(0, len(rows), _UPDATE_BATCH)]
+    n = _workers(workers, len(batches))
+    if n <= 1:
+        new_rows = [r for b in batches for r in _measured(lake, b)]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # forkserver, not fork: Lance's threads do not survive a fork (as the loaders' workers)
+        ctx = multiprocessing.get_context("forkserver")
+        uri, version, opts = lake.uri, lake.version, lake.storage_options
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            done = pool.map(_measured_at, [(uri, version, opts, b) for b in batches])
+            new_rows = [r for part in done for r in part]
     with lake.begin() as tx:
         tx.acquire()
         ids = [r["episode_id"] for r in new_rows]
@@ -686,6 +700,35 @@ def _update(lake: Lake) -> int:
         lv = tx.commit("doctor", {"who": who(), "quality_added": len(new_rows)})
     log.info("lake %s: version %d adds the quality of %d episodes", lake.uri, lv.version, len(new_rows))
     return len(new_rows)
+
+
+def _workers(asked: int | None, batches: int) -> int:
+    if asked is not None:
+        return min(asked, batches)
+    if batches < _PARALLEL_FROM:
+        return 1  # a worker's start-up (imports) costs more than a few batches
+    return max(1, min(os.cpu_count() or 1, batches))
+
+
+def _measured_at(job: tuple[str, int, dict[str, str] | None, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`_measured` in a worker process: the lake opened at the driver's version."""
+    uri, version, opts, batch = job
+    return _measured(Lake.open(uri, version=version, storage_options=opts), batch)
+
+
+def _measured(lake: Lake, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The episode rows of `batch` with their quality measured into the metadata."""
+    arrays = _batch_arrays(lake, [r["episode_id"] for r in batch])
+    out = []
+    for r in batch:
+        try:
+            meta = json.loads(r["metadata"]) if r["metadata"] else {}
+        except json.JSONDecodeError:
+            meta = {}
+        meta = meta if isinstance(meta, dict) else {}
+        meta["quality"] = _quality_of(r, arrays.get(r["episode_id"]))
+        out.append({**r, "metadata": json.dumps(meta, sort_keys=True)})
+    return out
 
 
 @dataclass

@@ -114,6 +114,22 @@ def test_update_adds_quality_to_an_older_lake(tmp_path: Path) -> None:
     assert doctor(uri, update=True).updated == 0
 
 
+def test_update_in_worker_processes_measures_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    doctor_module = importlib.import_module("robolake.lake.doctor")  # the module, not the function it exports
+    src = _faulty(tmp_path)
+    uris = [str(tmp_path / "one"), str(tmp_path / "two")]
+    for uri in uris:
+        ingest(str(src), uri, IngestConfig(execution="local", quality=False))
+    monkeypatch.setattr(doctor_module, "_UPDATE_BATCH", 3)  # three batches, two of them in each worker
+    alone, pooled = doctor(uris[0], update=True, workers=1), doctor(uris[1], update=True, workers=2)
+    assert alone.updated == pooled.updated == 7
+    assert [(f.check, f.episode_id) for f in alone.findings] == [(f.check, f.episode_id) for f in pooled.findings]
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        doctor(uris[0], update=True, workers=0)  # (nothing left to measure: refused before it looks)
+
+
 def test_no_false_positive_on_the_real_gr00t_data(tmp_path: Path) -> None:
     if not GR00T.is_dir():
         pytest.skip(f"{GR00T} is absent")
