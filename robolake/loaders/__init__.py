@@ -1,4 +1,5 @@
-"""Loaders: the batch sources that deliver PackedBatches, and `open_batches`, which picks one."""
+"""Loaders: the batch sources that deliver PackedBatches, `open_batches`, which picks one, and their
+resumable state (`merge_states`: every rank's state into one a run of any world size continues from)."""
 
 from robolake.loaders.collate import CollateConfig, collate_rows, decode_views
 from robolake.loaders.config import LoaderConfig
@@ -6,6 +7,7 @@ from robolake.loaders.lake_stream import LakeStream
 from robolake.loaders.open import open_batches
 from robolake.loaders.ray_stream import RayPackedStream, RaySplit
 from robolake.loaders.shards import PackedShards, check_lineage, open_shards
+from robolake.loaders.state import ElasticState, merge_states, read_state, write_state
 from robolake.loaders.stream import stream
 from robolake.loaders.torch_loader import PackedLoader, PackedShardDataset, epoch_batches
 from robolake.schemas.batch import (
@@ -21,6 +23,7 @@ __all__ = [
     "BatchSource",
     "open_batches",
     "CollateConfig",
+    "ElasticState",
     "LakeStream",
     "LoaderConfig",
     "PackedBatch",
@@ -35,6 +38,9 @@ __all__ = [
     "decode_views",
     "epoch_batches",
     "make_packed_batch",
+    "merge_states",
     "open_shards",
+    "read_state",
     "stream",
+    "write_state",
 ]

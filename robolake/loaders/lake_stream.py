@@ -12,25 +12,26 @@ The first three steps are `window_sequences`, the window chain `pack` runs too. 
 continues every group's stream, so a subsampled group shows new samples every epoch.
 
 The sample index and the packing plan are cheap (lengths only), so every rank computes the whole
-epoch's plan and takes its share of the packed sequences with the same rule as the shard loader
-(`epoch_batches`): ranks never share a sample, cover the epoch together, and take the same number
-of steps. Materialising a batch (random reads plus JPEG decodes) is the expensive part, so it
-runs in a small thread pool, a few batches ahead, in order. Lance takes and PIL decodes release
+epoch's packed sequences and takes its share with the same rule as the shard loader
+(`order.plan_epoch`): the sequences in the order the packer gave them, each step's global batch
+split over the ranks (with a mixture, dealt by the sequences' groups). Ranks never share a sample,
+cover the epoch together, and take the same number of steps; the order depends on the lake
+version, spec and seeds only, never on the world size.
+Materialising a batch (random reads plus JPEG decodes) is the expensive part, so it runs in a
+small thread pool, a few batches ahead, in order. Lance takes and PIL decodes release
 the GIL, which is what makes threads pay off here; for full-speed training, pack once and use
 the shard loader.
 
 Only the window packer runs here (`spec.algorithm` must be "window"); its batches differ from
 those of packed shards of the same lake (reshuffled and repacked every epoch).
 
-Resuming works as for the shard loader: `state_dict()` records (epoch, batches taken) in a
-`LoaderState` with the lake URI, version and spec digest, and a stream that loads it replans the
-epoch and starts at that batch. Another world size resumes only at an epoch boundary
-(`LoaderState.resume_from`).
+Resuming works as for the shard loader: `state_dict()` records the epoch and its position (packed
+sequences consumed by all ranks) with the lake URI, version and spec digest, and a stream that
+loads it, at any world size, replans the epoch and reads the rest of it from there.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,8 +42,8 @@ from robolake.distributed import DataParallelRank
 from robolake.lake import Lake
 from robolake.loaders.collate import CollateConfig, collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
+from robolake.loaders.order import EpochPlan, canonical_order, plan_epoch
 from robolake.loaders.resume import ResumableSource
-from robolake.loaders.torch_loader import epoch_batches
 from robolake.packers.materialize import SequenceMaterializer, materializer_for
 from robolake.packers.mix import Mixture
 from robolake.packers.plan import mixture_for, window_sequences
@@ -126,53 +127,61 @@ class LakeStream(ResumableSource):
             history_width=self.spec.history_width if self.spec.history else 0,
         )
         self.epoch = 0
+        self.start = 0
         self.batches_done = 0
         self.rejected: list[int] = []
-        self._plans: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        self._sequences: dict[int, tuple[list[np.ndarray], np.ndarray, np.ndarray | None]] = {}
+        self._plan: tuple[tuple[int, int], EpochPlan] | None = None  # the newest plan, by (epoch, start)
+        self._epoch_plan(0, 0)  # raises now if the epoch cannot be split over this world
 
     @property
     def num_samples(self) -> int:
         return self.index.num_samples
 
     @property
-    def num_batches(self) -> int:
-        return len(self._plan(self.epoch)[1])
-
-    @property
     def layout(self) -> BatchLayout:
         return batch_layout(self.spec, self.index.embodiments, self.collate)
 
-    def set_epoch(self, epoch: int) -> None:
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch, self.batches_done = int(epoch), 0
-
     def bins(self, epoch: int | None = None) -> list[np.ndarray]:
-        """Sample ids of every packed sequence of `epoch` (all ranks'), in plan order."""
-        return self._plan(self.epoch if epoch is None else epoch)[0]
+        """Sample ids of every packed sequence of `epoch` (all ranks'), in the packer's order."""
+        return self._epoch_sequences_of(self.epoch if epoch is None else epoch)[0]
 
-    def _plan(self, epoch: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """(all packed sequences of `epoch`, this rank's batches as indices into them)."""
-        if epoch not in self._plans:
+    def _epoch_sequences_of(self, epoch: int) -> tuple[list[np.ndarray], np.ndarray, np.ndarray | None]:
+        """(packed sequences of `epoch`, their canonical order, their strata or None)."""
+        if epoch not in self._sequences:
             seed = int(np.random.SeedSequence([self.spec.seed, epoch]).generate_state(1)[0])
             shuffle_seed = [self.config.seed, epoch] if self.config.shuffle else None
             bins, rejected = window_sequences(
                 self.index, self.spec, shuffle_seed=shuffle_seed, packer_seed=seed, mixture=self.mixture, epoch=epoch
             )
             self.rejected = rejected.tolist()
-            if self.mixture is not None:  # every rank the same mixture: a stratified deal (`Mixture.deal`)
-                bins = self.mixture.deal(
-                    self.index,
-                    bins,
-                    self.world_size,
-                    max_tokens=self.spec.max_tokens,
-                    seed=[self.config.seed, epoch, 0x4445],
-                )
-            # The sequences are already in a shuffled order; the rank split must not reshuffle them.
-            split = dataclasses.replace(self.config, shuffle=False)
-            batches = epoch_batches(len(bins), epoch=epoch, rank=self.rank, world_size=self.world_size, config=split)
-            self._plans = {epoch: (bins, batches)}  # one epoch's plan at a time
-        return self._plans[epoch]
+            strata = None
+            if self.mixture is not None:  # every rank the same mixture, at any world size (`order.py`)
+                strata = self.mixture.strata(self.index, bins, self.spec.max_tokens)
+            # Unmixed, the packer's order (shuffled already); mixed, its groups interleaved evenly.
+            order = canonical_order(
+                len(bins), seed=None if strata is None else [self.config.seed, epoch, 0x4445], strata=strata
+            )
+            self._sequences = {k: v for k, v in self._sequences.items() if k == epoch - 1}  # two epochs at most
+            self._sequences[epoch] = (bins, order, strata)
+        return self._sequences[epoch]
+
+    def _epoch_plan(self, epoch: int, start: int) -> EpochPlan:
+        if self._plan is not None and self._plan[0] == (epoch, start):
+            return self._plan[1]
+        bins, order, strata = self._epoch_sequences_of(epoch)
+        plan = plan_epoch(
+            order,
+            start=start,
+            rank=self.rank,
+            world_size=self.world_size,
+            per_rank=self.config.sequences_per_batch,
+            drop_last=self.config.drop_last,
+            strata=strata,
+            epoch=epoch,
+        )
+        self._plan = ((epoch, start), plan)
+        return plan
 
     def _batch(self, bins: list[np.ndarray], seq_ids: np.ndarray) -> PackedBatch:
         table = self.materializer.rows([bins[i] for i in seq_ids], [int(i) for i in seq_ids])
@@ -180,9 +189,8 @@ class LakeStream(ResumableSource):
         return batch.pin_memory() if self.config.pin_memory else batch
 
     def __iter__(self) -> Iterator[PackedBatch]:
-        if self.batches_done >= self.num_batches:
-            self.epoch, self.batches_done = self.epoch + 1, 0
-        bins, batches = self._plan(self.epoch)
+        self._next_epoch_if_done()
+        bins, batches = self.bins(), self.plan.batches
         ahead = max(1, self.config.prefetch_factor) * self.num_threads
         with ThreadPoolExecutor(self.num_threads, thread_name_prefix="robolake-lake-stream") as pool:
             pending: deque[Future[PackedBatch]] = deque()

@@ -30,6 +30,7 @@ from robolake.distributed import DataParallelRank
 from robolake.lake import Lake
 from robolake.loaders.collate import CollateConfig, collate_rows, decode_views
 from robolake.loaders.config import LoaderConfig, batch_layout
+from robolake.loaders.order import EpochPlan, plan_epoch
 from robolake.loaders.resume import ResumableSource
 from robolake.loaders.shards import PackedShards, check_not_stale, open_shards
 from robolake.schemas.batch import BatchLayout, LoaderState, PackedBatch
@@ -179,18 +180,20 @@ class RayPackedStream(ResumableSource):
         self.collate = self.config.collate_config(self.shards)
         self.decode_concurrency = decode_concurrency
         self.epoch = 0
+        self.start = 0
         self.batches_done = 0
 
-    def set_epoch(self, epoch: int) -> None:
-        """Use `epoch`'s shuffle at the next iteration."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch, self.batches_done = int(epoch), 0
-
-    @property
-    def num_batches(self) -> int:
-        rows, b = self.shards.num_rows, self.config.sequences_per_batch
-        return rows // b if self.config.drop_last else -(-rows // b)
+    def _epoch_plan(self, epoch: int, start: int) -> EpochPlan:
+        """Batch counts and positions only: Ray Data decides which rows a batch holds."""
+        return plan_epoch(
+            np.arange(self.shards.num_rows),
+            start=start,
+            rank=0,
+            world_size=1,
+            per_rank=self.config.sequences_per_batch,
+            drop_last=self.config.drop_last,
+            epoch=epoch,
+        )
 
     @property
     def layout(self) -> BatchLayout:
@@ -205,17 +208,17 @@ class RayPackedStream(ResumableSource):
         Raises:
             ValueError: the state is mid-epoch (Ray Data's streaming order is not reproducible
                 batch for batch, so skipping would repeat or lose samples), malformed, or from
-                other shards or another plan (see `LoaderState.resume_from`).
+                other shards or another plan (see `ElasticState.resume_from`).
         """
-        epoch, done = self._state().resume_from(state)
-        if done:
+        epoch, position, _ = self._state().resume_from(state)
+        done, total = state.get("batches_done", 0), state.get("num_batches", 0)
+        if position or (done and done != total):
             raise ValueError(
-                f"the Ray Data stream cannot resume mid-epoch (epoch {epoch}, {done} of {self.num_batches} "
-                "batches done): "
+                f"the Ray Data stream cannot resume mid-epoch (epoch {epoch}, {done} of {total} batches done): "
                 "its streaming order is not reproducible batch for batch; resume with the torch shard loader "
                 "(backend='torch'), or checkpoint at epoch boundaries"
             )
-        self.epoch, self.batches_done = epoch, 0
+        self.epoch, self.start, self.batches_done = epoch, 0, 0
 
     def dataset(self, epoch: int | None = None) -> ray.data.Dataset:
         """The Ray Dataset of shard rows with decoded `pixels` (lazy; executes when iterated)."""
@@ -234,8 +237,7 @@ class RayPackedStream(ResumableSource):
         )
 
     def __iter__(self) -> Iterator[PackedBatch]:
-        if self.batches_done >= self.num_batches:
-            self.epoch = self.epoch + 1
+        self._next_epoch_if_done()
         self.batches_done = 0  # an interrupted epoch starts over: Ray cannot skip to a batch
         for batch in _iter_packed(self.dataset(), self.config, self.collate, self.epoch):
             self.batches_done += 1

@@ -1,31 +1,31 @@
-"""Packed shards -> PackedBatch through a torch DataLoader: sharded, shuffled, resumable.
+"""Packed shards -> PackedBatch through a torch DataLoader: sharded, shuffled, resumable on any world size.
 
-Work assignment is a pure function of (number of rows, seed, epoch, rank, world size, batch
-size), so every process computes the same plan without talking to the others:
+Work assignment is a pure function of (number of rows, seed, epoch, where the epoch stands, rank,
+world size, batch size), so every process computes the same plan without talking to the others:
 
-1. The epoch's order is `default_rng([seed, epoch]).permutation(num_rows)` (or 0..N-1 unshuffled);
-   shards packed with a mixture are dealt stratified instead (`packers.mix.deal_order` over the
-   row strata their manifest records), so every rank gets the same mixture.
-2. Rank r of W takes the rows `order[r::W]`.
-3. The rank's rows are cut into batches. DDP needs the same number of steps on every rank:
-   - `drop_last=True`: every rank gets `N // (W * B)` batches of exactly B sequences; the at
-     most `W * B - 1` rows left over are skipped this epoch (another set each shuffled epoch).
-   - `drop_last=False`: every row is read exactly once across the ranks. Every rank gets
-     `nb = min(ceil(N / (W * B)), N // W)` batches and splits its rows into them as evenly as
-     possible, so a batch holds B or fewer sequences, except where the rows do not divide
-     (B = 1 and N not a multiple of W, or tiny data): then some batches hold one sequence more.
-4. DataLoader worker w of nw takes the batches b with `(b - start) % nw == w`. The DataLoader
+1. The epoch's canonical order of rows (`order.canonical_order`): `default_rng([seed, epoch])`'s
+   permutation (or 0..N-1 unshuffled); shards packed with a mixture interleave the groups of the
+   row strata their manifest records evenly, and deal each step over the ranks by stratum
+   (`deal.py`), so every rank reads the mixture.
+2. Each step consumes the next `W * B` rows of that order (its global batch), and rank r takes a
+   disjoint slice of it (`order.plan_epoch`): DDP needs the same number of steps on every rank.
+   - `drop_last=True`: every step is a full `W * B`; the at most `W * B - 1` rows left over are
+     skipped this epoch (another set each shuffled epoch).
+   - `drop_last=False`: every row is read exactly once across the ranks; the last step is
+     smaller, and where it would leave a rank without a sequence it is folded into the one
+     before (some ranks then read one sequence more).
+3. DataLoader worker w of nw takes the batches b with `(b - start) % nw == w`. The DataLoader
    fetches from its workers round robin, so batches reach the training loop in index order.
    `PackedLoader`'s workers do not stop at the epoch's end: batch numbers run on into the next
-   epoch's plan (epoch e + 1's batch b is number N + b), so their prefetch carries over the
-   boundary and an epoch starts without waiting for its first batch to be read and decoded.
+   epochs' plans, so their prefetch carries over the boundary and an epoch starts without waiting
+   for its first batch to be read and decoded.
 
-Resuming is skipping: `PackedLoader` counts the batches the training loop has taken in the
-main process; `state_dict()` records (epoch, batches taken) in a `LoaderState`, and a new loader
-that loads it starts the same epoch's plan at that batch. Nothing is read twice and nothing is
-skipped: the shards, pack spec, batch size, seed, shuffle and drop_last must be the same, and so
-must the world size and rank, except at an epoch boundary, where a new world size takes the next
-epoch as step 2 splits it (`LoaderState.resume_from` checks all of it on load).
+Resuming is planning the rest. `PackedLoader` counts the batches the training loop has taken in
+the main process; `state_dict()` records the epoch and its *position* (rows of the canonical order
+the whole world has consumed), and a new loader that loads it plans the rest of that epoch from
+there for its own rank, world size, workers and batch size (`resume.ResumableSource`). Nothing is
+read twice and nothing is skipped: the shards, pack spec, seed, shuffle and drop_last must be the
+same (`state.ElasticState.resume_from` checks it on load).
 
 Images are decoded inside the workers (`collate_rows`), and the Lance dataset is opened once per
 worker. Batches leave the workers as `wire.WireBatch` (small arrays inline, not one shared-memory
@@ -35,7 +35,6 @@ segment per tensor) and `PackedLoader` rebuilds them.
 from __future__ import annotations
 
 import functools
-import math
 import multiprocessing
 import multiprocessing.context
 import os
@@ -52,55 +51,67 @@ from robolake.fork_server import PRELOAD, start_fork_server
 from robolake.lake import Lake
 from robolake.loaders.collate import collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
+from robolake.loaders.order import EpochPlan, canonical_order, plan_epoch
 from robolake.loaders.resume import ResumableSource
 from robolake.loaders.shards import PackedShards, check_not_stale, open_shards
 from robolake.loaders.wire import WireBatch, from_wire, to_wire
 from robolake.schemas.batch import BatchLayout, LoaderState, PackedBatch
 
-__all__ = ["PackedShardDataset", "PackedLoader", "epoch_batches"]
+__all__ = ["PackedShardDataset", "PackedLoader", "epoch_batches", "epoch_plan"]
 
 
-def epoch_batches(
-    num_rows: int, *, epoch: int, rank: int, world_size: int, config: LoaderConfig, strata: np.ndarray | None = None
-) -> list[np.ndarray]:
-    """Row indices of each batch rank `rank` reads in `epoch`, in order (the plan above); with
-    `strata` (one per row: a mixed pack's `row_strata`), the shuffled order is a stratified deal.
+def epoch_plan(
+    num_rows: int,
+    *,
+    epoch: int,
+    rank: int,
+    world_size: int,
+    config: LoaderConfig,
+    strata: np.ndarray | None = None,
+    start: int = 0,
+) -> EpochPlan:
+    """Rank `rank`'s plan of `epoch` from position `start` (the plan above); with `strata` (one
+    per row: a mixed pack's `row_strata`) and a shuffle, the order is stratified.
 
     Raises:
-        ValueError: with drop_last=False, fewer rows than ranks (a rank would have no batch).
+        ValueError: strata for another number of rows; with drop_last=False, fewer rows left than
+            ranks (a rank would have no batch).
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
-    if config.shuffle and strata is not None and world_size > 1:
-        from robolake.packers.mix import deal_order
+    strata = strata if config.shuffle else None
+    order = canonical_order(num_rows, seed=[config.seed, epoch] if config.shuffle else None, strata=strata)
+    return plan_epoch(
+        order,
+        start=start,
+        rank=rank,
+        world_size=world_size,
+        per_rank=config.sequences_per_batch,
+        drop_last=config.drop_last,
+        strata=strata,
+        epoch=epoch,
+    )
 
-        if len(strata) != num_rows:
-            raise ValueError(
-                f"the pack's row strata name {len(strata)} rows but the shards hold {num_rows}; re-run `robolake pack`"
-            )
-        order = deal_order(strata, world_size, seed=[config.seed, epoch])
-    elif config.shuffle:
-        order = np.random.default_rng([config.seed, epoch]).permutation(num_rows)
-    else:
-        order = np.arange(num_rows)
-    mine = order[rank::world_size]
-    b = config.sequences_per_batch
-    if config.drop_last:
-        nb = num_rows // (world_size * b)
-        return [mine[i * b : (i + 1) * b] for i in range(nb)]
-    if num_rows == 0:
-        raise ValueError(
-            "the shards hold no packed sequences (every sample was rejected, or the selection was empty); "
-            "re-run `robolake pack` with a larger --max-tokens (manifest.json lists the rejected samples)"
-        )
-    if num_rows < world_size:
-        raise ValueError(
-            f"{num_rows} packed sequences cannot give each of {world_size} ranks a batch; re-run `robolake pack` "
-            "with a smaller --max-tokens (more, shorter sequences), train on fewer ranks (torchrun "
-            "--nproc-per-node), or pass LoaderConfig(drop_last=True)"
-        )
-    nb = min(math.ceil(num_rows / (world_size * b)), num_rows // world_size)
-    return np.array_split(mine, nb)
+
+def epoch_batches(
+    num_rows: int,
+    *,
+    epoch: int,
+    rank: int,
+    world_size: int,
+    config: LoaderConfig,
+    strata: np.ndarray | None = None,
+    start: int = 0,
+) -> list[np.ndarray]:
+    """Row indices of each batch rank `rank` reads in `epoch` from position `start`, in order
+    (`epoch_plan(...).batches`).
+
+    Raises:
+        ValueError: as `epoch_plan`.
+    """
+    return epoch_plan(
+        num_rows, epoch=epoch, rank=rank, world_size=world_size, config=config, strata=strata, start=start
+    ).batches
 
 
 _PREP_LOCK = threading.Lock()
@@ -199,10 +210,11 @@ def _exit_with_main(main_pid: int, _worker_id: int) -> None:
 class PackedShardDataset(IterableDataset):
     """One rank's batches of one epoch, split across DataLoader workers (yields PackedBatch).
 
-    Set `epoch` and `start_batch` before iterating (PackedLoader does); each worker reads the
-    batches `start_batch + w, start_batch + w + nw, ...` of the rank's plan. With `continuous`
-    the stream does not stop at the epoch's end but goes on into the next epochs' plans, batch
-    numbers counted across epochs, so the workers' prefetch runs over the boundary.
+    Set `epoch`, `start` (the epoch's position the plan starts from) and `start_batch` before
+    iterating (PackedLoader does); each worker reads the batches `start_batch + w, start_batch + w
+    + nw, ...` of the rank's plan. With `continuous` the stream does not stop at the epoch's end
+    but goes on into the next epochs' plans (each from its start), batch numbers counted across
+    epochs, so the workers' prefetch runs over the boundary.
     """
 
     def __init__(self, shards: PackedShards, config: LoaderConfig, *, rank: int, world_size: int) -> None:
@@ -213,40 +225,57 @@ class PackedShardDataset(IterableDataset):
         self.rank = rank
         self.world_size = world_size
         self.epoch = 0
+        self.start = 0
         self.start_batch = 0
         self.continuous = False
         # Persistent workers keep the copy of this object they started with; PackedLoader passes
-        # each epoch's (epoch, start_batch) through this shared array instead.
+        # each epoch's (epoch, start, start_batch) through this shared array instead.
         self.position: Any = None
+        self._plans: dict[tuple[int, int], EpochPlan] = {}
 
-    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
-        """This rank's batches (row indices) of `epoch` (default: the current one)."""
+    def plan(self, epoch: int, start: int = 0) -> EpochPlan:
+        """This rank's plan of `epoch` from position `start` (the two newest are kept)."""
         from robolake.packers.mix import row_strata
 
-        return epoch_batches(
-            self.shards.num_rows,
-            epoch=self.epoch if epoch is None else epoch,
-            rank=self.rank,
-            world_size=self.world_size,
-            config=self.config,
-            strata=row_strata(self.shards.manifest.mixture),
-        )
+        key = (epoch, start)
+        if key not in self._plans:
+            plan = epoch_plan(
+                self.shards.num_rows,
+                epoch=epoch,
+                rank=self.rank,
+                world_size=self.world_size,
+                config=self.config,
+                strata=row_strata(self.shards.manifest.mixture),
+                start=start,
+            )
+            self._plans = {k: v for k, v in self._plans.items() if k[0] == epoch - 1 or k[0] == epoch}
+            self._plans[key] = plan
+        return self._plans[key]
+
+    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
+        """This rank's batches (row indices) of `epoch` from its start (default: the current epoch
+        from where it started)."""
+        return self.plan(self.epoch, self.start).batches if epoch is None else self.plan(epoch).batches
 
     def __iter__(self) -> Iterator[PackedBatch | WireBatch]:
         info = get_worker_info()
         w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
         if self.position is not None:
-            self.epoch, self.start_batch = int(self.position[0]), int(self.position[1])
-        plan = self.batches()
-        n, b = len(plan), self.start_batch + w
-        epoch = self.epoch
-        while b < n or (self.continuous and n):
-            if b >= n:  # the next epoch's plan: batch numbers run on across epochs
-                epoch, b = epoch + b // n, b % n
-                plan = self.batches(epoch)
-            batch = collate_rows(self.shards.read_rows(plan[b]), self.collate)
-            yield batch if info is None else to_wire(batch)  # PackedLoader unwires
-            b += nw
+            self.epoch, self.start, self.start_batch = (int(x) for x in self.position[:3])
+        epoch, plan, b, k = self.epoch, self.plan(self.epoch, self.start), self.start_batch, 0
+        while True:
+            if b >= len(plan):  # the next epoch's plan, from its start: batch numbers run on
+                if not self.continuous:
+                    return
+                epoch, b = epoch + 1, 0
+                plan = self.plan(epoch)
+                if not len(plan):  # an epoch with no full batch (drop_last): nothing will come
+                    return
+                continue
+            if k % nw == w:
+                batch = collate_rows(self.shards.read_rows(plan.batches[b]), self.collate)
+                yield batch if info is None else to_wire(batch)  # PackedLoader unwires
+            b, k = b + 1, k + 1
 
 
 class PackedLoader(ResumableSource):
@@ -254,7 +283,8 @@ class PackedLoader(ResumableSource):
 
     Iterating yields one epoch (the rank's batches from where it stopped). When an epoch is
     read to the end the next iteration starts the next epoch, so `for batch in loader` inside an
-    epoch loop and a trainer that re-iterates both work; `set_epoch` sets it explicitly.
+    epoch loop and a trainer that re-iterates both work; `set_epoch` sets it explicitly. A state
+    saved at any world size resumes here (`load_state_dict`).
 
     Example:
         >>> loader = PackedLoader("packed/", LoaderConfig(sequences_per_batch=2))  # doctest: +SKIP
@@ -284,7 +314,7 @@ class PackedLoader(ResumableSource):
 
         Raises:
             FileNotFoundError, ValueError, LineageError: as for `open_shards`; ValueError for a
-                rank outside [0, world_size).
+                rank outside [0, world_size), or fewer rows than ranks (drop_last=False).
         """
         where = DataParallelRank(rank=rank, world_size=world_size)  # validates them
         self.config = config or LoaderConfig()
@@ -297,34 +327,29 @@ class PackedLoader(ResumableSource):
         self.rank, self.world_size = where.rank, where.world_size
         self.dataset = PackedShardDataset(self.shards, self.config, rank=self.rank, world_size=self.world_size)
         self.epoch = 0
+        self.start = 0
         self.batches_done = 0
-        self._num_batches = len(self.dataset.batches())
+        self.dataset.plan(0)  # raises now if the epoch cannot be split over this world
         self._loader: DataLoader | None = None
         self.dataset.continuous = True
         self._stream: Iterator[PackedBatch | WireBatch] | None = None  # the workers' stream, running on
-        self._stream_at = (0, 0)  # (epoch, batch) the stream yields next
+        self._stream_at = (0, 0, 0)  # (epoch, start, batch) the stream yields next
         if self.config.num_workers:
-            self.dataset.position = _worker_context(self.config.worker_start_method).Array("q", 2, lock=False)
+            self.dataset.position = _worker_context(self.config.worker_start_method).Array("q", 3, lock=False)
             if self.config.worker_start_method == "forkserver":
                 start_fork_server()  # its imports run while the caller sets up, not at the first batch
 
     def __len__(self) -> int:
-        """Batches per epoch on this rank (the same on every rank)."""
-        return self._num_batches
+        """Batches of the current epoch on this rank (the same on every rank; after a mid-epoch
+        resume, those left when it resumed)."""
+        return self.num_batches
 
-    @property
-    def num_batches(self) -> int:
-        return self._num_batches
+    def _epoch_plan(self, epoch: int, start: int) -> EpochPlan:
+        return self.dataset.plan(epoch, start)
 
     @property
     def layout(self) -> BatchLayout:
         return batch_layout(self.shards.manifest.pack_spec, self.shards.manifest.embodiments, self.dataset.collate)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start `epoch` from its first batch at the next iteration."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch, self.batches_done = int(epoch), 0
 
     def _dataloader(self) -> DataLoader:
         """One DataLoader for the loader's lifetime: its workers start once, not every epoch."""
@@ -348,15 +373,15 @@ class PackedLoader(ResumableSource):
         """The rest of this epoch. The workers' stream runs on across epochs (their prefetch
         fills the next epoch's first batches while this one ends) and is restarted only where
         the position was moved (`set_epoch`, `load_state_dict`)."""
-        if self.batches_done >= self._num_batches:
-            self.epoch, self.batches_done = self.epoch + 1, 0
-        if self._stream is None or self._stream_at != (self.epoch, self.batches_done):
-            self.dataset.epoch = self.epoch
-            self.dataset.start_batch = self.batches_done
+        self._next_epoch_if_done()
+        here = (self.epoch, self.start, self.batches_done)
+        if self._stream is None or self._stream_at != here:
+            self.dataset.epoch, self.dataset.start, self.dataset.start_batch = here
             if self.dataset.position is not None:
-                self.dataset.position[0], self.dataset.position[1] = self.epoch, self.batches_done
-            self._stream, self._stream_at = iter(self._dataloader()), (self.epoch, self.batches_done)
-        while self.batches_done < self._num_batches:
+                self.dataset.position[0], self.dataset.position[1], self.dataset.position[2] = here
+            self._stream, self._stream_at = iter(self._dataloader()), here
+        n = self.num_batches
+        while self.batches_done < n:
             try:
                 batch = next(self._stream)
             except BaseException:
@@ -364,7 +389,7 @@ class PackedLoader(ResumableSource):
                 raise
             self.batches_done += 1
             self._stream_at = (
-                (self.epoch, self.batches_done) if self.batches_done < self._num_batches else (self.epoch + 1, 0)
+                (self.epoch, self.start, self.batches_done) if self.batches_done < n else (self.epoch + 1, 0, 0)
             )
             yield from_wire(batch)
 

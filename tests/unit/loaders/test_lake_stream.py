@@ -78,8 +78,12 @@ def test_lake_stream_resumes_mid_epoch(packed_data):
         repacked.load_state_dict(state)
     with pytest.raises(ValueError, match="version=.* but this loader has"):
         resumed.load_state_dict(state | {"version": state["version"] - 1})
-    with pytest.raises(ValueError, match="world_size=1 but this loader has 2, and it was saved mid-epoch"):
-        LakeStream(str(packed_data.lake), SPEC, cfg, rank=1, world_size=2).load_state_dict(state)
+    two = [LakeStream(str(packed_data.lake), SPEC, cfg, rank=r, world_size=2) for r in range(2)]
+    for s in two:
+        s.load_state_dict(state)  # another world size, mid-epoch: the rest of the epoch, split two ways
+    rest = [k for s in two for b in s for k in b.sample_keys]
+    flat = [k for b in whole for k in b]
+    assert sorted([k for b in head for k in b] + rest) == sorted(flat) and len(set(flat)) == len(flat)
     with pytest.raises(ValueError, match=r"missing \['num_batches'\]"):
         resumed.load_state_dict({k: v for k, v in state.items() if k != "num_batches"})
 

@@ -98,9 +98,6 @@ def test_resume_refuses_another_plan(packed_data, packed_copy):
     first = PackedLoader(str(packed_data.packed), cfg)
     _keys(first, limit=1)
     state = first.state_dict()  # mid-epoch
-    other = PackedLoader(str(packed_data.packed), cfg, rank=0, world_size=2)
-    with pytest.raises(ValueError, match="world_size=1 but this loader has 2, and it was saved mid-epoch"):
-        other.load_state_dict(state)
     with pytest.raises(ValueError, match="seed=0 but this loader has 8"):
         PackedLoader(str(packed_data.packed), dataclasses.replace(cfg, seed=8)).load_state_dict(state)
     with pytest.raises(ValueError, match="source=.* but this loader has .*start over"):
@@ -113,7 +110,26 @@ def test_resume_refuses_another_plan(packed_data, packed_copy):
         same.load_state_dict({k: v for k, v in state.items() if k != "loader"})
     with pytest.raises(ValueError, match=r"unknown keys \['shards_root'\]"):
         same.load_state_dict(state | {"shards_root": state["source"]})
+    with pytest.raises(ValueError, match="packed sequences in epoch 0 but this loader plans"):
+        same.load_state_dict(state | {"sequences": state["sequences"] + 1, "position": 2})
     assert (same.epoch, same.batches_done) == (0, 0), "a refused state changes nothing"
+
+
+def test_another_world_size_resumes_mid_epoch(packed_data):
+    """One rank's mid-epoch state, resumed on two ranks: the rest of the epoch, once, in its order."""
+    cfg = LoaderConfig(sequences_per_batch=2, image_size=8, num_workers=0, seed=2)
+    whole = _keys(PackedLoader(str(packed_data.packed), cfg))
+    first = PackedLoader(str(packed_data.packed), cfg)
+    head = _keys(first, limit=2)
+    state = first.state_dict()
+    assert state["position"] == 4 and state["world_size"] == 1
+    rest = []
+    for rank in range(2):
+        resumed = PackedLoader(str(packed_data.packed), cfg, rank=rank, world_size=2)
+        resumed.load_state_dict(state)
+        assert (resumed.epoch, resumed.start, resumed.batches_done) == (0, 4, 0)
+        rest.append(_keys(resumed))
+    assert sorted(head + rest[0] + rest[1]) == sorted(whole) and len(set(whole)) == packed_data.num_samples
 
 
 def test_another_world_size_resumes_at_the_next_epoch(packed_data):
