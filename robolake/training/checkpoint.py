@@ -9,11 +9,13 @@ by rank (rank 0 gathers them before it writes), and on resume each rank loads th
 For a plain iterable, or a checkpoint without loader states, the trainer replays the stream up to
 the saved step instead.
 
-A run resumed with another world size than the one that saved it gives rank r the state rank r
-saved (rank 0's where the checkpoint has no rank r) and leaves the verdict to the batch source,
-whose `load_state_dict` refuses what would repeat or skip samples: robolake's sources accept
-another world size only at an epoch boundary (the next epoch is split for the new world) and
-otherwise raise a ValueError naming both world sizes (`LoaderState.resume_from`).
+A run may resume on another world size, and with other DataLoader workers, at any step: robolake's
+sources place an epoch by its position in one canonical order that does not depend on the world
+(`loaders/order.py`), so on resume the saved states of all ranks are merged into one
+(`loaders.merge_states`, which refuses states that disagree on the epoch or position) and every
+rank of the new run, whatever their number, continues from it with the rest of the epoch exactly
+once. States of another batch source (a user's own `BatchSource`) are handed over as saved: rank r
+gets the state rank r saved (rank 0's where the checkpoint has no rank r), and the source decides.
 
 **What is on disk.** A checkpoint is a directory `step_{step:08d}/`:
 
@@ -637,10 +639,19 @@ class CheckpointState:
         return rank if self.loader_states is not None and rank in self.loader_states else 0
 
     def loader_state(self, rank: int) -> Any:
-        """The loader state rank `rank` resumes from (see `loader_source_rank`; the batch source
-        decides whether it can continue from a state another world size saved), or None."""
+        """The loader state rank `rank` resumes from, or None: robolake's states of every rank
+        merged into one (`loaders.merge_states`: any world size continues from it); another
+        source's, the state rank `rank` saved (see `loader_source_rank`).
+
+        Raises:
+            ValueError: robolake's states that disagree (on the epoch, the position, the data).
+        """
         if self.loader_states is None:
             return None
+        from robolake.loaders.state import is_elastic_state, merge_states
+
+        if all(is_elastic_state(s) for s in self.loader_states.values()):
+            return merge_states(self.loader_states)
         return self.loader_states[self.loader_source_rank(rank)]
 
 

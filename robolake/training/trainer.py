@@ -309,14 +309,12 @@ def _restore(
         return restored.step, restored.step
     if restored.world_size != dist_info.world_size:
         log.warning(
-            "%s was saved by %s ranks and this run has %d: rank %d continues from the loader state rank %d saved, "
-            "which the batch source accepts only if no sample is repeated or skipped "
-            "(robolake's: at an epoch boundary)",
+            "%s was saved by %s ranks and this run has %d: the rest of the epoch is split over %d ranks "
+            "(robolake's sources: every sample once, in the same global order)",
             ckpt,
             restored.world_size,
             dist_info.world_size,
-            dist_info.rank,
-            restored.loader_source_rank(dist_info.rank),
+            dist_info.world_size,
         )
     batches.load_state_dict(restored.loader_state(dist_info.rank))
     return restored.step, 0
@@ -374,8 +372,8 @@ def train(
     Raises:
         FloatingPointError: the loss became NaN or infinite (reported at the next sync).
         StopIteration: a one-shot iterator ran out before total_steps.
-        ValueError: the batch source refused the checkpoint's loader state (another world size
-            mid-epoch, other data or another plan).
+        ValueError: the batch source refused the checkpoint's loader state (other data or
+            another plan, ranks' states that disagree, more ranks than sequences left).
     """
     owns_dist = dist_info is None
     dist_info = setup_distributed(config.device) if dist_info is None else dist_info

@@ -233,3 +233,29 @@ def test_bad_states_are_refused_in_one_line(packed_data, packed_copy):
     done = PackedLoader(str(packed_data.packed), cfg)
     done.load_state_dict(legacy | {"batches_done": legacy["num_batches"]})
     assert (done.epoch, done.batches_done) == (1, 0)
+
+
+def test_a_checkpoint_hands_every_rank_the_merged_state(tmp_path):
+    import torch
+
+    from robolake.training.checkpoint import load_checkpoint, save_checkpoint
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    states = {0: _state(), 1: _state(rank=1)}
+    path = save_checkpoint(
+        tmp_path, step=5, model=model, optimizer=optimizer, scheduler=scheduler, loader_states=states
+    )
+    restored = load_checkpoint(path, model=model)
+    assert [restored.loader_state(r) for r in range(3)] == [_state()] * 3  # any world size: one merged state
+    bad = save_checkpoint(
+        tmp_path,
+        step=6,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loader_states={0: _state(), 1: _state(rank=1, epoch=5)},
+    )
+    with pytest.raises(ValueError, match="disagree on the epoch"):
+        load_checkpoint(bad, model=model).loader_state(0)
