@@ -135,32 +135,12 @@ def _factories(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], str
     return policy_factory, env_factory, tasks, f"{sim} ({args.init or 'untrained init'})"
 
 
-def _busy_jiffies() -> tuple[float, float] | None:
-    """(busy, total) CPU seconds of the whole machine from /proc/stat, or None where there is none."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [float(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    fields = fields[:8]  # user nice system idle iowait irq softirq steal (guest is inside user)
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
-    return (sum(fields) - idle) / hz, sum(fields) / hz
-
-
 def _run(pipe: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One run: its summary, plus how busy the rest of the machine kept the cores meanwhile; and
-    its final weights."""
+    """One run: its summary (with the CPU the rest of the machine used meanwhile) and its final weights."""
     pipe.restart(config)
-    before = _busy_jiffies()
     result = pipe.run()
-    after = _busy_jiffies()
     s: dict[str, Any] = result.summary
-    ours = sum(s["cpu"][k] for k in ("env_s", "generation_s", "learner_s", "driver_s"))
-    s["machine_busy_s"] = after[0] - before[0] if before and after else None
-    # Others' CPU: the machine's busy time over the run minus this run's own (Ray's own daemons
-    # count as others: a small overestimate of the load that was not ours).
-    s["others_cpu_s"] = max(0.0, s["machine_busy_s"] - ours) if s["machine_busy_s"] is not None else None
+    s["others_cpu_s"] = s["cpu"].get("others_s")
     return s, result.weights
 
 

@@ -21,8 +21,10 @@ Both modes count the same things the same way, so the comparison isolates schedu
 Each actor also reports its process's CPU seconds (all threads, the offscreen renderer's too),
 so a run states how many cores it kept busy and its CPU cost per environment step: on a machine
 with fewer cores than components, overlap cannot buy more than the idle cores of the lockstep run.
-The learner's update CPU is reported apart (`cpu.learner_update_s`): it scales with the chunks
-trained, not with env steps, so the CPU a scheduler adds per env step is the rest ("acting").
+The machine's CPU use by everyone else over the run (`cpu.others_s`, from /proc/stat) says how
+many of the cores were this run's to use. The learner's update CPU is reported apart
+(`cpu.learner_update_s`): it scales with the chunks trained, not with env steps, so the CPU a
+scheduler adds per env step is the rest ("acting").
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,6 +75,19 @@ class RLResult:
     trajectories: dict[str, Any] = field(default_factory=dict)
     served: list[str] = field(default_factory=list)
     recorded: dict[str, Any] | None = None
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine was busy since boot (all processes, anyone's; steal counts:
+    capacity taken from this machine), from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(x) for x in f.readline().split()[1:9]]  # user .. steal (guest is inside user)
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 5:
+        return None
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
 
 
 def success_curve(episodes: list[dict[str, Any]], env_steps: int, bins: int = 10) -> list[list[float]]:
@@ -210,6 +226,7 @@ class Pipeline:
         self._dead_slot_s = 0.0
         self._dead_cpu = 0.0
         self._cpu0 = time.process_time()
+        self._machine0 = machine_busy_s()
         self._last = (self._t0, 0, 0)
 
     def _poll(self, timeout: float = 10.0) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
@@ -368,6 +385,7 @@ class Pipeline:
                 self._wall = time.perf_counter() - self._t0
                 self._final = (workers, server, learner)
                 self._final_at = (self._t0 + self._wall, time.process_time())
+                self._machine1 = machine_busy_s()
                 break
             if time.perf_counter() >= next_log:
                 self._emit(self._row(workers, server, learner))
@@ -409,6 +427,7 @@ class Pipeline:
         self._wall = time.perf_counter() - self._t0
         self._final = self._poll()
         self._final_at = (self._t0 + self._wall, time.process_time())
+        self._machine1 = machine_busy_s()
         ray.get(
             self.learner.add_many.remote(
                 [s for segs in ray.get([w.finish.remote() for w in self.workers]) for s in segs]
@@ -437,6 +456,12 @@ class Pipeline:
                 if len(fin) - half
                 else None,
             }
+        cpu = dict(row["cpu"])
+        ours = sum(cpu[k] for k in ("env_s", "generation_s", "learner_s", "driver_s"))
+        if self._machine0 is not None and self._machine1 is not None:
+            # Everyone else's CPU over the run (Ray's own daemons count as others: a slight
+            # overestimate): on a shared machine, the cores this run could not have had.
+            cpu["others_s"] = max(0.0, self._machine1 - self._machine0 - ours)
         return {
             "mode": self.config.mode,
             "wall_s": wall,
@@ -447,7 +472,7 @@ class Pipeline:
             "learner_updates": learner["updates"],
             "learner_updates_per_s": learner["updates"] / wall if wall > 0 else 0.0,
             "idle_fraction": row["idle_fraction"],
-            "cpu": row["cpu"],
+            "cpu": cpu,
             "generation": {
                 "batches": server["batches"],
                 "batch_size_mean": server["batch_size_mean"],
