@@ -134,9 +134,9 @@ BFD_SAMPLES = {True: 200_000, False: 1_000_000}
 BFD_MAX_TOKENS = 4096
 PLAN_LOOPS = 20
 INSTALL_TIMEOUT_S = 3600
-ADAPTER_SAMPLES = {True: 192, False: 512}  # samples per timed epoch of each LeRobot-interface loader
+ADAPTER_SAMPLES = {True: 48, False: 256}  # samples per timed epoch of each LeRobot-interface loader
 ADAPTER_IMAGE_SIZE = 256  # the GR00T frames' stored size: what LeRobot's loaders hand out
-TRAIN_STEPS = {True: 20, False: 100}
+TRAIN_STEPS = {True: 10, False: 100}
 OVERLAY_PACKAGES = ("crc32c", "simplejpeg")  # robolake.lake's imports the LeRobot env lacks (+ pylance)
 REPO = HERE.parents[1]
 
@@ -782,10 +782,11 @@ class PeakRss:
 
 
 def _prepare_sized(src: str, work: Path, step_stride: int, image_size: int) -> tuple[Any, Path]:
-    """The real data ingested, packed at `image_size` for robolake's loader, and exported to v3.0
-    with its h264 packets copied."""
+    """The real data ingested, packed at `image_size` for robolake's loader, exported to v3.0 with
+    its h264 packets copied, then given its h264 access copy (`robolake optimize --access-copy
+    h264`: what a lake read at random frames is given; the export read the record)."""
     from robolake.bench.load import HORIZON, MAX_TOKENS, Prepared
-    from robolake.lake import ExportConfig, Lake, export_lerobot, ingest
+    from robolake.lake import ExportConfig, Lake, build_access_copy, export_lerobot, ingest
     from robolake.loaders import open_shards
     from robolake.packers import PackSpec, TokenLengthConfig, pack
     from robolake.training import ModelConfig
@@ -799,12 +800,15 @@ def _prepare_sized(src: str, work: Path, step_stride: int, image_size: int) -> t
     )
     pack(lake, spec, str(packed_dir))
     export_lerobot(lake, v3, config=ExportConfig(copy_video=True))
-    return Prepared("real", src, lake, spec, open_shards(str(packed_dir), lake=lake)), v3
+    shards = open_shards(str(packed_dir), lake=lake)
+    build_access_copy(lake)
+    return Prepared("real", src, lake, spec, shards), v3
 
 
 def adapter_items_equal(lake: str, v3: Path, lerobot: Peer, work: Path) -> dict[str, Any]:
     """The adapter's items against `LeRobotDataset`'s (torchcodec), item by item: both edges of
-    every episode and random frames, with state/action/image windows."""
+    every episode and random frames, with state/action/image windows. Frames read from the record
+    (`exact_frames`) must be bit-exact; the access copy's distance from them is reported beside."""
     import numpy as np
 
     from robolake.bench.load import HORIZON
@@ -815,7 +819,7 @@ def adapter_items_equal(lake: str, v3: Path, lerobot: Peer, work: Path) -> dict[
     fps, cams = probe.fps, probe.meta.camera_keys
     delta = {"action": [i / fps for i in range(HORIZON)], "observation.state": [-1 / fps, 0.0]}
     delta.update({c: [-1 / fps, 0.0] for c in cams})
-    ds = LakeLeRobotDataset(lake, delta_timestamps=delta)
+    ds = LakeLeRobotDataset(lake, delta_timestamps=delta, exact_frames=True)
     starts = ds.table.starts
     idx = sorted(
         {int(x) for a, b in zip(starts[:-1], starts[1:], strict=True) for x in (a, a + 1, b - 2, b - 1)}
@@ -831,13 +835,19 @@ def adapter_items_equal(lake: str, v3: Path, lerobot: Peer, work: Path) -> dict[
         out=str(out),
         backend="torchcodec",
     )
-    report = compare_items(
-        ds.items(idx),
-        saved_items(str(out), answer["meta"], idx),
-        cams,
-        ignore=("next.done", "next.success", "annotation.human.action.task_description"),
-    )
-    return report.as_dict() | {"indices": len(idx), "delta_timestamps": delta, "backend": "torchcodec"}
+    theirs = saved_items(str(out), answer["meta"], idx)
+    ignore = ("next.done", "next.success", "annotation.human.action.task_description")
+    report = compare_items(ds.items(idx), theirs, cams, ignore=ignore)
+    copy = LakeLeRobotDataset(lake, delta_timestamps=delta)  # the access copy, as the timed adapter reads
+    via_copy = compare_items(copy.items(idx), theirs, cams, max_abs_pixel=1.0, ignore=ignore)
+    return report.as_dict() | {
+        "indices": len(idx),
+        "delta_timestamps": delta,
+        "backend": "torchcodec",
+        "frames_from": "the record (exact_frames=True)",
+        "access_copy_max_abs_pixel": via_copy.max_abs_pixel,
+        "access_copy_other_keys_equal": via_copy.equal,
+    }
 
 
 def measure_adapter(src: str, work: Path, cache: Path, *, quick: bool) -> dict[str, Any]:
