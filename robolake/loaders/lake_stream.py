@@ -131,7 +131,7 @@ class LakeStream(ResumableSource):
         self.batches_done = 0
         self.rejected: list[int] = []
         self._sequences: dict[int, tuple[list[np.ndarray], np.ndarray, np.ndarray | None]] = {}
-        self._plan: tuple[tuple[int, int], EpochPlan] | None = None  # the newest plan, by (epoch, start)
+        self._last_plan: tuple[tuple[int, int], EpochPlan] | None = None  # the newest plan, by (epoch, start)
         self._epoch_plan(0, 0)  # raises now if the epoch cannot be split over this world
 
     @property
@@ -166,9 +166,13 @@ class LakeStream(ResumableSource):
             self._sequences[epoch] = (bins, order, strata)
         return self._sequences[epoch]
 
+    def _plan(self, epoch: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """(all packed sequences of `epoch`, this rank's batches of it from its start as indices into them)."""
+        return self.bins(epoch), self._epoch_plan(epoch, 0).batches
+
     def _epoch_plan(self, epoch: int, start: int) -> EpochPlan:
-        if self._plan is not None and self._plan[0] == (epoch, start):
-            return self._plan[1]
+        if self._last_plan is not None and self._last_plan[0] == (epoch, start):
+            return self._last_plan[1]
         bins, order, strata = self._epoch_sequences_of(epoch)
         plan = plan_epoch(
             order,
@@ -180,7 +184,7 @@ class LakeStream(ResumableSource):
             strata=strata,
             epoch=epoch,
         )
-        self._plan = ((epoch, start), plan)
+        self._last_plan = ((epoch, start), plan)
         return plan
 
     def _batch(self, bins: list[np.ndarray], seq_ids: np.ndarray) -> PackedBatch:
