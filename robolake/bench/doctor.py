@@ -20,8 +20,8 @@ Three figures, each measured in this run:
   datasets, v2.1 and v3.0, each with every fault of `faulty_lerobot.ALL_FAULTS` (the peer's kinds
   and the checks only robolake has: a length outlier, out-of-range state, an overexposed run, a
   duplicate by frames alone and one by actions alone). Per planted fault: whether each found it
-  and with which of its checks (a finding counts when it names the planted episode, or either of
-  a duplicated pair, with a check that points at the fault: `ACCEPTS`; a black run may be found
+  and with which of its checks (a finding counts when it names the planted episode, for a
+  duplicate the copy, alone or in a pair, with a check that points at the fault: `ACCEPTS`; a black run may be found
   as a dark or a frozen camera run, an idle head/tail as a partly frozen action, a zeroed row as
   an action jump, an action spike also as out of range); the findings each
   made that were not planted (on clean episodes, or a check that fits no fault of that episode),
@@ -134,6 +134,7 @@ _EPISODE_LINE = re.compile(r"^Episode (\d+): (.+)$")
 _FROZEN = re.compile(r"of episode (\d+) is consecutive identical actions")
 _JUMPS = re.compile(r"Episode (\d+) has \d+ sudden large action jumps")
 _PAIRS = re.compile(r"near-duplicate episode pair\(s\) detected: (.*)")
+_LENGTHS = re.compile(r"abnormally (?:long|short) episode\(s\) \(.*\): \[([\d, ]*)\]")
 _REASONS = (  # (words in a per-episode reason, robolake check)
     ("frozen", "frozen_action"),
     ("dropped frame", "timestamp_gap"),
@@ -162,7 +163,7 @@ def parse_peer(report: Mapping[str, Any]) -> list[Finding]:
             text = str(msg.get("message", ""))
             line = _EPISODE_LINE.match(text)
             pairs = _PAIRS.search(text)
-            frozen, jumps = _FROZEN.search(text), _JUMPS.search(text)
+            frozen, jumps, lengths = _FROZEN.search(text), _JUMPS.search(text), _LENGTHS.search(text)
             if line:
                 for reason in line.group(2).split("; "):
                     out.append(Finding("lerobot-doctor", name, _kind(reason), (int(line.group(1)),), reason))
@@ -170,6 +171,9 @@ def parse_peer(report: Mapping[str, Any]) -> list[Finding]:
                 out.append(Finding("lerobot-doctor", name, "frozen_action", (int(frozen.group(1)),), text))
             elif jumps:
                 out.append(Finding("lerobot-doctor", name, "action_jump", (int(jumps.group(1)),), text))
+            elif lengths:
+                eps = tuple(int(x) for x in re.findall(r"\d+", lengths.group(1)))
+                out.append(Finding("lerobot-doctor", name, "length_outlier", eps, text))
             elif pairs:
                 for a, b in re.findall(r"\((\d+), (\d+)\)", pairs.group(1)):
                     out.append(Finding("lerobot-doctor", name, "near_duplicate", (int(a), int(b)), text))
@@ -206,12 +210,9 @@ def compare(planted: Sequence[Mapping[str, Any]], findings: Mapping[str, Sequenc
     """
     rows: list[dict[str, Any]] = []
     for p in planted:
-        eps = {int(p["episode_index"])} | ({int(p["of_episode"])} if p.get("of_episode") is not None else set())
         row: dict[str, Any] = {"fault": p["fault"], "episode_index": int(p["episode_index"])}
         for tool, got in findings.items():
-            row[tool] = sorted(
-                {f.check if f.check == f.kind else f"{f.check}: {f.kind}" for f in got if _finds(f, p["fault"], eps)}
-            )
+            row[tool] = sorted({f.check if f.check == f.kind else f"{f.check}: {f.kind}" for f in got if _finds(f, p)})
         rows.append(row)
     unplanted: dict[str, list[dict[str, Any]]] = {}
     notes: dict[str, list[str]] = {}
@@ -220,7 +221,7 @@ def compare(planted: Sequence[Mapping[str, Any]], findings: Mapping[str, Sequenc
         for f in got:
             if not f.episodes:
                 notes[tool].append(f"{f.check}: {f.detail}")
-            elif not any(_finds(f, p["fault"], _episodes(p)) for p in planted):
+            elif not any(_finds(f, p) for p in planted):
                 unplanted[tool].append(
                     {"check": f.check, "kind": f.kind, "episodes": list(f.episodes), "detail": f.detail}
                 )
@@ -233,12 +234,11 @@ def compare(planted: Sequence[Mapping[str, Any]], findings: Mapping[str, Sequenc
     }
 
 
-def _episodes(p: Mapping[str, Any]) -> set[int]:
-    return {int(p["episode_index"])} | ({int(p["of_episode"])} if p.get("of_episode") is not None else set())
-
-
-def _finds(f: Finding, fault: str, episodes: set[int]) -> bool:
-    return f.kind in ACCEPTS.get(fault, frozenset({fault})) and bool(episodes & set(f.episodes))
+def _finds(f: Finding, p: Mapping[str, Any]) -> bool:
+    """Whether `f` finds planted fault `p`: a check that points at it, naming its episode. For a
+    duplicate that is the copy (alone, or in a pair with the original): several copies of one
+    original are planted, and a pair naming the original only says which copy it found."""
+    return f.kind in ACCEPTS.get(p["fault"], frozenset({p["fault"]})) and int(p["episode_index"]) in f.episodes
 
 
 def comparison_rows(scored: Mapping[str, Any], tools: Sequence[str]) -> list[tuple[str, str]]:

@@ -40,6 +40,21 @@ def test_parse_peer_sample():
     assert not any(f.detail.startswith("Total ") for f in found)  # totals repeat the per-episode lines
 
 
+def test_parse_peer_length_outliers():
+    report = {
+        "checks": [
+            {
+                "name": "Episode Health",
+                "messages": [
+                    {"severity": "WARN", "message": "1 abnormally long episode(s) (>3 std above mean): [19]"},
+                    {"severity": "WARN", "message": "2 abnormally short episode(s) (>3 std below mean): [3, 5]"},
+                ],
+            }
+        ]
+    }
+    assert [(f.kind, f.episodes) for f in parse_peer(report)] == [("length_outlier", (19,)), ("length_outlier", (3, 5))]
+
+
 def test_compare_on_the_peer_sample():
     scored = compare(PLANTED, {"lerobot-doctor": parse_peer(json.loads(SAMPLE.read_text()))})
     got = {r["fault"]: r["lerobot-doctor"] for r in scored["faults"]}
@@ -58,7 +73,8 @@ def test_compare_and_table_on_synthetic_findings():
         "robolake": [
             f("frozen_state", 4),
             f("frozen_camera", 8),  # a black run found as a frozen run counts
-            f("near_duplicate", 0),  # either of the pair counts
+            f("near_duplicate", 0, 7),  # a pair naming the copy counts
+            f("near_duplicate", 0, 2),  # a pair naming the original and a clean episode: not planted
             f("frozen_state", 1),  # a clean episode: not planted
             f("action_jump", 11),  # identical_dims' episode, a check that fits no fault there
             Finding("robolake", "length_outlier", "length_outlier", (), "task-level note"),
@@ -74,6 +90,7 @@ def test_compare_and_table_on_synthetic_findings():
     assert rows["idle_head"]["robolake"] == []
     assert scored["found"] == {"robolake": 3, "peer": 1}
     assert [(u["check"], u["episodes"]) for u in scored["unplanted"]["robolake"]] == [
+        ("near_duplicate", [0, 2]),
         ("frozen_state", [1]),
         ("action_jump", [11]),
     ]
@@ -81,7 +98,7 @@ def test_compare_and_table_on_synthetic_findings():
     table = dict(comparison_rows(scored, ["robolake", "peer"]))
     assert table["frozen_state (episode 4)"] == "robolake: frozen_state | peer: MISSED"
     assert table["robolake: found"] == f"3/{len(FAULTS)}"
-    assert table["robolake: not planted"] == "frozen_state on [1]; action_jump on [11]"
+    assert table["robolake: not planted"] == "near_duplicate on [0, 2]; frozen_state on [1]; action_jump on [11]"
     assert table["peer: not planted"] == "none"
 
 
