@@ -560,7 +560,9 @@ def cluster_run(
         def job() -> float:
             t0 = time.perf_counter()
             # execution="ray": ingest's `auto` would run a source this small in the driver process
-            ingest(src, f"{root}/lake", IngestConfig(episodes_per_task=1, execution="ray"))
+            ingest(
+                src, Lake.open(f"{root}/lake", storage_options=opts), IngestConfig(episodes_per_task=1, execution="ray")
+            )
             lake = Lake.open(f"{root}/lake", storage_options=opts)
             spec = PackSpec(max_tokens=512, horizon=4, tokens=TokenLengthConfig(tokens_per_view=16, state_tokens=0))
             pack(lake, spec, f"{root}/packed", sequences_per_task=2, execution="ray")
@@ -760,14 +762,10 @@ def _verbs_section(work: str, quick: bool) -> dict[str, Any]:
 
 
 def _elastic_section(work: str, quick: bool) -> dict[str, Any]:
-    """`elastic`: resume on another world size, from `bench._elastic` (issue 26's loader half)."""
-    import importlib
+    """`elastic`: resume mid-epoch on another world size (`bench._elastic`, the loader half of [26])."""
+    from robolake.bench._elastic import elastic_section
 
-    try:
-        elastic = importlib.import_module("robolake.bench._elastic")
-    except ImportError:
-        return {"exactly_once": False, "skipped": "robolake.bench._elastic is not there yet (the loader half of [26])"}
-    return dict(elastic.run(os.path.join(work, "elastic"), quick=quick))
+    return elastic_section(os.path.join(work, "elastic"), quick=quick)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -894,7 +892,16 @@ def _rows(res: dict[str, Any]) -> list[tuple[str, Any]]:
             kind = ("flat" if v["flat"] else "NOT FLAT") if v["metadata"] else "reads the lake"
             rows.append((f"verb {verb}: s per size; {key} ({kind})", f"{times}; {v[key]:.2f} ({lo:.2f}-{hi:.2f})"))
     if "elastic" in res:
-        rows.append(("elastic: exactly once", str(res["elastic"].get("exactly_once"))))
+        el = res["elastic"]
+        rows += [
+            ("elastic: exactly once / order unchanged", f"{el.get('exactly_once')} / {el.get('order_unchanged')}"),
+            ("elastic: (N, M) cases", " ".join(f"{n}->{m}" for n, m in el.get("cases", []))),
+        ]
+        r = el.get("resize_first_batch_over_same_size")
+        if r:
+            rows.append(
+                ("elastic: first batch after resize / same size", f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})")
+            )
     return rows
 
 
