@@ -76,7 +76,7 @@ from robolake.lake.lake import Lake
 from robolake.lake.sources.record import EVENT_KINDS
 from robolake.lake.stats.quality import QUALITY_ALIASES, QUALITY_NAMES
 
-__all__ = ["WhereError", "parse_where", "select_episode_ids", "source_path_of", "Where"]
+__all__ = ["WhereError", "episode_columns", "parse_where", "select_episode_ids", "source_path_of", "Where"]
 
 _EPISODE_COLUMNS = (
     "episode_id",
@@ -447,14 +447,39 @@ def _truth(values: Any) -> np.ndarray:
     return arr.astype(bool)
 
 
+# Derived names -> the episodes columns they are computed from ("metadata" is the JSON column).
+_DERIVED_FROM: dict[str, tuple[str, ...]] = {
+    "length": ("num_steps",),
+    "duration": ("num_steps", "fps"),
+    "source": ("metadata",),
+    "source_path": ("source_uri", "metadata"),
+    "quarantine_free": ("source_uri", "metadata"),
+    "ingest_version": (),
+}
+
+
+def episode_columns(where: Where) -> list[str]:
+    """The episodes columns evaluating `where` reads: `episode_id` (what a filter returns), the
+    columns it names, those its derived names are computed from, and `metadata` only for
+    meta.KEY, quality.NAME, stream(...) and event(...) (parse_where puts "metadata" in `names`)."""
+    cols = {"episode_id"}
+    for name in where.names:
+        if name in _EPISODE_COLUMNS or name == "metadata":
+            cols.add(name)
+        cols.update(_DERIVED_FROM.get(name, ()))
+    return sorted(cols)
+
+
 class _Episodes:
     """The episode-level columns an expression names, computed once each."""
 
     def __init__(self, lake: Lake, where: Where):
         self.lake = lake
         self.where = where
-        cols = sorted(set(_EPISODE_COLUMNS) | {"metadata"})
-        self.table = lake.episodes(columns=cols)
+        # Only the columns the expression names: the metadata column (kilobytes of JSON an episode)
+        # is most of the table, and reading it for `source_episode_index < 10` made select, delete
+        # and tag follow the lake's size (issue 37).
+        self.table = lake.episodes(columns=episode_columns(where))
         self.n = self.table.num_rows
         self._cache: dict[str, np.ndarray] = {}
         self._meta: list[dict[str, Any]] | None = None

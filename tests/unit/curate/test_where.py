@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from robolake.lake import Lake
-from robolake.lake.where import WhereError, parse_where, select_episode_ids
+from robolake.lake.where import WhereError, episode_columns, parse_where, select_episode_ids
 
 
 def _steps_by_episode(lake: Lake) -> dict[str, dict[str, np.ndarray]]:
@@ -43,6 +43,42 @@ def test_episode_columns_and_sql_habits(base_lake: Path):
     value = json.loads(rows[0]["metadata"])[key]
     if isinstance(value, str):
         assert rows[0]["episode_id"] in select_episode_ids(lake, f"meta.{key} = '{value}'")
+
+
+@pytest.mark.parametrize(
+    ("expr", "columns"),
+    [
+        ("source_episode_index < 10", ["episode_id", "source_episode_index"]),
+        ("length > 3 and duration < 2", ["episode_id", "fps", "num_steps"]),
+        ("task = 'pick' and ingest_version = 2", ["episode_id", "task"]),
+        ("source = 'rollout'", ["episode_id", "metadata"]),
+        ("quarantine_free", ["episode_id", "metadata", "source_uri"]),
+        ("meta.robot = 'a'", ["episode_id", "metadata"]),
+        ("quality.idle_fraction > 0.4 and success", ["episode_id", "metadata", "success"]),
+        ("stream('/imu').rate_hz > 100", ["episode_id", "metadata"]),
+        ("any(event('/fault'))", ["episode_id", "metadata"]),
+        ("max(abs(action)) > 3", ["episode_id"]),
+    ],
+)
+def test_a_filter_reads_only_the_columns_it_names(expr: str, columns: list[str]):
+    # the metadata JSON is most of the episodes table: a filter that does not need it must not read it
+    assert episode_columns(parse_where(expr)) == columns
+
+
+def test_a_projected_read_selects_what_the_full_read_did(base_lake: Path, monkeypatch):
+    lake = Lake.open(str(base_lake))
+    rows = lake.episodes().to_pylist()
+    read: list[list[str] | None] = []
+    real = Lake.episodes
+
+    def spy(self, where=None, columns=None):
+        read.append(columns)
+        return real(self, where=where, columns=columns)
+
+    monkeypatch.setattr(Lake, "episodes", spy)
+    got = select_episode_ids(lake, "num_steps > 20 and source_path != ''")
+    assert sorted(got) == sorted(r["episode_id"] for r in rows if r["num_steps"] > 20)
+    assert read == [["episode_id", "metadata", "num_steps", "source_uri"]]
 
 
 def test_step_aggregates_match_numpy(base_lake: Path):
