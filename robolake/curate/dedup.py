@@ -1,7 +1,8 @@
 """`dedup`: keep one episode of each near-duplicate group `robolake doctor` finds, remove the rest.
 
 The doctor decides what a duplicate is (`robolake.lake.doctor`: episodes of one embodiment whose
-action signatures agree within 1% of each dimension's range, at lengths within 2%); this verb
+action signatures agree within 1% of each dimension's range, or whose frame fingerprints are
+near-identical, at lengths within 2%); this verb
 only acts on its `near_duplicate` findings, so there is one definition of a duplicate. Each
 finding names the episode it repeats (`Finding.duplicate_of`), which makes the groups.
 
