@@ -382,10 +382,6 @@ class Pipeline:
             if on_tick is not None:
                 on_tick(self)
             if self.env_steps(workers) >= c.env_steps:
-                self._wall = time.perf_counter() - self._t0
-                self._final = (workers, server, learner)
-                self._final_at = (self._t0 + self._wall, time.process_time())
-                self._machine1 = machine_busy_s()
                 break
             if time.perf_counter() >= next_log:
                 self._emit(self._row(workers, server, learner))
@@ -393,8 +389,20 @@ class Pipeline:
         ray.get([w.stop.remote() for w in self.workers])
         ray.get(list(runs.values()))
         if learner_run is not None:
+            # The budget is spent: the learner first trains on every whole update still ready
+            # (stale chunks are dropped as they come up), inside the run's wall time, so both
+            # modes end having trained on what their finished episodes gave: the lockstep mode
+            # trains it at every tick, and an asynchronous run that stopped with a backlog
+            # would be credited with throughput it did not pay for.
+            per_update = c.learner.micro_batch * c.learner.micro_batches_per_update
+            while ray.get(self.learner.stats.remote())["ready"] >= per_update:
+                time.sleep(0.05)
             ray.get(self.learner.stop.remote())
             ray.get(learner_run)
+        self._wall = time.perf_counter() - self._t0
+        self._final = self._poll()
+        self._final_at = (self._t0 + self._wall, time.process_time())
+        self._machine1 = machine_busy_s()
 
     # -- synchronous -----------------------------------------------------------------------------
 
