@@ -48,7 +48,7 @@ from robolake.plots import plot_fill_rates, plot_length_histograms, plot_loss, p
 from robolake.training.checkpoint import latest_checkpoint
 from robolake.training.config import ModelConfig
 from robolake.training.evaluate import evaluate_actions, heldout_loss
-from robolake.training.model import GrootModel
+from robolake.training.families import PolicyModel
 from robolake.training.run import RunConfig, train_on
 from robolake.training.threads import set_torch_threads
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
@@ -81,12 +81,15 @@ class DemoConfig:
         episodes_per_task: Sim demonstrations recorded per task (default 24 full, 3 quick).
         eval_episodes: Closed-loop episodes per task for the policy, the expert and the floors
             (default 10 full, 2 quick).
+        family: The model family trained and evaluated: "groot" (default) or "pi0"
+            (`robolake.training.pi0`); the same shards train either.
     """
 
     out: str = "demo_out"
     quick: bool = False
     seed: int = 0
     steps: int | None = None
+    family: Literal["groot", "pi0"] = "groot"
     sim: Literal["auto", "on", "off"] = "auto"
     episodes_per_task: int | None = None
     eval_episodes: int | None = None
@@ -94,6 +97,8 @@ class DemoConfig:
     def __post_init__(self) -> None:
         if self.sim not in ("auto", "on", "off"):
             raise ValueError(f"sim must be auto, on or off, got {self.sim!r}")
+        if self.family not in ("groot", "pi0"):
+            raise ValueError(f"family must be groot or pi0, got {self.family!r}")
 
     @property
     def use_sim(self) -> bool:
@@ -306,7 +311,8 @@ def run_demo(
         f"pixels {tuple(batch.pixels.shape)}"
     )
 
-    print(f"[5/{stages}] train the tiny GR00T-style model, packed, {steps} steps (varlen attention)")
+    label = "GR00T" if config.family == "groot" else "pi0"
+    print(f"[5/{stages}] train the tiny {label}-style model, packed, {steps} steps (varlen attention)")
     t_train = time.perf_counter()
     run_dir = os.path.join(out, "train_packed")
     done = _checkpoint_step(run_dir)
@@ -316,6 +322,7 @@ def run_demo(
     spb = 1 if use_sim else 2
     run = RunConfig(
         out=run_dir,
+        preset=f"{config.family}:tiny",
         steps=steps,
         lr=1e-3,
         sequences_per_batch=spb,
@@ -393,7 +400,7 @@ def run_demo(
     print(line)
 
     print(f"[6/{stages}] evaluate on held-out episodes (action MSE vs the mean-action baseline)")
-    fitted = cast(GrootModel, packed_result.model).config
+    fitted = cast(PolicyModel, packed_result.model).config
     test_loader = PackedLoader(
         os.path.join(out, "packed_test"),
         LoaderConfig(

@@ -30,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="a first look in minutes: 3 demonstrations per task, 40 training steps, 2 evaluation episodes per task",
     )
+    s.add_argument(
+        "--family",
+        default="groot",
+        choices=["groot", "pi0"],
+        help="the model family trained and evaluated (default groot; pi0: prefix-LM backbone with an action expert)",
+    )
     s.set_defaults(fn=run)
 
 
@@ -37,5 +43,9 @@ def run(args: argparse.Namespace) -> int:
     from robolake.demo import DemoConfig, run_demo
 
     quiet_ray()
-    run_demo(DemoConfig(out=args.out, quick=args.quick), progress=tqdm_progress(), train_progress=train_progress_bar)
+    run_demo(
+        DemoConfig(out=args.out, quick=args.quick, family=args.family),
+        progress=tqdm_progress(),
+        train_progress=train_progress_bar,
+    )
     return 0
