@@ -744,12 +744,14 @@ class PeakRss:
 
     Args:
         roots: The trees' root pids (their children, e.g. DataLoader workers, are summed in).
+        exclude: Pids left out with their trees (the peers this process started).
     """
 
-    def __init__(self, roots: Sequence[int]) -> None:
+    def __init__(self, roots: Sequence[int], exclude: Sequence[int] = ()) -> None:
         import threading
 
         self.roots = list(roots)
+        self.exclude = set(exclude)
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -761,8 +763,10 @@ class PeakRss:
         for pid in self.roots:
             try:
                 top = psutil.Process(pid)
+                skip = {c.pid for x in self.exclude for c in psutil.Process(x).children(recursive=True)} | self.exclude
                 for p in [top, *top.children(recursive=True)]:
-                    total += p.memory_info().rss
+                    if p.pid not in skip:
+                        total += p.memory_info().rss
             except psutil.Error:
                 continue
         return total
@@ -867,7 +871,11 @@ def measure_adapter(src: str, work: Path, cache: Path, *, quick: bool) -> dict[s
         ray.shutdown()  # its processes would be charged to robolake's CPU time
     lance_root = work / "adapter" / "lerobot-lancedb"
     lake_uri = str(prepared.lake.uri)
-    loader = PackedLoader(prepared.shards, loader_config(prepared.shards))
+    import dataclasses
+
+    # the frames at their stored size, as the LeRobot-interface loaders hand them out
+    config = dataclasses.replace(loader_config(prepared.shards), image_size=ADAPTER_IMAGE_SIZE)
+    loader = PackedLoader(prepared.shards, config)
     batch_size = max(1, round(prepared.shards.manifest.num_samples / len(loader)))
     kinds = {"lancedb": str(lance_root), "adapter": lake_uri, "lerobot": str(v3)}
     peers: dict[str, Peer] = {}
@@ -894,7 +902,7 @@ def measure_adapter(src: str, work: Path, cache: Path, *, quick: bool) -> dict[s
 
         def robolake_epoch() -> tuple[Timing, int]:
             loader.set_epoch(0)
-            with PeakRss([os.getpid()]) as mem, Stopwatch(exclude=pids) as sw:
+            with PeakRss([os.getpid()], exclude=pids) as mem, Stopwatch(exclude=pids) as sw:
                 samples, shapes["robolake"] = _drain(loader)
             rss["robolake"] = max(rss["robolake"], mem.peak)
             return sw.timing, samples
@@ -947,6 +955,11 @@ def measure_adapter(src: str, work: Path, cache: Path, *, quick: bool) -> dict[s
     for k, o in opened.items():
         summaries[k].update(samples_per_epoch=o["samples"], dataset_frames=o["dataset_frames"])
     summaries["robolake"].update(samples_per_epoch=prepared.shards.manifest.num_samples, image_size=ADAPTER_IMAGE_SIZE)
+    for run in training.values():  # the first batch waits for the workers to start; the rest is the steady state
+        steady = run["total_s"] - run["first_batch_wait_s"]
+        run["data_wait_fraction_after_first_batch"] = (run["data_wait_s"] - run["first_batch_wait_s"]) / max(
+            steady, 1e-9
+        )
     return {
         "loaders": summaries,
         "batch_size": batch_size,
