@@ -57,7 +57,11 @@ exported to v3.0 as above, all at the stored 256 px, an action chunk of 16, the 
 fork-safe) and prefetch, interleaved (robolake, lancedb, adapter, lerobot, ...): robolake's own
 loader (shards packed at 256 px), lerobot-lancedb's `LanceDBDataset` on its own converter's output
 (`lerobot_lancedb.convert`), robolake's LeRobot adapter (`robolake.integrations.lerobot`) on the
-lake, and `LeRobotDataset` (torchcodec) on the v3.0 export. They run in an overlay of the
+lake with its h264 access copy (`robolake optimize --access-copy h264`, what a lake read at random
+frames is given: at most two decodes a frame, against a decode from the keyframe of a 250-frame GOP
+for the record, LeRobot and lerobot-lancedb), and `LeRobotDataset` (torchcodec) on the v3.0
+export. The items check reads the record (`exact_frames=True`) and must be bit-exact; the access
+copy's largest pixel difference is reported beside it. They run in an overlay of the
 lerobot-lancedb environment (`ensure_overlay`: + pylance and robolake's source) so that the
 adapter and the peers share one interpreter and one torch. JSON: `lancedb.speedup_local`
 (robolake loader over LanceDBDataset), `lerobot_adapter.speedup` (adapter over LeRobotDataset),
