@@ -118,6 +118,24 @@ def test_cut_bytes_are_named_and_quick_skips_them(lake: Lake):
     assert check_lake(lake.uri, quick=True).ok  # --quick does not read the value bytes
 
 
+def test_quick_compares_a_sample_and_says_so(lake: Lake, monkeypatch: pytest.MonkeyPatch, capsys):
+    from robolake.lake.upkeep import _record_check
+
+    monkeypatch.setattr(_record_check, "QUICK_EPISODES", 1)  # of the lake's 2 episodes
+    (sampled,), total = _record_check.sample_episodes(lance.dataset(lake.table_uri("episodes")))
+    other = next(e for e in lake.episode_ids() if e != sampled)
+    assert total == 2
+    _publish(lake, "signals", lambda ds: ds.delete(f"episode_id = '{other}' AND stream = '/imu' AND chunk = 1"))
+    quick = check_lake(lake.uri, quick=True)
+    assert quick.ok and any("compared the record (signals and events) of 1 of 2 episodes" in n for n in quick.notes)
+    assert any(f"episode {other}, stream /imu" in p for p in _problems(lake))  # the full check reads every one
+    assert main(["check", lake.uri, "--quick"]) == 0
+    assert "without --quick to compare every episode's" in capsys.readouterr().out
+    _publish(lake, "signals", lambda ds: ds.delete(f"episode_id = '{sampled}' AND stream = '/imu' AND chunk = 2"))
+    problems = _problems(lake, quick=True)
+    assert any(f"episode {sampled}, stream /imu: part 0 has chunks" in p for p in problems), problems
+
+
 def test_moved_stamps_and_a_lying_count_are_named(lake: Lake):
     eid = _first_episode(lake)
 
