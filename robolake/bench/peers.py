@@ -1025,6 +1025,9 @@ def adapter_keys(figures: Mapping[str, Any]) -> dict[str, Any]:
             k: {kk: v for kk, v in run.items() if kk != "versions"} for k, run in figures["training"].items()
         },
         "adapter_loaders": figures["loaders"],
+        "adapter_setup": {
+            k: figures[k] for k in ("batch_size", "num_workers", "horizon", "lancedb_convert_s") if k in figures
+        },
     }
 
 
