@@ -24,7 +24,9 @@ worker's environments ask the server together, `RLConfig.group_requests`), "asyn
 environment asks on its own: no environment ever waits for a neighbour, at one Ray call per
 environment and chunk) and "sync" (lockstep). Every run must train: a mode that finishes with
 zero learner updates fails the benchmark, since without the learner's work the comparison is
-environment || generation only and says nothing about the claim. The table gives, per mode, env
+environment || generation only and says nothing about the claim; and an asynchronous run trains
+on every whole update still ready when its budget ends, inside its wall time, so that both modes
+pay for the chunks their finished episodes gave. The table gives, per mode, env
 steps/s, updates/s, the three idle fractions and the per-stage CPU budget (ms of CPU per env step
 of the environments, the generation server, the learner and the driver). The machine's other
 load is measured too (/proc/stat over the run, minus this run's own CPU), so the ceiling is
