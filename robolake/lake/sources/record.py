@@ -572,22 +572,47 @@ def read_record(signals: pa.Table, events: pa.Table) -> Record:
 
 def gaps(t_ns: np.ndarray, *, factor: float = 5.0, floor_s: float = 0.05) -> tuple[int, float]:
     """(intervals longer than `factor` x the median interval and `floor_s`, the longest in seconds)."""
+    return _gaps(_intervals(t_ns), factor=factor, floor_s=floor_s)
+
+
+def _intervals(t_ns: np.ndarray) -> np.ndarray:
+    """The intervals (ns, int64) between a stream's stamps in time order: sorted once, then shared
+    by `_gaps` and `_rate_of` (a summary per stream of every episode is `check`'s main cost)."""
     t = np.sort(np.asarray(t_ns, dtype=np.int64))
-    if t.size < 3:
+    return np.diff(t) if t.size else t
+
+
+def _median(x: np.ndarray) -> float:
+    """np.median of a non-empty 1-D float64 array, bit for bit (the middle order statistic, or the
+    mean of the two), without np.median's per-call overhead (~20 us; this runs per stream)."""
+    n = x.size
+    k = n // 2
+    if n % 2:
+        return float(np.partition(x, k)[k])
+    part = np.partition(x, (k - 1, k))
+    return float(np.mean(part[k - 1 : k + 1]))
+
+
+def _gaps(d_ns: np.ndarray, *, factor: float = 5.0, floor_s: float = 0.05) -> tuple[int, float]:
+    if d_ns.size < 2:  # fewer than 3 stamps
         return 0, 0.0
-    dt = np.diff(t).astype(np.float64) / 1e9
+    dt = d_ns.astype(np.float64) / 1e9
     pos = dt[dt > 0]
     if not pos.size:
         return 0, 0.0
-    limit = max(factor * float(np.median(pos)), floor_s)
+    limit = max(factor * _median(pos), floor_s)
     long = dt[dt > limit]
     return int(long.size), float(long.max()) if long.size else 0.0
 
 
 def _rate(t_ns: np.ndarray) -> float:
-    dt = np.diff(np.sort(np.asarray(t_ns, dtype=np.int64))).astype(np.float64)
+    return _rate_of(_intervals(t_ns))
+
+
+def _rate_of(d_ns: np.ndarray) -> float:
+    dt = d_ns.astype(np.float64)
     dt = dt[dt > 0]
-    return float(1e9 / np.median(dt)) if dt.size else 0.0
+    return float(1e9 / _median(dt)) if dt.size else 0.0
 
 
 def stream_summary(record: Record) -> dict[str, dict[str, Any]]:
@@ -598,11 +623,12 @@ def stream_summary(record: Record) -> dict[str, dict[str, Any]]:
         by_stream.setdefault(s.stream, []).append(s)
     for name, parts in by_stream.items():
         t = np.concatenate([p.t_ns for p in parts])
-        n_gaps, longest = gaps(t)
+        d = _intervals(t)
+        n_gaps, longest = _gaps(d)
         out[name] = {
             "kind": parts[0].kind,
             "count": int(t.size),
-            "rate_hz": round(_rate(t), 3),
+            "rate_hz": round(_rate_of(d), 3),
             "clock": parts[0].clock,
             "dtypes": sorted({str(np.dtype(v.dtype)) for p in parts for v in p.values}),
             "parts": len(parts),

@@ -176,3 +176,22 @@ def test_events_split_episodes_labels_and_triggers(tmp_path: Path):
     )
     res = ingest(str(tmp_path / "src"), str(tmp_path / "b"), IngestConfig(execution="local", mapping=by_trigger))
     assert res.ingested == 2
+
+
+def test_gaps_and_rate_equal_their_np_median_definition():
+    """`gaps` and the summary's rate share one sort and a partition-based median: they must give
+    exactly what np.median gives (check compares the metadata's rounded rate with a recomputed one)."""
+    from robolake.lake.sources.record import Record, SignalPart, gaps, stream_summary
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 3, 4, 5, 50, 51, 200):
+        t = np.cumsum(rng.choice([0, 1, 1, 1, 2, 40], n)) * 3_333_333 + rng.integers(0, 9, n)
+        t = rng.permutation(t)  # unsorted, with repeats
+        dt = np.diff(np.sort(t)).astype(np.float64)
+        pos = dt[dt > 0]
+        want_rate = float(1e9 / np.median(pos)) if pos.size else 0.0
+        limit = max(5.0 * float(np.median(pos / 1e9)), 0.05) if pos.size else None
+        long = (dt / 1e9)[dt / 1e9 > limit] if limit is not None and n >= 3 else np.zeros(0)
+        assert gaps(t) == (int(long.size), float(long.max()) if long.size else 0.0)
+        part = SignalPart(stream="/s", part=0, kind="numeric", clock="log", t_ns=t, values=())
+        assert stream_summary(Record(signals=(part,)))["/s"]["rate_hz"] == round(want_rate, 3)
