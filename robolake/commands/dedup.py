@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep one episode of each near-duplicate group `robolake doctor` finds; remove the rest in a new version",
         description=(
             "A group is what `robolake doctor` reports as near_duplicate (same actions within 1% of each dim's "
-            "range, or near-identical frame fingerprints; lengths within 2%). Each group keeps its longest episode, then the earliest ingested, then the "
+            "range, or near-identical frame fingerprints; lengths within 2%). Each group keeps its longest "
+            "episode, then the earliest ingested, then the "
             "smallest id; the rest are removed in one new lake version with the reason kept. `robolake diff` lists "
             "them and `robolake restore LAKE --episodes ID...` brings any back."
         ),

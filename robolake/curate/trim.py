@@ -153,11 +153,17 @@ def _episode_ids(lake: Lake, where: str | None) -> list[str]:
     return sorted(ids)
 
 
-def _matrix(column: pa.ChunkedArray) -> np.ndarray:
-    arr = column.combine_chunks()
-    n = len(arr)
-    flat = np.asarray(arr.flatten(), dtype=np.float64)
-    return flat.reshape(n, -1) if n else flat.reshape(0, 0)
+class _Rows:
+    """A list<float> column as one flat array and its offsets: any run of rows (one episode, one
+    width; embodiments of other widths share a chunk) reshapes without a copy."""
+
+    def __init__(self, column: pa.ChunkedArray):
+        arr = column.combine_chunks()
+        self.offsets = np.asarray(arr.offsets, dtype=np.int64)
+        self.values = np.asarray(arr.flatten(), dtype=np.float64)
+
+    def rows(self, a: int, b: int) -> np.ndarray:
+        return self.values[self.offsets[a] : self.offsets[b]].reshape(b - a, -1)
 
 
 def _ranks(episode_ids: np.ndarray) -> np.ndarray:
@@ -211,7 +217,7 @@ def trim(
             steps = lake.to_arrow("steps", where=sql_in("episode_id", chunk)).sort_by(
                 [("episode_id", "ascending"), ("step_index", "ascending")]
             )
-            state, action = _matrix(steps["state"]), _matrix(steps["action"])
+            state, action = _Rows(steps["state"]), _Rows(steps["action"])
             timestamps = steps["timestamp"].to_numpy()
             eids, starts = np.unique(np.asarray(steps["episode_id"].to_pylist(), dtype=object), return_index=True)
             stops = np.append(starts[1:], steps.num_rows)
@@ -219,7 +225,8 @@ def trim(
             new_rows: list[dict[str, Any]] = []
             for eid, a, b in zip(eids.tolist(), starts.tolist(), stops.tolist(), strict=True):
                 n = b - a
-                keep = np.flatnonzero(~spec.drop(state[a:b], action[a:b], timestamps[a:b], where))
+                ep_state, ep_action = state.rows(a, b), action.rows(a, b)
+                keep = np.flatnonzero(~spec.drop(ep_state, ep_action, timestamps[a:b], where))
                 if len(keep) == n:
                     continue
                 if len(keep) < spec.min_steps:
@@ -234,7 +241,7 @@ def trim(
                 before += n
                 after += len(keep)
                 touched.add(rows[eid]["embodiment"])
-                fresh = {"state": state[a + keep], "action": action[a + keep], "timestamp": timestamps[a + keep]}
+                fresh = {"state": ep_state[keep], "action": ep_action[keep], "timestamp": timestamps[a + keep]}
                 new_rows.append(_trimmed_row(rows[eid], kept, fresh))
             if tx is not None and new_rows:
                 done = [r["episode_id"] for r in new_rows]

@@ -176,3 +176,15 @@ def test_pack_and_export_read_only_the_kept_steps(idle_lake: str, tmp_path: Path
     again = Lake.open(str(back))
     lengths = sorted(r["num_steps"] for r in again.episodes().to_pylist())
     assert lengths == sorted([N - HEAD - TAIL, N - HEAD - TAIL, N])
+
+
+def test_trim_a_lake_of_several_embodiments(tmp_path: Path) -> None:
+    """Embodiments of other state widths share a chunk of steps (the README tour's lake failed here)."""
+    lake = tmp_path / "lake"
+    assert main(["ingest", "--format", "synthetic", str(tmp_path / "syn"), str(lake), "--no-progress"]) == 0
+    before = Lake.open(str(lake))
+    widths = {len(r["state"]) for r in before.to_arrow("steps", columns=["state"]).to_pylist()}
+    assert len(widths) > 1
+    r = curate.trim(str(lake), curate.TrimSpec(where_steps="steps_from_end < 2"))
+    assert len(r.removed) == before.count("episodes") and set(r.removed.values()) == {2}
+    assert main(["check", str(lake)]) == 0
