@@ -90,11 +90,21 @@ def _check_curation(nb: Any) -> None:
     assert len(losses) == 5 and all(math.isfinite(x) for x in losses)
 
 
+def _check_lerobot_adapter(nb: Any) -> None:
+    text = _text(nb)
+    assert re.search(r"action\s+torch.float32 \(16, \d+\)", text)
+    assert "first frame state pad: [True, False]" in text
+    assert 0 < int(_find(r"last frame action pad: (\d+) of 16", text)[1]) < 16
+    a, b, total, n = (int(x) for x in _find(r"streamed per rank: \[(\d+), (\d+)\] total (\d+) of (\d+)", text).groups())
+    assert a > 0 and b > 0 and a + b == total == n
+
+
 CHECKS: dict[str, Callable[[Any], None]] = {
     "01_quickstart": _check_quickstart,
     "02_packing": _check_packing,
     "03_scale_out": _check_scale_out,
     "04_curation": _check_curation,
+    "05_lerobot_adapter": _check_lerobot_adapter,
 }
 
 
