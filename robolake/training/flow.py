@@ -8,11 +8,13 @@ At inference the velocity is integrated from noise with Euler steps of 1 / K.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from robolake.training.config import ModelConfig
 
-__all__ = ["flow_loss", "sample_flow_time"]
+__all__ = ["euler_actions", "flow_loss", "sample_flow_time"]
 
 
 def sample_flow_time(
@@ -36,3 +38,28 @@ def flow_loss(pred: torch.Tensor, target: torch.Tensor, action_mask: torch.Tenso
     """Mean squared velocity error over the True entries of `action_mask`, in float32."""
     mask = action_mask.to(pred.dtype)
     return ((pred.float() - target.float()) ** 2 * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def euler_actions(
+    velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    shape: tuple[int, int, int],
+    steps: int,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    noise: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Action chunks `shape` integrated from noise by `steps` Euler steps of `velocity(x, t)`.
+
+    Raises:
+        ValueError: steps < 1.
+    """
+    if steps < 1:
+        raise ValueError(f"num_steps must be >= 1, got {steps}")
+    x = noise.to(dtype) if noise is not None else torch.randn(shape, device=device, dtype=dtype, generator=generator)
+    dt = 1.0 / steps
+    for k in range(steps):
+        t = torch.full((shape[0],), k * dt, device=device)
+        x = x + dt * velocity(x, t).to(x.dtype)
+    return x

@@ -42,7 +42,7 @@ from robolake.training.encoders import (
     StreamTokenEncoder,
     VisionEncoder,
 )
-from robolake.training.flow import flow_loss, sample_flow_time
+from robolake.training.flow import euler_actions, flow_loss, sample_flow_time
 from robolake.training.layers import MLP
 from robolake.training.model import ModelOutput
 from robolake.training.prefix_lm import DensePrefixLM, VarlenPrefixLM, prefix_lm_layout
@@ -262,20 +262,14 @@ class Pi0Model(nn.Module):
         Raises:
             ValueError: num_steps < 1.
         """
-        steps = num_steps if num_steps is not None else self.config.num_inference_steps
-        if steps < 1:
-            raise ValueError(f"num_steps must be >= 1, got {steps}")
         b = batch.packed if isinstance(batch, PaddedBatch) else batch
         ctx = self.encode(batch)
-        n, dev = b.num_samples, b.state.device
-        shape = (n, self.config.action_horizon, self.config.max_action_dim)
-        x = (
-            noise.to(self.dtype)
-            if noise is not None
-            else torch.randn(shape, device=dev, dtype=self.dtype, generator=generator)
+        return euler_actions(
+            lambda x, t: self.velocity(ctx, x, t, b.embodiment_id),
+            (b.num_samples, self.config.action_horizon, self.config.max_action_dim),
+            num_steps if num_steps is not None else self.config.num_inference_steps,
+            dtype=self.dtype,
+            device=b.state.device,
+            noise=noise,
+            generator=generator,
         )
-        dt = 1.0 / steps
-        for k in range(steps):
-            t = torch.full((n,), k * dt, device=dev)
-            x = x + dt * self.velocity(ctx, x, t, b.embodiment_id).to(x.dtype)
-        return x
