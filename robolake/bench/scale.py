@@ -26,6 +26,9 @@ memory, lake/shard sizes, and a run on a three-node Ray cluster.
   `--quick`, 100k episodes written by ingest; `verbs.<verb>.ratio_100k_over_1k` (`ratio_10k_over_1k`
   with `--quick`), metadata verbs flagged `flat` at <= 2x. Runs `node_loss` too.
 - `elastic` (issue 26): resume on another world size, from `bench._elastic`.
+- `s3` (issue 26): the shard loader and the lake stream with a global shuffle, from a local moto
+  S3 server over local disk (`bench._s3_loader`); `s3_over_local`: the lower of the two loaders'
+  median samples/s ratios (target >= 0.8; a lower bound: moto shares the loader's cores).
 
 `--sections media` runs the layouts alone (with `--quick`, a few minutes).
 `robolake bench scale --sections elastic,verbs --json out.json` is issue 26's run.
@@ -678,7 +681,7 @@ def node_loss(work: str, pairs: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------- run
 
 
-SECTIONS = ("media", "sizes", "ingest", "plan", "multi_node", "node_loss", "verbs", "elastic")
+SECTIONS = ("media", "sizes", "ingest", "plan", "multi_node", "node_loss", "verbs", "elastic", "s3")
 DEFAULT_SECTIONS = ("media", "sizes", "ingest", "plan", "multi_node")  # the rest by name (issue 26's run)
 
 
@@ -749,6 +752,9 @@ def run(
         out.update(_verbs_section(work, quick))
     if "elastic" in sections:
         out["elastic"] = _elastic_section(work, quick)
+    if "s3" in sections:
+        out["s3"] = _s3_section(work, quick)
+        out["s3_over_local"] = out["s3"]["s3_over_local"]
     return out
 
 
@@ -766,6 +772,13 @@ def _elastic_section(work: str, quick: bool) -> dict[str, Any]:
     from robolake.bench._elastic import elastic_section
 
     return elastic_section(os.path.join(work, "elastic"), quick=quick)
+
+
+def _s3_section(work: str, quick: bool) -> dict[str, Any]:
+    """`s3`: the loaders' global shuffle from a local S3 server over local disk (`bench._s3_loader`)."""
+    from robolake.bench._s3_loader import s3_section
+
+    return s3_section(os.path.join(work, "s3"), quick=quick, repeats=3 if quick else 5)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -902,6 +915,20 @@ def _rows(res: dict[str, Any]) -> list[tuple[str, Any]]:
             rows.append(
                 ("elastic: first batch after resize / same size", f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})")
             )
+    if "s3" in res:
+        rows += _s3_rows(res["s3"])
+    return rows
+
+
+def _s3_rows(s3: dict[str, Any]) -> list[tuple[Any, ...]]:
+    if s3.get("s3_over_local") is None:
+        return [("s3: loaders from S3 over local disk", s3.get("skipped", "not measured"))]
+    rows: list[tuple[Any, ...]] = []
+    for name, v in s3["loaders"].items():
+        rows.append((f"s3: {name} samples/s, S3 over local", v["s3_over_local"], s3["target"]))
+        # near 1.0: moto's one Python process, not the loader, is what the S3 side waits on
+        rows.append((f"s3: {name} S3 server CPU / wall (median)", statistics.median(v["server_busy"])))
+    rows.append(("s3: s3_over_local (lowest wall median; moto on the same cores)", s3["s3_over_local"], s3["target"]))
     return rows
 
 
