@@ -19,6 +19,8 @@ each do one job and are private to the lake:
   embodiments table they feed.
 - `upkeep/` — what keeps a lake healthy: `check`, `gc`, `optimize` (compaction and access
   copies); the format upgrade lives with the write protocol.
+- `lerobot_layout.py` — task numbering, camera keys and timestamps of a lake read as LeRobot data
+  (export and the LeRobot adapter agree through it).
 - `export.py` — a lake version out to LeRobot v3.0 (or LeRobot's Lance layout), optionally
   rendered from the record at another rate.
 """
@@ -43,6 +45,7 @@ from robolake.lake.intake.rollouts import (
     write_rollouts,
 )
 from robolake.lake.lake import Lake
+from robolake.lake.lerobot_layout import episode_tasks, lerobot_cameras, lerobot_timestamps, task_order, video_key
 from robolake.lake.media.codecs import render_rgb
 from robolake.lake.media.frames import (
     MEDIA_ROW_COLUMNS,
@@ -121,6 +124,11 @@ from robolake.lake.where import Where, WhereError, parse_where, select_episode_i
 from robolake.lake.where_steps import STEP_NAMES, StepWhere, parse_where_steps, steps_matching
 
 __all__ = [
+    "episode_tasks",
+    "lerobot_cameras",
+    "lerobot_timestamps",
+    "task_order",
+    "video_key",
     "KeptSteps",
     "STEP_NAMES",
     "StepWhere",

@@ -62,8 +62,6 @@ tolerance) are exported as they are, with a warning: LeRobot's video lookup woul
 from __future__ import annotations
 
 import dataclasses
-import graphlib
-import json
 import logging
 import os
 import shutil
@@ -81,6 +79,7 @@ import pyarrow.compute as pc
 
 from robolake.lake.align import AlignSpec, RenderedEpisode, render_episode, rendered_media
 from robolake.lake.lake import Lake
+from robolake.lake.lerobot_layout import episode_tasks, lerobot_cameras, lerobot_timestamps, task_order, video_key
 from robolake.lake.media.frames import decode_row, load_streams, video_gop
 from robolake.lake.media.kept import KeptSteps
 from robolake.lake.media.record import StreamIndex, decode_runs, rgb
@@ -337,8 +336,8 @@ def _check_names(spec: EmbodimentSpec, episodes: list[dict[str, Any]], *, severa
             f"export: embodiment tag {spec.tag!r} is not a safe directory name (letters, digits, '.', '_', "
             "'-'); export it alone (--embodiment) or re-tag it"
         )
-    for cam in _cameras(spec, episodes):
-        key = _video_key(spec, cam)
+    for cam in lerobot_cameras(spec, episodes, "export these episodes separately (--filter)"):
+        key = video_key(spec, cam)
         if not safe_path_part(key):
             raise ValueError(
                 f"export: camera {cam!r} of embodiment {spec.tag!r} gives the video key {key!r}, which is not a "
@@ -378,8 +377,8 @@ def _export_one(
 ) -> ExportResult:
     t0 = time.perf_counter()
     fps = _common_fps(spec, episodes)
-    cameras = _cameras(spec, episodes)
-    ep_tasks = [_episode_tasks(e) for e in episodes]
+    cameras = lerobot_cameras(spec, episodes, "export these episodes separately (--filter)")
+    ep_tasks = [episode_tasks(e) for e in episodes]
     modality, annotation_columns = _modality(spec, cameras)
     success = [e["success"] for e in episodes]
     write_success = all(s is not None for s in success)
@@ -388,7 +387,7 @@ def _export_one(
     features = LeRobotFeatures(
         fps=fps,
         robot_type=_robot_type(spec),
-        video_keys=tuple(_video_key(spec, c) for c in cameras),
+        video_keys=tuple(video_key(spec, c) for c in cameras),
         state_names=_names(spec.state, spec.state_dim),
         action_names=_names(spec.action, spec.action_dim),
         timestamp_dtype="float64",
@@ -398,21 +397,21 @@ def _export_one(
     )
     pool = ThreadPoolExecutor(max_workers=config.decode_threads, thread_name_prefix="robolake-export")
     trimmed = lake.trimmed([e["episode_id"] for e in episodes])
-    with pool, LeRobotWriter(dest, features, config, tasks=_task_order(ep_tasks)) as writer:
+    with pool, LeRobotWriter(dest, features, config, tasks=task_order(ep_tasks)) as writer:
         off_grid = copied = missing = 0
         for i, (ep, names) in enumerate(zip(episodes, ep_tasks, strict=True)):
             rendered = rendition.episodes.get(ep["episode_id"])
             steps = _read_steps(lake, ep) if rendered is None else rendered.steps
             n = steps.num_rows
             kept = trimmed.get(ep["episode_id"])
-            ts = _timestamps(steps, kept, fps)
+            ts = lerobot_timestamps(steps["timestamp"].to_numpy(), kept, fps)
             off_grid += bool(np.abs(ts - np.arange(n) / fps).max() > _TIMESTAMP_TOLERANCE_S)
             media, n_missing = rendered_media(lake, rendered) if rendered is not None else (None, 0)
             missing += n_missing
             streams = {} if media is not None else load_streams(lake.dataset("streams"), [ep["episode_id"]])
             frames, segments = {}, {}
             for cam in cameras:
-                key = _video_key(spec, cam)
+                key = video_key(spec, cam)
                 frames[key], segment = _episode_frames(
                     lake, ep, cam, n, pool, streams.get((ep["episode_id"], cam)), config, media, kept
                 )
@@ -482,57 +481,6 @@ def _common_fps(spec: EmbodimentSpec, episodes: list[dict[str, Any]]) -> float:
     return rates[0]
 
 
-def _cameras(spec: EmbodimentSpec, episodes: list[dict[str, Any]]) -> list[str]:
-    """Cameras every selected episode has, in spec order (an episode lacking one is an error)."""
-    seen: list[str] = []
-    for e in episodes:
-        seen += [c for c in e["cameras"] if c not in seen]
-    ordered = [c for c in spec.cameras if c in seen] + [c for c in seen if c not in spec.cameras]
-    for e in episodes:
-        missing = [c for c in ordered if c not in e["cameras"]]
-        if missing:
-            raise ValueError(
-                f"episode {e['episode_id']} has no frames of camera(s) {missing} that other episodes of "
-                f"{spec.tag!r} have; a LeRobot dataset needs every camera in every episode, so export "
-                "these episodes separately (--filter)"
-            )
-    return ordered
-
-
-def _episode_tasks(episode: dict[str, Any]) -> list[str]:
-    """The episode's task list, which its steps' task_index points into."""
-    try:
-        tasks = json.loads(episode["metadata"] or "{}").get("tasks")
-    except (json.JSONDecodeError, AttributeError):
-        tasks = None
-    return [str(t) for t in tasks] if tasks else [str(episode["task"])]
-
-
-def _task_order(per_episode: Sequence[Sequence[str]]) -> list[str]:
-    """All tasks in an order that keeps each episode's own order (first appearance otherwise).
-
-    A re-ingest numbers an episode's tasks by their global index, so keeping each episode's
-    relative order reproduces its per-step task indices exactly.
-    """
-    first = list(dict.fromkeys(t for tasks in per_episode for t in tasks))
-    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
-    for t in first:
-        sorter.add(t)
-    for tasks in per_episode:
-        for a, b in zip(tasks, tasks[1:], strict=False):
-            sorter.add(b, a)
-    try:
-        return list(sorter.static_order())
-    except graphlib.CycleError:
-        log.info("episodes list their tasks in contradicting orders; numbering tasks by first appearance")
-        return first
-
-
-def _video_key(spec: EmbodimentSpec, camera: str) -> str:
-    key = spec.video_key(camera)
-    return key if key.startswith("observation.images.") else f"observation.images.{camera}"
-
-
 def _modality(spec: EmbodimentSpec, cameras: list[str]) -> tuple[dict[str, Any], list[str]]:
     """GR00T modality.json of the export, and the annotation columns the parquet files need."""
     modality = spec.to_modality_json()
@@ -540,7 +488,7 @@ def _modality(spec: EmbodimentSpec, cameras: list[str]) -> tuple[dict[str, Any],
         modality["state"] = {"state": {"start": 0, "end": spec.state_dim}}
     if not modality["action"]:
         modality["action"] = {"action": {"start": 0, "end": spec.action_dim}}
-    modality["video"] = {cam: {"original_key": _video_key(spec, cam)} for cam in cameras}
+    modality["video"] = {cam: {"original_key": video_key(spec, cam)} for cam in cameras}
     annotation: dict[str, Any] = {}
     columns: list[str] = []
     for name, key in spec.annotations:
@@ -590,20 +538,6 @@ def _read_steps(lake: Lake, episode: dict[str, Any]) -> pa.Table:
             "(or gaps in step_index); the lake is inconsistent: run `robolake check` and re-ingest it"
         )
     return steps
-
-
-def _timestamps(steps: pa.Table, kept: KeptSteps | None, fps: float) -> np.ndarray:
-    """The episode's timestamps as LeRobot reads them: from 0, at the frames the video holds.
-
-    A trimmed episode keeps its recorded times in the lake; its export starts at 0, and where
-    steps were dropped from the middle (the video holds its frames back to back) it is i / fps.
-    """
-    ts = steps["timestamp"].to_numpy().astype(np.float64)
-    if kept is None or not len(ts):
-        return ts
-    if len(kept.ranges) == 1:
-        return ts - ts[0]
-    return np.arange(len(ts), dtype=np.float64) / fps
 
 
 def _matrix(column: pa.ChunkedArray, n: int) -> np.ndarray:

@@ -16,19 +16,26 @@ Frames are not held: they are read through the lake's `FrameReader` per item.
 
 from __future__ import annotations
 
-import graphlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from robolake.lake import Lake, parse_where, select_episode_ids, sql_in
+from robolake.lake import (
+    Lake,
+    episode_tasks,
+    lerobot_cameras,
+    lerobot_timestamps,
+    parse_where,
+    select_episode_ids,
+    sql_in,
+    task_order,
+    video_key,
+)
 from robolake.schemas import EmbodimentSpec
 
-__all__ = ["LakeSource", "FrameTable", "task_order", "video_key"]
+__all__ = ["LakeSource", "FrameTable"]
 
 _EPISODE_COLUMNS = [
     "episode_id",
@@ -87,36 +94,6 @@ class LakeSource:
         tag = self.tag if self.split is None else f"split:{self.split}"
         opts = None if self.storage_options is None else dict(self.storage_options)
         return Lake.open(self.uri, version=self.version, tag=tag, storage_options=opts)
-
-
-def task_order(per_episode: Sequence[Sequence[str]]) -> list[str]:
-    """All tasks in an order that keeps each episode's own order (first appearance otherwise):
-    the global task numbering `robolake export` gives the same episodes."""
-    first = list(dict.fromkeys(t for tasks in per_episode for t in tasks))
-    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
-    for t in first:
-        sorter.add(t)
-    for tasks in per_episode:
-        for a, b in zip(tasks, tasks[1:], strict=False):
-            sorter.add(b, a)
-    try:
-        return list(sorter.static_order())
-    except graphlib.CycleError:
-        return first
-
-
-def video_key(spec: EmbodimentSpec, camera: str) -> str:
-    """LeRobot's feature key of a camera (`observation.images.<camera>` unless the spec maps it)."""
-    key = spec.video_key(camera)
-    return key if key.startswith("observation.images.") else f"observation.images.{camera}"
-
-
-def _episode_tasks(row: Mapping[str, Any]) -> list[str]:
-    try:
-        tasks = json.loads(row["metadata"] or "{}").get("tasks")
-    except (json.JSONDecodeError, AttributeError):
-        tasks = None
-    return [str(t) for t in tasks] if tasks else [str(row["task"])]
 
 
 @dataclass(frozen=True)
@@ -201,8 +178,8 @@ class FrameTable:
                 f"the selected episodes were recorded at different rates {rates}; a LeRobot dataset has one fps, "
                 'so select one rate (where="fps = ...") or render one with `robolake align --fps`'
             )
-        cameras = _cameras(spec, rows)
-        ep_tasks = [_episode_tasks(r) for r in rows]
+        cameras = lerobot_cameras(spec, rows, "narrow the selection (where=...)")
+        ep_tasks = [episode_tasks(r) for r in rows]
         order = task_order(ep_tasks)
         number = {t: i for i, t in enumerate(order)}
         ids = [r["episode_id"] for r in rows]
@@ -225,7 +202,7 @@ class FrameTable:
                 )
             state[a:b] = _matrix(part["state"], b - a)
             action[a:b] = _matrix(part["action"], b - a)
-            ts[a:b] = _timestamps(part["timestamp"].to_numpy(), trimmed.get(eid), rates[0])
+            ts[a:b] = lerobot_timestamps(part["timestamp"].to_numpy(), trimmed.get(eid), rates[0])
             local = part["task_index"].to_numpy().astype(np.int64)
             task[a:b] = np.asarray([number[t] for t in ep_tasks[e]], dtype=np.int64)[local]
         return cls(
@@ -244,21 +221,6 @@ class FrameTable:
             fps=rates[0],
             lake_version=lake.version,
         )
-
-
-def _cameras(spec: EmbodimentSpec, rows: list[dict[str, Any]]) -> list[str]:
-    seen: list[str] = []
-    for r in rows:
-        seen += [c for c in r["cameras"] if c not in seen]
-    ordered = [c for c in spec.cameras if c in seen] + [c for c in seen if c not in spec.cameras]
-    for r in rows:
-        missing = [c for c in ordered if c not in r["cameras"]]
-        if missing:
-            raise ValueError(
-                f"episode {r['episode_id']} has no frames of camera(s) {missing} that other selected episodes have; "
-                "a LeRobot dataset needs every camera in every episode: narrow the selection (where=...)"
-            )
-    return ordered
 
 
 def _read_steps(lake: Lake, ids: Sequence[str]) -> dict[str, pa.Table]:
@@ -285,14 +247,3 @@ def _read_steps(lake: Lake, ids: Sequence[str]) -> dict[str, pa.Table]:
 def _matrix(column: pa.ChunkedArray, n: int) -> np.ndarray:
     flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.float32)
     return flat.reshape(n, -1)
-
-
-def _timestamps(ts: np.ndarray, kept: Any, fps: float) -> np.ndarray:
-    """As the export writes them: the lake's own, from 0 for an episode trimmed at its ends, and
-    i / fps where steps were cut from its middle (the video holds its frames back to back)."""
-    ts = ts.astype(np.float64)
-    if kept is None or not len(ts):
-        return ts
-    if len(kept.ranges) == 1:
-        return ts - ts[0]
-    return np.arange(len(ts), dtype=np.float64) / fps

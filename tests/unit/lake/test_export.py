@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from robolake.lake import EpisodeFilter, Lake
-from robolake.lake.export import ExportConfig, _task_order, export_lerobot
+from robolake.lake.export import ExportConfig, export_lerobot
 from robolake.lake.intake.ingest import ingest
+from robolake.lake.lerobot_layout import task_order as _task_order
 from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
 MIN_PSNR_DB = 26.0
