@@ -201,8 +201,9 @@ def select(
     )
 
 
-def _last_holder(lake: Lake, ids: Sequence[str]) -> dict[str, int]:
-    """episode id -> the newest lake version before this one whose episodes table holds it."""
+def _last_holder(lake: Lake, ids: Sequence[str], untrimmed: bool = False) -> dict[str, int]:
+    """episode id -> the newest lake version before this one whose episodes table holds it (with
+    `untrimmed`: holds it with all its steps, not trimmed)."""
     import lance
 
     want, found = set(ids), {}
@@ -213,10 +214,10 @@ def _last_holder(lake: Lake, ids: Sequence[str]) -> dict[str, int]:
             lake.table_uri("episodes"), version=info.tables["episodes"], storage_options=lake.storage_options
         )
         for chunk in id_batches(sorted(want)):
-            for e in (
-                ds.to_table(columns=["episode_id"], filter=sql_in("episode_id", chunk)).column("episode_id").to_pylist()
-            ):
-                found[e] = info.version
+            t = ds.to_table(columns=["episode_id", "metadata"], filter=sql_in("episode_id", chunk))
+            for e, meta in zip(t["episode_id"].to_pylist(), t["metadata"].to_pylist(), strict=True):
+                if not untrimmed or kept_of(meta) is None:
+                    found[e] = info.version
         want -= set(found)
     return found
 
@@ -285,22 +286,8 @@ def restore_episodes(
 def _untrim(lake: Lake, ids: list[str], reason: str) -> CurationResult:
     """Trimmed episodes' steps back as the newest earlier version held them untrimmed: only their
     episodes and steps rows change (a trim never touched their frames)."""
-    import lance
-
-    want: set[str] = set(ids)
-    found: dict[str, int] = {}
-    for info in reversed(lake.versions()):
-        if info.version >= lake.version or not want:
-            continue
-        ds = lance.dataset(
-            lake.table_uri("episodes"), version=info.tables["episodes"], storage_options=lake.storage_options
-        )
-        for chunk in id_batches(sorted(want)):
-            t = ds.to_table(columns=["episode_id", "metadata"], filter=sql_in("episode_id", chunk))
-            for e, meta in zip(t["episode_id"].to_pylist(), t["metadata"].to_pylist(), strict=True):
-                if kept_of(meta) is None:
-                    found[e] = info.version
-        want -= set(found)
+    found = _last_holder(lake, ids, untrimmed=True)
+    want = set(ids) - set(found)
     if want:
         raise ValueError(f"no earlier version of lake {lake.uri} holds episode {sorted(want)[0]!r} untrimmed")
     touched: set[str] = set()

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from robolake.lake.stats.quality import idle_steps, step_motion
-from robolake.lake.where import WhereError, _check_depth, _to_python
+from robolake.lake.where import _ALLOWED, WhereError, _check_depth, _to_python
 
 __all__ = ["StepWhere", "STEP_NAMES", "parse_where_steps", "steps_matching"]
 
@@ -56,32 +56,11 @@ _REDUCE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "all": lambda x: (x != 0).all(axis=1),
 }
 _FUNCTIONS = ("abs", *_REDUCE)
-_NODES = (
-    ast.Expression,
-    ast.BoolOp,
-    ast.And,
-    ast.Or,
-    ast.UnaryOp,
-    ast.Not,
-    ast.USub,
-    ast.UAdd,
-    ast.BinOp,
-    ast.Add,
-    ast.Sub,
-    ast.Mult,
-    ast.Div,
-    ast.Compare,
-    ast.Eq,
-    ast.NotEq,
-    ast.Lt,
-    ast.LtE,
-    ast.Gt,
-    ast.GtE,
-    ast.Call,
-    ast.Name,
-    ast.Load,
-    ast.Constant,
-    ast.Subscript,
+# The `--where` language's nodes, less those with no per-step meaning here (membership, powers, modulo).
+_NODES = tuple(
+    n
+    for n in _ALLOWED
+    if n not in (ast.In, ast.NotIn, ast.Is, ast.IsNot, ast.Pow, ast.Mod, ast.Tuple, ast.List, ast.Attribute)
 )
 _ARITH: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: np.add,
