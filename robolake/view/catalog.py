@@ -212,12 +212,18 @@ class LakeCatalog:
         file), so an id's first version is that of the first fragment holding it. A version's
         fragment list is its manifest; the `episode_id` column is scanned for the fragments no
         earlier version had, so a lake of many versions costs one pass over the rows it ever
-        wrote, not one scan per version (50 of them in a 50-version lake)."""
+        wrote, not one scan per version (50 of them in a 50-version lake). Each table version is
+        opened from its manifest alone, once. On 10k episodes and 51 versions (49 one-episode
+        deletes) this took 0.03-0.04 s, against 0.21-0.24 s reading every version's ids."""
         first = np.zeros(len(episode_ids), dtype=np.int64)
         seen: set[tuple[int, str]] = set()  # (fragment id, its first data file): ids restart on overwrite
+        tables: set[int] = set()
         for v in self.versions():
             if v.version > self._lake.version:
                 break
+            if v.tables["episodes"] in tables:  # an unchanged episodes table brings nothing
+                continue
+            tables.add(v.tables["episodes"])
             try:
                 added = self._added_rows(v, seen)
             except Exception:  # a collected version: later ones still answer
@@ -231,7 +237,12 @@ class LakeCatalog:
     def _added_rows(self, version: LakeVersion, seen: set[tuple[int, str]]) -> pa.Array | None:
         """The ids in the episodes-table fragments of `version` that are not in `seen` (which it
         extends); None when there are none. Ids already read for this table version are reused."""
-        ds = self.at(version.version).dataset("episodes")
+        import lance
+
+        # The table at its version straight from its manifest: a lake handle per version lists
+        # the lake's directories first, which cost more than the scan here.
+        tv = version.tables["episodes"]
+        ds = lance.dataset(self._lake.table_uri("episodes"), version=tv, storage_options=self._lake.storage_options)
         fresh = []
         for frag in ds.get_fragments():
             files = frag.data_files()
@@ -242,7 +253,7 @@ class LakeCatalog:
         if not fresh:
             return None
         with self._lock:
-            cached = self._ids.get(version.tables["episodes"])
+            cached = self._ids.get(tv)
         if cached is not None:
             return cached
         ids = ds.scanner(columns=["episode_id"], fragments=fresh).to_table()["episode_id"]
