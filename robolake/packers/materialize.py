@@ -30,11 +30,12 @@ that the tests can check that each stream is decoded once in the whole pack.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import lance
 import numpy as np
@@ -65,6 +66,37 @@ __all__ = [
 ]
 
 RECORD_CACHE_BYTES = 1 << 30  # renditions of recorded frames kept per process
+
+
+class _Tables:
+    """A materializer's lake tables, each opened once per process.
+
+    `rows` runs once a batch; opening a table reads its manifest (a HEAD and a GET on an object
+    store: a third of the lake stream's S3 requests before this). The handles live with one
+    materializer (one pack, one loader), never longer, so a lake deleted and written again at the
+    same path and version is read afresh; the process id is in the key, so a forked child opens
+    its own (Lance handles are not fork-safe), and pickling leaves them out.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[object, ...], lance.LanceDataset] = {}
+        self._lock = threading.Lock()
+
+    def get(self, uri: str, version: int, options: dict[str, str] | None) -> lance.LanceDataset:
+        key = (os.getpid(), uri, version)
+        with self._lock:
+            ds = self._items.get(key)
+        if ds is None:
+            ds = lance.dataset(uri, version=version, storage_options=options)
+            with self._lock:
+                self._items[key] = ds
+        return ds
+
+    def __getstate__(self) -> dict[str, object]:
+        return {}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__()  # type: ignore[misc]
 
 
 class RecordFrameCache:
@@ -163,9 +195,14 @@ class SequenceMaterializer:
     rendered_uri: str | None = None
     rendered_version: int | None = None
     rendered_offset: np.ndarray | None = None
+    _tables: _Tables = field(default_factory=_Tables, init=False, repr=False, compare=False)
 
     def _open(self, uri: str | None, version: int | None) -> lance.LanceDataset | None:
-        return None if uri is None else lance.dataset(uri, version=version, storage_options=self.storage_options)
+        if uri is None:
+            return None
+        if version is None:  # the newest version: not pinned, so not kept
+            return lance.dataset(uri, storage_options=self.storage_options)
+        return self._tables.get(uri, version, self.storage_options)
 
     def frames(self, media: lance.LanceDataset, ep: np.ndarray, cam: np.ndarray, t: np.ndarray) -> list[bytes]:
         """Self-contained image bytes of views (episode row, camera index, step), in order."""
@@ -293,8 +330,8 @@ class SequenceMaterializer:
     def rows(self, bins: Sequence[np.ndarray], seq_indices: Sequence[int]) -> pa.Table:
         """Packed rows of `bins` (arrays of sample ids), numbered `seq_indices`."""
         idx, spec = self.index, self.spec
-        steps = lance.dataset(self.steps_uri, version=self.steps_version, storage_options=self.storage_options)
-        media = lance.dataset(self.media_uri, version=self.media_version, storage_options=self.storage_options)
+        steps = self._tables.get(self.steps_uri, self.steps_version, self.storage_options)
+        media = self._tables.get(self.media_uri, self.media_version, self.storage_options)
         samples = np.concatenate(bins) if bins else np.zeros(0, np.int64)
         ep = idx.episode_of(samples)
         t = idx.step_of(samples, ep).astype(np.int64)
