@@ -15,8 +15,9 @@ from the kept steps, and each trimmed episode's step quality (idle, jumps, gaps)
 again on what remains; its camera quality is what ingest measured.
 
 An episode that would keep fewer than `min_steps` steps is left as it is and named: delete it
-instead. `robolake restore LAKE N` brings the version before back (`robolake diff` shows the
-steps each episode lost); pack, the loaders and export read only the kept steps.
+instead. `robolake restore LAKE N` brings the version before back, `robolake restore LAKE
+--episodes ID` one episode's dropped steps (`robolake diff` shows the steps each episode lost);
+pack, the loaders and export read only the kept steps.
 """
 
 from __future__ import annotations
