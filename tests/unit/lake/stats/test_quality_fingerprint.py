@@ -4,12 +4,10 @@ the sorted search finds exactly the pairs an all-pairs scan finds."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from robolake.lake.stats.duplicates import (
     ACTION_TOLERANCE,
@@ -19,6 +17,7 @@ from robolake.lake.stats.duplicates import (
 )
 from robolake.lake.stats.fingerprint import FRAMES, GRID, MATCH_LUMA, informative, parse_fingerprint, thumbnail
 from robolake.lake.stats.quality import camera_quality
+from robolake.testing.images import jpeg, png
 
 
 def _scene(n: int, seed: int, size: int = 64) -> np.ndarray:
@@ -31,18 +30,6 @@ def _scene(n: int, seed: int, size: int = 64) -> np.ndarray:
         y = int(rng.integers(0, size - 16))
         out[t, y : y + 16, x : x + 16] = 230
     return out
-
-
-def _jpeg(frame: np.ndarray, quality: int = 90) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(frame).save(buf, format="JPEG", quality=quality)
-    return buf.getvalue()
-
-
-def _png(frame: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(frame).save(buf, format="PNG")
-    return buf.getvalue()
 
 
 def _fp(q: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -62,9 +49,9 @@ def test_thumbnail_is_the_mean_of_each_cell() -> None:
 
 def test_jpeg_fingerprint_survives_a_reencode_and_tells_takes_apart() -> None:
     a = _scene(40, seed=1)
-    qa = camera_quality([_jpeg(f) for f in a], encoding="jpeg", video=False)
-    qa_low = camera_quality([_jpeg(f, quality=40) for f in a], encoding="jpeg", video=False)
-    qb = camera_quality([_jpeg(f) for f in _scene(40, seed=2)], encoding="jpeg", video=False)
+    qa = camera_quality([jpeg(f, quality=90) for f in a], encoding="jpeg", video=False)
+    qa_low = camera_quality([jpeg(f, quality=40) for f in a], encoding="jpeg", video=False)
+    qb = camera_quality([jpeg(f, quality=90) for f in _scene(40, seed=2)], encoding="jpeg", video=False)
     (sa, la), (sl, ll), (_, lb) = _fp(qa), _fp(qa_low), _fp(qb)
     assert len(sa) == FRAMES and sa[0] == 0 and sa[-1] == 39 and (sa == sl).all()
     assert np.abs(la.astype(int) - ll.astype(int)).max() <= MATCH_LUMA
@@ -75,10 +62,10 @@ def test_jpeg_fingerprint_survives_a_reencode_and_tells_takes_apart() -> None:
 def test_png_frames_fingerprint_and_dark_count() -> None:
     frames = _scene(20, seed=3)
     frames[5:15] = 0  # half the frames black
-    q = camera_quality([_png(f) for f in frames], encoding="png", video=False)
+    q = camera_quality([png(f) for f in frames], encoding="png", video=False)
     assert len(_fp(q)[0]) == FRAMES
     assert 6 <= q["dark_frames"] <= 14  # estimated from the fingerprint's frames
-    clean = camera_quality([_png(f) for f in _scene(20, seed=3)], encoding="png", video=False)
+    clean = camera_quality([png(f) for f in _scene(20, seed=3)], encoding="png", video=False)
     assert clean["dark_frames"] == 0
 
 
@@ -101,9 +88,9 @@ def test_video_fingerprint_from_keyframes_only(tmp_path: Path) -> None:
     keys = set(np.flatnonzero(rec.stream.packet_key[rec.stream.step_packet]).tolist())
     assert len(steps) == FRAMES and set(steps.tolist()) <= keys  # intra pictures only
     assert q["dark_frames"] > 0  # the black run, seen on its keyframes
-    jpeg = _fp(camera_quality([_jpeg(f) for f in frames], encoding="jpeg", video=False))
+    as_jpeg = _fp(camera_quality([jpeg(f, quality=90) for f in frames], encoding="jpeg", video=False))
     # the same pictures through another codec give the same thumbnails at the same steps
-    at = {int(s): row for s, row in zip(jpeg[0], jpeg[1], strict=True)}
+    at = {int(s): row for s, row in zip(as_jpeg[0], as_jpeg[1], strict=True)}
     common = [k for k, s in enumerate(steps.tolist()) if s in at]
     assert common and all(
         np.abs(luma[k].astype(int) - at[int(steps[k])].astype(int)).max() <= MATCH_LUMA for k in common
@@ -148,7 +135,7 @@ def _cam(seed: int, n: int = 40, still: bool = False) -> tuple[np.ndarray, np.nd
     frames = _scene(n, seed)
     if still:
         frames[:] = frames[0]
-    return _fp(camera_quality([_jpeg(f) for f in frames], encoding="jpeg", video=False))
+    return _fp(camera_quality([jpeg(f, quality=90) for f in frames], encoding="jpeg", video=False))
 
 
 def test_frame_pairs_need_a_changing_view_and_aligned_steps() -> None:
