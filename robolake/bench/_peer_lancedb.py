@@ -23,33 +23,24 @@ Requests (`op`):
 - `quit`.
 """
 
-# ruff: noqa: E402
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
-import traceback
 from typing import Any
 
+import _peer_serve  # first: the answers keep stdout to themselves (this directory is on the path)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-_ANSWERS = sys.stdout
-sys.stdout = sys.stderr
 
 STATE: dict[str, Any] = {}
 
 
-def versions() -> dict[str, str]:
-    import importlib.metadata as md
+PACKAGES = ("lerobot", "lerobot-lancedb", "lancedb", "pylance", "torch", "torchcodec", "av")
 
-    out = {}
-    for name in ("lerobot", "lerobot-lancedb", "lancedb", "pylance", "torch", "torchcodec", "av"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+
+def versions() -> dict[str, str]:
+    return _peer_serve.versions(PACKAGES)
 
 
 def convert(req: dict[str, Any]) -> dict[str, Any]:
@@ -201,27 +192,11 @@ def train(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-OPS = {
-    "convert": convert,
-    "open": open_loader,
-    "epoch": epoch,
-    "train": train,
-    "versions": lambda req: {"versions": versions()},
-}
+OPS = {"convert": convert, "open": open_loader, "epoch": epoch, "train": train}
 
 
 def main() -> None:
-    for line in sys.stdin:
-        req = json.loads(line)
-        if req.get("op") == "quit":
-            break
-        try:
-            answer = {"ok": True, **OPS[req["op"]](req)}
-        except Exception as e:  # the parent reports it as one line; the trace goes to stderr
-            traceback.print_exc()
-            answer = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        _ANSWERS.write(json.dumps(answer) + "\n")
-        _ANSWERS.flush()
+    _peer_serve.serve(OPS, PACKAGES)
 
 
 if __name__ == "__main__":

@@ -24,33 +24,25 @@ Answers are `{"ok": true, ...}` or `{"ok": false, "error": "..."}`. LeRobot's ow
 stderr; stdout carries only the answers.
 """
 
-# ruff: noqa: E402
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
-import traceback
 from typing import Any
 
+import _peer_serve  # first: the answers keep stdout to themselves (this directory is on the path)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local datasets only: never reach for the hub
-_ANSWERS = sys.stdout
-sys.stdout = sys.stderr
 
 STATE: dict[str, Any] = {}
 
 
-def versions() -> dict[str, str]:
-    import importlib.metadata as md
+PACKAGES = ("lerobot", "torch", "torchcodec", "av", "datasets")
 
-    out = {}
-    for name in ("lerobot", "torch", "torchcodec", "av", "datasets"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+
+def versions() -> dict[str, str]:
+    return _peer_serve.versions(PACKAGES)
 
 
 def _frame(i: int, episode: int, height: int, width: int) -> Any:
@@ -216,27 +208,11 @@ def items(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-OPS = {
-    "items": items,
-    "make_av1": make_av1,
-    "open": open_loader,
-    "epoch": epoch,
-    "versions": lambda req: {"versions": versions()},
-}
+OPS = {"items": items, "make_av1": make_av1, "open": open_loader, "epoch": epoch}
 
 
 def main() -> None:
-    for line in sys.stdin:
-        req = json.loads(line)
-        if req.get("op") == "quit":
-            break
-        try:
-            answer = {"ok": True, **OPS[req["op"]](req)}
-        except Exception as e:  # the parent reports it as one line; the trace goes to stderr
-            traceback.print_exc()
-            answer = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        _ANSWERS.write(json.dumps(answer) + "\n")
-        _ANSWERS.flush()
+    _peer_serve.serve(OPS, PACKAGES)
 
 
 if __name__ == "__main__":

@@ -18,31 +18,21 @@ Requests (`op`):
 - `quit`.
 """
 
-# ruff: noqa: E402
 from __future__ import annotations
 
-import json
-import sys
 import time
-import traceback
 from typing import Any
 
-_ANSWERS = sys.stdout
-sys.stdout = sys.stderr
+import _peer_serve  # first: the answers keep stdout to themselves (this directory is on the path)
 
 STATE: dict[str, Any] = {}
 
 
-def versions() -> dict[str, str]:
-    import importlib.metadata as md
+PACKAGES = ("trl", "datasets", "pyarrow", "transformers", "torch")
 
-    out = {}
-    for name in ("trl", "datasets", "pyarrow", "transformers", "torch"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+
+def versions() -> dict[str, str]:
+    return _peer_serve.versions(PACKAGES)
 
 
 def load(req: dict[str, Any]) -> dict[str, Any]:
@@ -102,21 +92,11 @@ def pack_table(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-OPS = {"load": load, "pack": pack, "pack_table": pack_table, "versions": lambda req: {"versions": versions()}}
+OPS = {"load": load, "pack": pack, "pack_table": pack_table}
 
 
 def main() -> None:
-    for line in sys.stdin:
-        req = json.loads(line)
-        if req.get("op") == "quit":
-            break
-        try:
-            answer = {"ok": True, **OPS[req["op"]](req)}
-        except Exception as e:  # the parent reports it as one line; the trace goes to stderr
-            traceback.print_exc()
-            answer = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        _ANSWERS.write(json.dumps(answer) + "\n")
-        _ANSWERS.flush()
+    _peer_serve.serve(OPS, PACKAGES)
 
 
 if __name__ == "__main__":
