@@ -7,12 +7,13 @@ from robolake.loaders.lake_stream import LakeStream
 from robolake.loaders.open import open_batches
 from robolake.loaders.ray_stream import RayPackedStream, RaySplit
 from robolake.loaders.shards import PackedShards, check_lineage, open_shards
-from robolake.loaders.state import ElasticState, merge_states, read_state, write_state
+from robolake.loaders.state import merge_states, read_state, write_state
 from robolake.loaders.stream import stream
 from robolake.loaders.torch_loader import PackedLoader, PackedShardDataset, epoch_batches
 from robolake.schemas.batch import (
     BatchLayout,
     BatchSource,
+    LoaderState,
     PackedBatch,
     PaddedBatch,
     make_packed_batch,
@@ -23,7 +24,7 @@ __all__ = [
     "BatchSource",
     "open_batches",
     "CollateConfig",
-    "ElasticState",
+    "LoaderState",
     "LakeStream",
     "LoaderConfig",
     "PackedBatch",

@@ -208,7 +208,7 @@ class RayPackedStream(ResumableSource):
         Raises:
             ValueError: the state is mid-epoch (Ray Data's streaming order is not reproducible
                 batch for batch, so skipping would repeat or lose samples), malformed, or from
-                other shards or another plan (see `ElasticState.resume_from`).
+                other shards or another plan (see `LoaderState.resume_from`).
         """
         epoch, position, _ = self._state().resume_from(state)
         done, total = state.get("batches_done", 0), state.get("num_batches", 0)

@@ -3,7 +3,7 @@
 Each source says what it reads (`_identity`: which loader, the source URI, its version, the
 digest of its packing spec), keeps `config`, `rank`, `world_size`, `epoch`, `start` (the position
 its current epoch's plan starts from) and `batches_done`, and plans an epoch with `_epoch_plan`
-(`loaders/order.py`). This base turns them into the one state shape (`state.ElasticState`: where
+(`loaders/order.py`). This base turns them into the one state shape (`schemas.batch.LoaderState`: where
 the epoch's canonical order stands, whoever read it) and, on load, checks the state and moves the
 source to its position: `load_state_dict` takes any rank's state of any world size, or the
 `merge_states` of all of them.
@@ -15,14 +15,13 @@ from typing import Any
 
 from robolake.loaders.config import LoaderConfig
 from robolake.loaders.order import EpochPlan
-from robolake.loaders.state import ElasticState
-from robolake.schemas.batch import BatchSource
+from robolake.schemas.batch import BatchSource, LoaderState
 
 __all__ = ["ResumableSource"]
 
 
 class ResumableSource(BatchSource):
-    """A `BatchSource` whose position is an `ElasticState` (and whose epoch plan is known)."""
+    """A `BatchSource` whose position is a `LoaderState` (and whose epoch plan is known)."""
 
     config: LoaderConfig
     rank: int
@@ -69,12 +68,12 @@ class ResumableSource(BatchSource):
         if self.batches_done >= self.num_batches:
             self.epoch, self.start, self.batches_done = self.epoch + 1, 0, 0
 
-    def _state(self) -> ElasticState:
+    def _state(self) -> LoaderState:
         loader, source, version, spec = self._identity()
         cfg = self.config
         plan = self.plan
         done = min(self.batches_done, len(plan))
-        return ElasticState(
+        return LoaderState(
             loader=loader,
             source=source,
             version=version,
@@ -94,7 +93,7 @@ class ResumableSource(BatchSource):
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Where this rank is (`ElasticState.to_json()`): a source of any world size that loads it
+        """Where this rank is (`LoaderState.to_json()`): a source of any world size that loads it
         (or the `merge_states` of every rank's) continues with the next step's sequences."""
         return self._state().to_json()
 
@@ -104,7 +103,7 @@ class ResumableSource(BatchSource):
 
         Raises:
             ValueError: the state is malformed, or comes from other data, another pack spec or
-                seed (see `ElasticState.resume_from`); the epoch's sequences differ; or the rest
+                seed (see `LoaderState.resume_from`); the epoch's sequences differ; or the rest
                 of the epoch has fewer sequences than this world has ranks (`plan_epoch`).
                 A refused state leaves the source where it was.
         """

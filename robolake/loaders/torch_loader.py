@@ -25,7 +25,7 @@ the main process; `state_dict()` records the epoch and its *position* (rows of t
 the whole world has consumed), and a new loader that loads it plans the rest of that epoch from
 there for its own rank, world size, workers and batch size (`resume.ResumableSource`). Nothing is
 read twice and nothing is skipped: the shards, pack spec, seed, shuffle and drop_last must be the
-same (`state.ElasticState.resume_from` checks it on load).
+same (`LoaderState.resume_from` checks it on load).
 
 Images are decoded inside the workers (`collate_rows`), and the Lance dataset is opened once per
 worker. Batches leave the workers as `wire.WireBatch` (small arrays inline, not one shared-memory

@@ -17,14 +17,12 @@ can be compared on identical inputs.
 
 Every batch source (`BatchSource`) reports where it is as one `LoaderState`, the same fields for
 every source, in plain JSON types (a checkpoint stores it as JSON). Loading a state is strict:
-a state from other data (source URI, version, pack spec), another loader or another plan (seed,
-shuffle, drop_last, batch size) is refused with a ValueError that names the key, and a state with
-a missing or unknown key is refused as well. A different world size (or rank) resumes only at an
-epoch boundary, with the first batch of the next epoch as the new world splits it: every epoch's
-split is a pure function of (seed, epoch, rank, world size), so nothing is repeated or skipped.
-Mid-epoch, the samples the old ranks have not read yet cannot be re-dealt to the new ranks
-without changing the plan every source computes from those numbers alone, so that resume is
-refused with a message that says how to continue.
+a state from other data (source URI, version, pack spec), another loader or another seed, shuffle
+or drop_last is refused with a ValueError that names the key, and a state with a missing or
+unknown key is refused as well. The position in an epoch is world-size free (`position`: the
+sequences of the epoch's canonical order, `loaders/order.py`, that all ranks together have
+consumed), so a state resumes on any world size, rank, worker count and batch size; a state
+written before positions were recorded resumes only at an epoch boundary, as it did then.
 """
 
 from __future__ import annotations
@@ -319,6 +317,14 @@ class BatchLayout:
     history_width: int = 0
 
 
+# What makes two states the same run's: a state differing in one of these would repeat or skip samples.
+IDENTITY = ("loader", "source", "version", "spec", "seed", "shuffle", "drop_last")
+# The keys of a state written before positions were recorded (it resumes at an epoch boundary only).
+LEGACY_KEYS = frozenset(
+    (*IDENTITY, "sequences_per_batch", "rank", "world_size", "epoch", "batches_done", "num_batches")
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoaderState:
     """Where one rank's batch source is: what every `BatchSource.state_dict()` returns, as JSON.
@@ -337,9 +343,15 @@ class LoaderState:
         rank: The data-parallel rank that saved it.
         world_size: Number of data-parallel ranks when it was saved.
         epoch: The epoch the source is in.
-        batches_done: Batches of `epoch` this rank has taken (the next one is read next).
-        num_batches: Batches of `epoch` on every rank; `batches_done == num_batches` means the
-            epoch was read to the end.
+        batches_done: Batches of `epoch` this rank has taken since `anchor` (the next one is read
+            next).
+        num_batches: Batches of `epoch` from `anchor` on, on every rank; `batches_done ==
+            num_batches` means the epoch was read to the end.
+        position: Sequences of `epoch`'s canonical order consumed by all ranks together after
+            this rank's `batches_done` batches (the next step reads from here).
+        anchor: Position at which this world's plan of `epoch` began: 0, or where the run
+            resumed on another world size or batch size.
+        sequences: Packed sequences in `epoch` (a check that the data is the same).
     """
 
     loader: str
@@ -355,6 +367,9 @@ class LoaderState:
     epoch: int
     batches_done: int
     num_batches: int
+    position: int
+    anchor: int
+    sequences: int
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -371,11 +386,21 @@ class LoaderState:
                 f"loader state has epoch={self.epoch}, batches_done={self.batches_done} of num_batches="
                 f"{self.num_batches}; pass a state from state_dict()"
             )
+        if not 0 <= self.anchor <= self.position <= self.sequences:
+            raise ValueError(
+                f"loader state has anchor={self.anchor}, position={self.position} outside the epoch's "
+                f"{self.sequences} sequences; pass a state from state_dict()"
+            )
 
     @staticmethod
     def digest(spec_json: Mapping[str, Any]) -> str:
         """sha256 (hex) of a JSON-able description, independent of key order."""
         return hashlib.sha256(json.dumps(spec_json, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    @property
+    def finished(self) -> bool:
+        """The epoch was read to the end (the next batch is the next epoch's first)."""
+        return self.num_batches > 0 and self.batches_done == self.num_batches
 
     def to_json(self) -> dict[str, Any]:
         """The state as a dict of str, int and bool (what `state_dict()` returns)."""
@@ -386,8 +411,12 @@ class LoaderState:
         """The inverse of `to_json`.
 
         Raises:
-            ValueError: a key is missing or unknown, or a value has the wrong type.
+            ValueError: not a mapping, a key is missing or unknown, or a value has the wrong type.
         """
+        if not isinstance(state, Mapping):
+            raise ValueError(
+                f"a loader state is a JSON object from state_dict(), got {type(state).__name__}; pass the dict itself"
+            )
         names = [f.name for f in dataclasses.fields(cls)]
         missing = [k for k in names if k not in state]
         unknown = sorted(set(state) - set(names))
@@ -398,38 +427,56 @@ class LoaderState:
             )
         return cls(**{k: state[k] for k in names})
 
-    def resume_from(self, saved: Mapping[str, Any]) -> tuple[int, int]:
-        """(epoch, batches_done) a source in state `self` continues from to pick up `saved`.
+    def resume_from(self, saved: Mapping[str, Any]) -> tuple[int, int, int | None]:
+        """(epoch, position, anchor) a source in state `self` continues from to pick up `saved`.
 
-        `self` is the loading source's own state. A finished epoch continues at the next one.
+        `self` is the loading source's own state; `saved` may come from any rank of any world
+        size, or from `loaders.merge_states`. A finished epoch continues at the next one's start.
+        The anchor is the saved plan's where the world size and batch size are the same (the rest
+        of the epoch is split as the uninterrupted run would have), else None (plan from the
+        position).
 
         Raises:
-            ValueError: `saved` is malformed (see `from_json`), comes from another loader, data
-                or plan, or from another world size or rank mid-epoch (see the module notes).
+            ValueError: `saved` is malformed, comes from another loader, data, spec or seed, or
+                (written before positions were recorded) another world size mid-epoch.
         """
+        if isinstance(saved, Mapping) and set(saved) == LEGACY_KEYS:
+            return self._resume_legacy(saved)
         old = LoaderState.from_json(saved)
-        for key in ("loader", "source", "version", "spec", "seed", "shuffle", "drop_last", "sequences_per_batch"):
-            theirs, mine = getattr(old, key), getattr(self, key)
-            if theirs != mine:
+        self._check_identity(saved)
+        if old.finished:
+            return old.epoch + 1, 0, 0
+        same_world = (old.world_size, old.sequences_per_batch) == (self.world_size, self.sequences_per_batch)
+        return old.epoch, old.position, old.anchor if same_world else None
+
+    def _check_identity(self, saved: Mapping[str, Any]) -> None:
+        for key in IDENTITY:
+            if saved[key] != getattr(self, key):
                 raise ValueError(
-                    f"loader state has {key}={theirs!r} but this loader has {mine!r}: resuming would repeat or skip "
-                    f"samples; open the {self.loader} source on the same data ({old.source} version {old.version}), "
-                    "pack spec and loader config, or start over without the loader state (set_epoch())"
+                    f"loader state has {key}={saved[key]!r} but this loader has {getattr(self, key)!r}: it comes from "
+                    f"another dataset, pack spec or loader config, and resuming would repeat or skip samples; open the "
+                    f"{self.loader} source on the same data ({saved['source']} version {saved['version']}), spec and "
+                    "seed, or start over without the loader state (set_epoch())"
                 )
-        boundary = old.batches_done in (0, old.num_batches)
-        for key in ("world_size", "rank"):
-            theirs, mine = getattr(old, key), getattr(self, key)
-            if theirs != mine and not boundary:
-                raise ValueError(
-                    f"loader state has {key}={theirs!r} but this loader has {mine!r}, and it was saved mid-epoch "
-                    f"(epoch {old.epoch}, batch {old.batches_done} of {old.num_batches}): another split of that epoch "
-                    f"would repeat or skip samples; resume as rank {old.rank} of {old.world_size}, or restart the "
-                    f"epoch with set_epoch({old.epoch}) (its samples are read again), or resume from a checkpoint "
-                    "taken at an epoch boundary"
-                )
-        if old.num_batches and old.batches_done == old.num_batches:
-            return old.epoch + 1, 0
-        return old.epoch, old.batches_done
+
+    def _resume_legacy(self, saved: Mapping[str, Any]) -> tuple[int, int, int | None]:
+        """A state written before positions were recorded: its split of the epoch is not this
+        one's, so it resumes at an epoch boundary only."""
+        for key in LEGACY_KEYS:
+            value, want = saved[key], type(getattr(self, key))
+            if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+                raise ValueError(f"loader state field {key!r} must be {want.__name__}, got {value!r}")
+        self._check_identity(saved)
+        epoch, done, total = saved["epoch"], saved["batches_done"], saved["num_batches"]
+        if total and done == total:
+            return epoch + 1, 0, 0
+        if done:
+            raise ValueError(
+                f"loader state (epoch {epoch}, batch {done}) was written by an older robolake that did not record the "
+                "epoch position, and its split of the epoch is not this one's: resume from a checkpoint taken at an "
+                f"epoch boundary, or restart the epoch with set_epoch({epoch})"
+            )
+        return epoch, 0, 0
 
 
 class BatchSource(abc.ABC):

@@ -648,9 +648,9 @@ class CheckpointState:
         """
         if self.loader_states is None:
             return None
-        from robolake.loaders.state import is_elastic_state, merge_states
+        from robolake.loaders.state import is_loader_state, merge_states
 
-        if all(is_elastic_state(s) for s in self.loader_states.values()):
+        if all(is_loader_state(s) for s in self.loader_states.values()):
             return merge_states(self.loader_states)
         return self.loader_states[self.loader_source_rank(rank)]
 

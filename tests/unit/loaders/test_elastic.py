@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from robolake.loaders import LoaderConfig, PackedLoader
 from robolake.loaders.order import canonical_order, plan_epoch
-from robolake.loaders.state import ElasticState, merge_states, read_state, write_state
+from robolake.loaders.state import merge_states, read_state, write_state
+from robolake.schemas.batch import LoaderState
 
 
 def _world(order, strata, *, start, world, per_rank, steps=None):
@@ -111,7 +112,7 @@ def _state(**kw) -> dict:
         loader="torch",
         source="/data/packed",
         version=3,
-        spec=ElasticState.digest({"max_tokens": 512}),
+        spec=LoaderState.digest({"max_tokens": 512}),
         seed=0,
         shuffle=True,
         drop_last=False,
@@ -125,7 +126,7 @@ def _state(**kw) -> dict:
         anchor=0,
         sequences=36,
     )
-    return ElasticState(**{**base, **kw}).to_json()
+    return LoaderState(**{**base, **kw}).to_json()
 
 
 def test_merge_states_checks_the_ranks_agree():
