@@ -88,22 +88,28 @@ class GenerationConfig:
     """The generation server's dynamic batching.
 
     Attributes:
-        max_batch: A batch closes as soon as it holds this many observations.
+        max_batch: A batch closes as soon as it holds this many observations (or every
+            environment of the run, when there are fewer).
         deadline_s: ...or this long after its first observation arrived, whichever comes first.
+        round_deadline_s: The same for a batch that starts with a worker's round of requests
+            (`RLConfig.group_requests`): how long it waits for the other workers' rounds. Long
+            enough to cover the drift between two workers' rounds, so that they stay merged
+            into one batch as large as the lockstep mode's (see generation.py).
         resources: Ray resources of the server actor.
         torch_threads: torch intra-op threads in the server process.
     """
 
     max_batch: int = 16
     deadline_s: float = 0.005
+    round_deadline_s: float = 0.05
     resources: Resources = field(default_factory=lambda: Resources(num_cpus=0.5))
     torch_threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.max_batch < 1 or self.deadline_s < 0 or self.torch_threads < 1:
+        if self.max_batch < 1 or self.deadline_s < 0 or self.round_deadline_s < 0 or self.torch_threads < 1:
             raise ValueError(
-                f"need max_batch >= 1, deadline_s >= 0, torch_threads >= 1; got {self.max_batch}, "
-                f"{self.deadline_s}, {self.torch_threads}"
+                f"need max_batch >= 1, deadline_s >= 0, round_deadline_s >= 0, torch_threads >= 1; got "
+                f"{self.max_batch}, {self.deadline_s}, {self.round_deadline_s}, {self.torch_threads}"
             )
 
 

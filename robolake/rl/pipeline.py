@@ -140,7 +140,7 @@ class Pipeline:
         server_cls: Any = ray.remote(GenerationServer)
         learner_cls: Any = ray.remote(LearnerActor)
         self.server: Any = server_cls.options(max_concurrency=10_000, **g.resources.ray_options()).remote(
-            policy_factory, g, config.sampler, config.record_trajectories
+            policy_factory, g, config.sampler, config.record_trajectories, config.num_envs
         )
         self.learner: Any = learner_cls.options(max_concurrency=64, **lc.resources.ray_options()).remote(
             policy_factory, lc, config.sampler, config.record_trajectories
