@@ -175,22 +175,30 @@ def _targets(mixture: Any) -> np.ndarray:
 
 def _rank_error(mixture: Any, index: Any, sequences: list[np.ndarray], world: int, epoch: int, how: str) -> float:
     """Largest |share - target| over every rank and group, `sequences` dealt to `world` ranks
-    as the lake stream deals them (`Mixture.deal`), as the shard loader deals a mixed pack
+    as the lake stream deals them (its canonical order over the sequences' strata, then
+    `plan_epoch`, as `LakeStream._epoch_plan`), as the shard loader deals a mixed pack
     (`epoch_batches` with the row strata the manifest records), or at random (the shard
     loader's seeded shuffle without strata)."""
     from robolake.loaders.config import LoaderConfig
+    from robolake.loaders.order import canonical_order, plan_epoch
     from robolake.loaders.torch_loader import epoch_batches
 
-    cfg = LoaderConfig(sequences_per_batch=1, shuffle=how != "lake_stream")
-    strata = mixture.strata(index, sequences, 2048) if how == "shard_loader" else None
+    cfg = LoaderConfig(sequences_per_batch=1)
+    strata = mixture.strata(index, sequences, 2048) if how != "random" else None
     if how == "lake_stream":
-        sequences = mixture.deal(index, sequences, world, max_tokens=2048, seed=[0, epoch])
+        order = canonical_order(len(sequences), seed=[cfg.seed, epoch, 0x4445], strata=strata)
+        plans = [
+            plan_epoch(order, start=0, rank=r, world_size=world, per_rank=1, drop_last=False, strata=strata).batches
+            for r in range(world)
+        ]
+    else:
+        plans = [
+            epoch_batches(len(sequences), epoch=epoch, rank=r, world_size=world, config=cfg, strata=strata)
+            for r in range(world)
+        ]
     worst = 0.0
-    for rank in range(world):
-        rows = np.concatenate(
-            epoch_batches(len(sequences), epoch=epoch, rank=rank, world_size=world, config=cfg, strata=strata)
-        )
-        ids = np.concatenate([sequences[i] for i in rows])
+    for batches in plans:
+        ids = np.concatenate([sequences[i] for i in np.concatenate(batches)])
         worst = max(worst, float(np.abs(_shares(mixture, index, ids) - _targets(mixture)).max()))
     return worst
 

@@ -3,7 +3,7 @@
 The problem. The epoch's canonical order and its global batches are fixed by the data
 (`order.py`); what is left to choose is which rank reads which sequence of each global batch. For
 a mixed pack every rank should read the mixture, sample for sample. The stratified deal robolake
-used before (`packers.mix.deal_order`: sort the sequences by stratum, give each run of W
+used before (sort the sequences by stratum, give each run of W
 neighbours one to every rank) achieves that, but only by reordering the epoch for one world size.
 Here the order is not ours to change, so the deal has to satisfy two sets of constraints at once:
 every run of W neighbours in stratum order (a *deal group*: sequences of nearly the same make-up)

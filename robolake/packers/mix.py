@@ -25,7 +25,7 @@ Ranks. The draw is global and packed before the sequences are dealt to ranks, so
 reads part of one mixture. Packed sequences are homogeneous (best-fit groups equal lengths,
 and lengths follow the embodiment), so a random deal leaves each rank's share off by the noise
 of its few hundred sequences; both the lake stream and the shard loader deal them stratified
-instead (`deal_order`: similar sequences side by side, one to each rank), the shard loader from
+instead (`Mixture.strata`, dealt by `loaders/order.py` and `loaders/deal.py`), the shard loader from
 the stratum of every row that a mixed pack records in its manifest (`mixture["row_strata"]`).
 `robolake bench mix` measures the per-rank shares both ways. Large
 packs plan per range of episodes (`pipeline.plan_ranges`); `Mixture.restrict` gives a range the
@@ -50,7 +50,7 @@ import numpy as np
 from robolake.lake import Lake
 from robolake.packers.samples import SampleIndex
 
-__all__ = ["MIX_KEYS", "SHARES", "MixSpec", "Mixture", "bind_mixture", "deal_order", "load_mix", "row_strata"]
+__all__ = ["MIX_KEYS", "SHARES", "MixSpec", "Mixture", "bind_mixture", "load_mix", "row_strata"]
 
 from robolake.packers.mixspec import MAX_EPOCH_SAMPLES, MIX_KEYS, REST, SHARES, MixSpec, load_mix
 
@@ -142,9 +142,10 @@ class Mixture:
         ]
 
     def strata(self, index: SampleIndex, bins: Sequence[np.ndarray], max_tokens: int) -> np.ndarray:
-        """int64 [sequences] stratum of each packed sequence, for `deal_order`: its dominant
-        group, then (descending) that group's share of its samples, then its fill, each in
-        1/256ths: sorting by it lays out sequences of nearly the same make-up side by side."""
+        """int64 [sequences] stratum of each packed sequence, for the loaders' stratified deal
+        (`loaders/order.py`): its dominant group, then (descending) that group's share of its
+        samples, then its fill, each in 1/256ths: sorting by it lays out sequences of nearly the
+        same make-up side by side."""
         n = len(bins)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
@@ -159,21 +160,6 @@ class Mixture:
             255, 256 * np.bincount(owner, weights=index.length_of(flat), minlength=n) // max(1, max_tokens)
         ).astype(np.int64)
         return (counts.argmax(axis=1) * 256 + (255 - share)) * 256 + fill
-
-    def deal(
-        self,
-        index: SampleIndex,
-        bins: Sequence[np.ndarray],
-        world_size: int,
-        *,
-        max_tokens: int,
-        seed: int | Sequence[int],
-    ) -> list[np.ndarray]:
-        """`bins` in the order `deal_order` gives their strata: with the loaders' rank rule
-        (sequence i to rank i mod world_size) every rank gets the same mixture."""
-        if world_size <= 1 or not bins:
-            return list(bins)
-        return [bins[int(i)] for i in deal_order(self.strata(index, bins, max_tokens), world_size, seed=seed)]
 
     def counts(self, index: SampleIndex, drawn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(samples, tokens) of `drawn` in each component."""
@@ -213,26 +199,6 @@ class Mixture:
             "left_out_episodes": int((self.labels < 0).sum()),
             "max_abs_error": float(np.abs(realised - targets).max()),
         }
-
-
-def deal_order(strata: np.ndarray, world_size: int, *, seed: int | Sequence[int]) -> np.ndarray:
-    """A seeded order of packed sequences for which "sequence i to rank i mod world_size" gives
-    every rank the same mixture: the one stratified deal of the lake stream and the shard loader.
-
-    Packed sequences are homogeneous (best-fit groups similar lengths, and lengths follow the
-    embodiment), so dealing them at random leaves each rank's share off by the noise of its few
-    hundred sequences (measured at 8 ranks on 100,000 samples: up to 0.05). Here the sequences
-    are sorted by stratum (`Mixture.strata`: dominant group, its share, fill); each run of
-    `world_size` neighbours is one deal (one sequence to every rank, in random order, so no rank
-    always gets the fuller one), and the deals are shuffled, so each rank still reads its epoch
-    in a random order. Any `world_size` consecutive positions reach every rank once, so the one
-    short deal (when the count is not a multiple) shifts nothing.
-    """
-    n = len(strata)
-    rng = np.random.default_rng(seed)
-    order = np.lexsort((rng.random(n), np.asarray(strata)))
-    deals = [rng.permutation(order[i : i + world_size]) for i in range(0, n, max(1, world_size))]
-    return np.concatenate([deals[d] for d in rng.permutation(len(deals))]) if deals else np.zeros(0, dtype=np.int64)
 
 
 def row_strata(mixture: Mapping[str, Any] | None) -> np.ndarray | None:
