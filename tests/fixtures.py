@@ -168,3 +168,31 @@ def s3_options() -> Iterator[dict[str, str]]:
     """Storage options of a fresh moto S3 server with a `robolake` bucket (see `moto_s3`)."""
     with moto_s3() as (_, options):
         yield options
+
+
+def child_cluster_args(work: Path, nodes: int, src: Path, *extra: str) -> list[str]:
+    """The command line of one run on its own Ray cluster (`robolake.bench.scale --child-cluster`):
+    a process of its own, so the cluster never meets the session's Ray (`ray_session`)."""
+    import sys
+
+    return [sys.executable, "-m", "robolake.bench.scale", "--child-cluster", str(work), "--nodes", str(nodes)] + [
+        "--src",
+        str(src),
+        *extra,
+    ]
+
+
+def child_cluster_env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", SVT_LOG="1", **extra)
+
+
+def run_child_cluster(work: Path, nodes: int, src: Path, *extra: str) -> dict[str, Any]:
+    """Run `child_cluster_args` to the end and return its CHILD_RESULT (asserting it ran cleanly)."""
+    import json
+    import subprocess
+
+    args = child_cluster_args(work, nodes, src, *extra)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=900, env=child_cluster_env())
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD_RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
+    return dict(json.loads(lines[-1][len("CHILD_RESULT ") :]))

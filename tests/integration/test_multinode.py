@@ -8,39 +8,18 @@ local directory and on the local S3-compatible server.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures import moto_s3
+from tests.fixtures import moto_s3, run_child_cluster
 
 pytestmark = pytest.mark.slow
 
 
 def _run(work: Path, nodes: int, src: Path, s3_endpoint: str | None = None) -> dict[str, Any]:
-    args = [
-        sys.executable,
-        "-m",
-        "robolake.bench.scale",
-        "--child-cluster",
-        str(work),
-        "--nodes",
-        str(nodes),
-        "--src",
-        str(src),
-    ]
-    if s3_endpoint:
-        args += ["--s3-endpoint", s3_endpoint]
-    env = dict(os.environ, RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", SVT_LOG="1")
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD_RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
-    return dict(json.loads(lines[-1][len("CHILD_RESULT ") :]))
+    return run_child_cluster(work, nodes, src, *(["--s3-endpoint", s3_endpoint] if s3_endpoint else []))
 
 
 def _check(multi: dict[str, Any], single: dict[str, Any]) -> None:

@@ -15,54 +15,26 @@ with the last complete manifest (a re-pack over an earlier one) or none (a first
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from robolake.ray_tasks import HOLD_ENV
+from tests.fixtures import child_cluster_args, child_cluster_env, run_child_cluster
 
 pytestmark = pytest.mark.slow
 
 STAGE = "_WriteStage"  # pack's write stage (one plan range: every lake here is tiny)
 
 
-def _args(work: Path, nodes: int, src: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "robolake.bench.scale",
-        "--child-cluster",
-        str(work),
-        "--nodes",
-        str(nodes),
-        "--src",
-        str(src),
-        *extra,
-    ]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    return dict(os.environ, RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", SVT_LOG="1", **extra)
-
-
-def _run(work: Path, nodes: int, src: Path, *extra: str) -> dict[str, Any]:
-    proc = subprocess.run(_args(work, nodes, src, *extra), capture_output=True, text=True, timeout=900, env=_env())
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD_RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
-    return dict(json.loads(lines[-1][len("CHILD_RESULT ") :]))
-
-
 def test_node_lost_and_added_mid_ingest_and_pack(tmp_path: Path) -> None:
     src = tmp_path / "src"
-    single = _run(tmp_path / "single", 1, src)
-    lossy = _run(tmp_path / "loss", 3, src, "--lose-nodes", "--stream")
+    single = run_child_cluster(tmp_path / "single", 1, src)
+    lossy = run_child_cluster(tmp_path / "loss", 3, src, "--lose-nodes", "--stream")
     loss = lossy["node_loss"]
     assert loss["errors"] == []
     assert loss["lost"] == 2 and loss["added"] == 2  # one in ingest's load stage, one in pack's write stage
@@ -87,8 +59,8 @@ def _kill_in_pack(work: Path, src: Path, *, repack: bool) -> bytes | None:
         (hold / f"hold-{STAGE}").touch()
     extra = ["--repack"] if repack else []
     proc = subprocess.Popen(
-        _args(work, 3, src, *extra),
-        env=_env(**{HOLD_ENV: str(hold)}),
+        child_cluster_args(work, 3, src, *extra),
+        env=child_cluster_env(**{HOLD_ENV: str(hold)}),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
