@@ -91,7 +91,9 @@ def lake_modality_json(spec: EmbodimentSpec) -> dict[str, Any]:
         modality["state"] = {"state": {"start": 0, "end": spec.state_dim}}
     if not modality["action"]:
         modality["action"] = {"action": {"start": 0, "end": spec.action_dim}}
-    kept = {name: {} for name, key in spec.annotations if key == "task_index" or "task_description" in name}
+    kept: dict[str, Any] = {
+        name: {} for name, key in spec.annotations if key == "task_index" or "task_description" in name
+    }
     modality["annotation"] = kept or {TASK_ANNOTATION: {}}
     return modality
 
