@@ -118,6 +118,7 @@ class LeRobotReader:
         self.tag = embodiment or embodiment_tag(str(self.info.get("robot_type") or ""), os.path.basename(self.root))
         self.plan = LeRobotPlan(self.meta, tag=self.tag, state_only=state_only)
         self.cameras = self.plan.cameras
+        self._file: _DataFile | None = None
 
     def spec(self) -> EmbodimentSpec:
         """The embodiment spec, from modality.json when present, else from info.json widths."""
@@ -224,17 +225,28 @@ class LeRobotReader:
             )
         if not os.path.exists(path):
             raise SourceError("missing_file", path, "episode parquet file is missing; re-export the dataset")
-        try:
-            table = pq.read_table(path)
-        except (pa.ArrowException, OSError) as e:
-            raise SourceError(
-                "corrupt_file", path, f"parquet file cannot be read ({e}); it is corrupt or truncated"
-            ) from e
-        if self.version == "v3.0":
+        if self.version != "v3.0":
+            return _read_parquet(path), path
+        return self._data_file(path).rows_of(ref.episode_index), path
+
+    def _data_file(self, path: str) -> _DataFile:
+        """The v3.0 data file at `path`, read once for all the episodes it holds (the last one read
+        is kept: ingest reads a chunk's episodes in file order, so a file is read once a chunk,
+        not once an episode)."""
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns)
+        if self._file is None or self._file.key != key:
+            self._file = None  # the old table goes before the new one is read
+            table = _read_parquet(path)
             if "episode_index" not in table.column_names:
                 raise SourceError("missing_column", path, "v3.0 data file has no 'episode_index' column")
-            table = table.filter(pc.equal(table["episode_index"], ref.episode_index))
-        return table, path
+            self._file = _DataFile(key, table)
+        return self._file
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_file"] = None  # a cache of this process's last data file: never shipped to a worker
+        return state
 
     @staticmethod
     def _matrix(table: pa.Table, key: str, path: str, expected_width: int | None) -> np.ndarray:
@@ -417,7 +429,8 @@ class LeRobotReader:
     ) -> Record:
         """The episode's record from its rows (`lerobot.record`); its summary and notes go into `metadata`."""
         into = ColumnRecord(path=path, streams=self.streams)
-        footer = pq.read_metadata(path)  # the footer alone: stored bytes per column
+        cached = self._file
+        footer = cached.footer if cached is not None and cached.key[0] == path else pq.read_metadata(path)
         record_rows(
             table,
             into,
@@ -569,6 +582,54 @@ class LeRobotReader:
             images.append(bytes(data))
         assert first is not None
         return EncodedFrames(camera=cam, images=tuple(images), encoding=fmt, height=first[0], width=first[1])
+
+
+def _read_parquet(path: str) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise SourceError("corrupt_file", path, f"parquet file cannot be read ({e}); it is corrupt or truncated") from e
+
+
+class _DataFile:
+    """A v3.0 data file read whole, with the rows of each episode it holds found once (stable:
+    an episode's rows keep their order in the file, as a filter on `episode_index` gives them)."""
+
+    def __init__(self, key: tuple[str, int, int], table: pa.Table):
+        self.key = key
+        self.table = table
+        self._footer: pq.FileMetaData | None = None
+        col = table["episode_index"].combine_chunks()
+        self.by_filter = not pa.types.is_integer(col.type)  # odd types: compared as a filter compares them
+        self.spans: dict[int, tuple[int, int]] = {}
+        self.order = np.zeros(0, dtype=np.int64)
+        if self.by_filter:
+            return
+        rows = np.flatnonzero(col.is_valid().to_numpy(zero_copy_only=False))  # a null equals no episode
+        values = np.asarray(col.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)[rows]
+        by_value = np.argsort(values, kind="stable")
+        self.order = rows[by_value]
+        uniq, starts, counts = np.unique(values[by_value], return_index=True, return_counts=True)
+        self.spans = {int(u): (int(s), int(c)) for u, s, c in zip(uniq, starts, counts, strict=True)}
+
+    @property
+    def footer(self) -> pq.FileMetaData:
+        if self._footer is None:
+            self._footer = pq.read_metadata(self.key[0])  # the footer alone: stored bytes per column
+        return self._footer
+
+    def rows_of(self, episode_index: int) -> pa.Table:
+        """The rows whose `episode_index` is `episode_index`, in file order (none: an empty table)."""
+        if self.by_filter:
+            return self.table.filter(pc.equal(self.table["episode_index"], episode_index))
+        span = self.spans.get(int(episode_index))
+        if span is None:
+            return self.table.slice(0, 0)
+        start, count = span
+        rows = self.order[start : start + count]
+        if int(rows[-1]) - int(rows[0]) + 1 == count:  # contiguous (the usual case): no copy
+            return self.table.slice(int(rows[0]), count)
+        return self.table.take(pa.array(rows))
 
 
 def _open_lerobot(path: str, options: SourceOptions) -> LeRobotReader:
