@@ -166,3 +166,31 @@ def test_lerobot_dataset_for_real(tmp_path):
     assert epoch["samples"] == 16
     assert epoch["action_shape"] == [16, 7]
     assert epoch["image_shape"] == [3, 48, 64]
+
+
+def test_the_s3_arm_reads_the_same_epoch_from_the_bucket(tmp_path):
+    """robolake's side of the S3 arm: the pack output copied into moto's bucket reads as the same
+    epoch as on disk (the shards hold the frames; no lake needed)."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("boto3")
+    from robolake.bench._s3_loader import _build
+    from robolake.bench.peers.robolake_side import drain
+    from robolake.bench.peers.s3_arm import open_s3_loader, s3_copies, s3_unavailable
+    from robolake.loaders import LoaderConfig, PackedLoader, open_shards
+
+    assert s3_unavailable() is None
+    _, packed, _ = _build(str(tmp_path), 3, 20)
+    config = LoaderConfig(sequences_per_batch=4, image_size=16, num_workers=0)
+    local = drain(PackedLoader(open_shards(packed), config))
+    with s3_copies({"packed": Path(packed)}) as remote:
+        assert remote.uris == {"packed": "s3://robolake/packed"} and remote.bytes_copied["packed"] > 0
+        assert drain(open_s3_loader(remote.uris["packed"], remote.storage_options, config)) == local
+    assert local[0] > 0
+
+
+def test_without_moto_the_s3_arm_is_one_line(monkeypatch):
+    from robolake.bench.peers.s3_arm import s3_unavailable
+
+    monkeypatch.setitem(sys.modules, "moto.server", None)  # importing it now raises ImportError
+    reason = s3_unavailable()
+    assert reason and "moto" in reason and "\n" not in reason

@@ -9,18 +9,21 @@ from pathlib import Path
 import pytest
 
 from robolake.bench import peers
+from robolake.bench.peers import env, measure, process
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def test_missing_ffmpeg_stops_before_the_env_build(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(peers, "FFMPEG_SONAMES", ("libavutil-robolake-test-absent.so.99",))
-    monkeypatch.setattr(peers.sys, "platform", "linux")
+    monkeypatch.setattr(env, "FFMPEG_SONAMES", ("libavutil-robolake-test-absent.so.99",))
+    monkeypatch.setattr(env.sys, "platform", "linux")
 
     def no_build(*a, **k):
         raise AssertionError("the environment build started before the FFmpeg check")
 
-    monkeypatch.setattr(peers, "ensure_env", no_build)
+    for module in (env, process, peers):  # wherever a build could start from
+        monkeypatch.setattr(module, "ensure_env", no_build)
+    monkeypatch.setattr(measure, "measure_adapter", no_build)
     rc = peers.main(["--json", str(tmp_path / "out.json"), "--only", "loader", "--cache", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1
@@ -29,8 +32,8 @@ def test_missing_ffmpeg_stops_before_the_env_build(monkeypatch, capsys, tmp_path
 
 
 def test_ffmpeg_found_when_a_library_loads(monkeypatch):
-    monkeypatch.setattr(peers.sys, "platform", "linux")
-    monkeypatch.setattr(peers, "FFMPEG_SONAMES", ("libc.so.6",))  # any loadable soname stands in
+    monkeypatch.setattr(env.sys, "platform", "linux")
+    monkeypatch.setattr(env, "FFMPEG_SONAMES", ("libc.so.6",))  # any loadable soname stands in
     assert peers.ffmpeg_missing() is None
 
 
@@ -74,3 +77,28 @@ def test_adapter_keys_are_the_issues_json_keys(tmp_path):
     png = tmp_path / "curves.png"
     peers.plot_training(figures["training"], png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_s3_arm_fills_lancedb_speedup_s3(capsys):
+    figures = {
+        "lancedb_speedup_local": _ratio(2.5),
+        "adapter_speedup": _ratio(12.0),
+        "adapter_vs_lancedb": _ratio(1.5),
+        "versions": {"lerobot-lancedb": "0.3.1"},
+        "items": {"equal": True},
+        "training": {},
+        "loaders": {"robolake_s3": {"samples_per_s": 90.0, "peak_rss_bytes": 2**30}},
+        "s3": {"lancedb_speedup": _ratio(4.0), "adapter_vs_lancedb": _ratio(3.0), "server_cpu_s": {}},
+    }
+    keys = peers.adapter_keys(figures)
+    assert keys["lancedb"]["speedup_s3"] == 4.0 and "speedup_s3_reason" not in keys["lancedb"]
+    assert keys["lancedb"]["speedup_s3_spread"]["wall"]["min"] == pytest.approx(3.6)
+    assert keys["lerobot_adapter"]["vs_lancedb_s3"]["median"] == 3.0
+    assert "lancedb_speedup" not in keys["adapter_s3"] and "server_cpu_s" in keys["adapter_s3"]
+    peers.print_result({"machine": {"cpus": 2}, **keys})
+    out = capsys.readouterr().out
+    assert "lancedb.speedup_s3 (the same, from S3)" in out and "robolake_s3 samples/s" in out
+
+    figures["s3"] = {"skipped": "not measured: the local S3 server (moto) is not importable (x)"}
+    keys = peers.adapter_keys(figures)
+    assert keys["lancedb"]["speedup_s3"] is None and "moto" in keys["lancedb"]["speedup_s3_reason"]
