@@ -108,7 +108,9 @@ class IngestConfig:
         video_crf: CRF of the `h264` layout (`--crf`; default `lake.codecs.VIDEO_CRF`).
         access_copy: Also write an access copy (`h264`) of the recorded videos it ingests, for
             fast random reads (`lake.access`); None: none.
-        episodes_per_task: Episodes one Ray task handles (and writes as one fragment per table).
+        episodes_per_task: Episodes one task handles (at most: on Ray, fewer when a smaller chunk
+            gives every CPU two). A task writes one fragment per table (one per `FRAGMENT_BYTES`
+            of a table beyond that) and reads a v3.0 data file once for the episodes it holds.
         ray_address: Ray cluster address; None starts (or joins) a local Ray.
         num_cpus: CPUs for a local Ray; None lets Ray decide.
         resample: `ticks` or `none` for topic logs and stamped HDF5 (`--resample`); None: the
@@ -135,7 +137,7 @@ class IngestConfig:
     video_frames: str = "record"
     video_crf: int | None = None
     access_copy: str | None = None
-    episodes_per_task: int = 8
+    episodes_per_task: int = 256
     ray_address: str | None = None
     num_cpus: int | None = None
     resample: str | None = None
@@ -360,12 +362,9 @@ class _LoadStage:
         self.quality = quality
 
     def __call__(self, index: int) -> dict[str, Any]:
-        steps: list[pa.Table] = []
-        media: list[pa.Table] = []
-        streams: list[pa.Table] = []
-        access: list[pa.Table] = []
-        signals: list[pa.Table] = []
-        events: list[pa.Table] = []
+        parts = _Fragments(self.lake_uri, self.opts)
+        steps: list[pa.Table] = []  # kept whole for the chunk's statistics (small beside the media)
+        num_frames = 0
         notes: list[str] = []
         episodes: list[dict[str, Any]] = []
         quarantine: list[dict[str, Any]] = []
@@ -384,35 +383,27 @@ class _LoadStage:
                 continue
             episode_id = f"{ref.source_name}/{ref.episode_index:06d}-{ep.content_hash[:12]}"
             steps.append(_steps_table(episode_id, ep))
-            media.append(_media_table(episode_id, ep, frames))
-            streams.append(_streams_table(episode_id, frames))
+            parts.add("steps", steps[-1])
+            media = _media_table(episode_id, ep, frames)
+            num_frames += media.num_rows
+            parts.add("media", media)
+            parts.add("streams", _streams_table(episode_id, frames))
             if self.access_copy:
-                access += _access_tables(episode_id, ep, frames)
+                for t in _access_tables(episode_id, ep, frames):
+                    parts.add("access", t)
             if ep.record is not None:
                 sig, ev = record_tables(episode_id, ep.record)
-                signals.append(sig)
-                events.append(ev)
+                parts.add("signals", sig)
+                parts.add("events", ev)
             quality = _quality(ep, frames) if self.quality else None
             episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames], quality))
             notes += [str(n) for n in ep.metadata.get("notes", ())]
-        fragments: dict[str, list[str]] = {t: [] for t in ROW_TABLES}
-        for table, parts in (
-            ("steps", steps),
-            ("media", media),
-            ("streams", streams),
-            ("access", access),
-            ("signals", signals),
-            ("events", events),
-        ):
-            if parts:
-                frags = write_table_fragments(self.lake_uri, table, pa.concat_tables(parts), self.opts)
-                fragments[table] = fragments_to_json(frags)
         return Loaded(
             episodes=episodes,
             quarantine=quarantine,
-            fragments=fragments,
+            fragments=parts.finish(),
             num_steps=int(sum(t.num_rows for t in steps)),
-            num_frames=int(sum(t.num_rows for t in media)),
+            num_frames=num_frames,
             stats=partial_stats(pa.concat_tables(steps)) if steps else {},
             notes=notes,
         ).to_json()
@@ -422,6 +413,42 @@ class _LoadStage:
         """A chunk's result back from JSON, and how many episodes it handled."""
         loaded = Loaded.from_json(raw)
         return loaded, len(loaded.episodes) + len(loaded.quarantine)
+
+
+# A task writes a table's rows as one fragment, or as several of about this many bytes when its
+# chunk holds more: a task's memory stays bounded however many episodes it is given, and a large
+# ingest writes few large fragments (not one per episode) that need no compaction at commit.
+FRAGMENT_BYTES = 128 * 1024**2
+
+
+class _Fragments:
+    """One task's rows per table, written as a fragment once `FRAGMENT_BYTES` of a table pile up."""
+
+    def __init__(self, lake_uri: str, storage_options: dict[str, str] | None):
+        self.lake_uri, self.opts = lake_uri, storage_options
+        self.pending: dict[str, list[pa.Table]] = {t: [] for t in ROW_TABLES}
+        self.pending_bytes: dict[str, int] = dict.fromkeys(ROW_TABLES, 0)
+        self.written: dict[str, list[str]] = {t: [] for t in ROW_TABLES}
+
+    def add(self, table: str, rows: pa.Table) -> None:
+        if not rows.num_rows:
+            return
+        self.pending[table].append(rows)
+        self.pending_bytes[table] += rows.nbytes
+        if self.pending_bytes[table] >= FRAGMENT_BYTES:
+            self._flush(table)
+
+    def _flush(self, table: str) -> None:
+        if self.pending[table]:
+            frags = write_table_fragments(self.lake_uri, table, pa.concat_tables(self.pending[table]), self.opts)
+            self.written[table] += fragments_to_json(frags)
+        self.pending[table], self.pending_bytes[table] = [], 0
+
+    def finish(self) -> dict[str, list[str]]:
+        """Every table's fragments (the rest written now), in the order their rows came."""
+        for table in ROW_TABLES:
+            self._flush(table)
+        return self.written
 
 
 def _ref_key(ref: EpisodeRef) -> str:
