@@ -27,7 +27,7 @@ so the same seed gives identical parquet contents and identical decoded frames.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,7 +192,7 @@ def generate_synthetic(
         out.append(
             write_lerobot_dataset(
                 Path(root) / name,
-                episodes=synthetic_episodes(config, name),
+                episodes=_Episodes(config, name),  # drawn as the writer asks: one episode in memory at a time
                 fps=config.fps,
                 robot_type=name,
                 version=config.version,
@@ -210,21 +210,35 @@ def generate_synthetic(
 
 def synthetic_episodes(config: SyntheticConfig, name: str) -> list[EpisodeArrays]:
     """The episodes of robot `name` under `config`, in memory (what generate_synthetic writes)."""
-    robot = _robot(name)
-    rid = EMBODIMENT_NAMES.index(name)
-    dim = sum(w for _, w in robot.parts)
-    grip = _gripper_dims(robot)
-    offset = np.float32(0.01) * np.cos(np.arange(dim, dtype=np.float32))  # fixed calibration offset
-    cams = {c: _Camera(robot, c, dim, config.image_size) for c in robot.cameras}
-    episodes = []
-    for ep in range(config.episodes_per_embodiment):
-        rng = np.random.default_rng([config.seed, rid, ep])
+    return list(_Episodes(config, name))
+
+
+class _Episodes(Sequence[EpisodeArrays]):
+    """The episodes of robot `name`, each drawn when asked for (from its own seed, so any order
+    gives the same episode): 100,000 episodes are written without holding their frames at once."""
+
+    def __init__(self, config: SyntheticConfig, name: str) -> None:
+        self.config = config
+        robot = _robot(name)
+        self.rid = EMBODIMENT_NAMES.index(name)
+        self.dim = sum(w for _, w in robot.parts)
+        self.grip = _gripper_dims(robot)
+        self.offset = np.float32(0.01) * np.cos(np.arange(self.dim, dtype=np.float32))  # fixed calibration offset
+        self.cams = {c: _Camera(robot, c, self.dim, config.image_size) for c in robot.cameras}
+
+    def __len__(self) -> int:
+        return self.config.episodes_per_embodiment
+
+    def __getitem__(self, ep: int) -> EpisodeArrays:  # type: ignore[override]
+        if not isinstance(ep, int) or not 0 <= ep < len(self):
+            raise IndexError(ep)
+        config = self.config
+        rng = np.random.default_rng([config.seed, self.rid, ep])
         length = int(rng.integers(config.min_length, config.max_length + 1))
-        traj = _trajectory(rng, length + 1, dim, grip, config.fps)
-        state, action = traj[:-1], traj[1:] + offset
-        frames = {f"observation.images.{c}": cam.render(state) for c, cam in cams.items()}
-        episodes.append(EpisodeArrays(state=state, action=action, task=make_instruction(rng), frames=frames))
-    return episodes
+        traj = _trajectory(rng, length + 1, self.dim, self.grip, config.fps)
+        state, action = traj[:-1], traj[1:] + self.offset
+        frames = {f"observation.images.{c}": cam.render(state) for c, cam in self.cams.items()}
+        return EpisodeArrays(state=state, action=action, task=make_instruction(rng), frames=frames)
 
 
 def _robot(name: str) -> _Robot:
