@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
         "--tail-scale-ms", type=float, default=2.0, help="heavy-tail profile: lognormal median delay per step"
     )
     p.add_argument("--tail-shape", type=float, default=1.5, help="heavy-tail profile: lognormal log-std")
+    p.add_argument(
+        "--no-heavy-tail",
+        action="store_true",
+        help="run the suite profile only (default: both; a learning run needs only the suite's weights)",
+    )
     p.add_argument("--plot", default=None, help="PNG of success vs env steps and throughput (default: beside --json)")
     p.add_argument(
         "--reward",
@@ -87,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="episodes scored before and after RL on the same seeds (default: 16 with --quick, 48 without; 0: none)",
+    )
+    p.add_argument(
+        "--round-deadline-ms",
+        type=float,
+        default=50.0,
+        help="async: how long the server waits to merge the other workers' rounds into one batch "
+        "(default: 50; 0 serves each worker's round alone)",
     )
     p.add_argument(
         "--modes",
@@ -346,7 +358,7 @@ def _modes(arg: str) -> tuple[str, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from robolake.rl.config import LatencyProfile, LearnerConfig
+    from robolake.rl.config import GenerationConfig, LatencyProfile, LearnerConfig
     from robolake.rl.pipeline import Pipeline
     from robolake.rl.report import plot_comparison
 
@@ -361,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         args,
         tasks,
         learner=LearnerConfig(reward=reward),
+        generation=GenerationConfig(round_deadline_s=args.round_deadline_ms / 1000),
         env_steps=steps,
         log_every_s=5.0,
         max_episode_steps=cap,
@@ -374,7 +387,11 @@ def main(argv: list[str] | None = None) -> int:
         pipe.restart(dataclasses.replace(base, mode="async", env_steps=max(200, steps // 5), learn=False))
         pipe.run()
         suite, final = _profile(pipe, base, pairs, "suite", modes)
-        heavy, _ = _profile(pipe, dataclasses.replace(base, latency=tail), pairs, "heavy_tail", modes)
+        heavy = (
+            None
+            if args.no_heavy_tail
+            else _profile(pipe, dataclasses.replace(base, latency=tail), pairs, "heavy_tail", modes)[0]
+        )
         evaluation = None
         if n_eval:
             print(f"scoring before and after on {n_eval} evaluation episodes (same seeds) ...", flush=True)
@@ -394,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
             "latency": dataclasses.asdict(tail),
             **{m: heavy[m] for m in modes},
             "sample_efficiency": heavy.get("sample_efficiency"),
-        },
+        }
+        if heavy is not None
+        else None,
         "config": {
             "sim": label,
             "tasks": list(tasks),
@@ -404,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             "workers": args.workers,
             "envs_per_worker": args.envs_per_worker,
             "execute_steps": args.execute_steps,
+            "round_deadline_ms": args.round_deadline_ms,
             "reward": reward,
             "max_episode_steps": cap,
             "quick": args.quick,
@@ -415,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     plot_comparison(
         {
             **{m: suite[m] for m in modes},
-            **{f"{m} (heavy tail)": heavy[m] for m in modes},
+            **({f"{m} (heavy tail)": heavy[m] for m in modes} if heavy is not None else {}),
         },
         plot,
     )
@@ -442,9 +462,11 @@ def _eval_rows(evaluation: dict[str, Any] | None) -> list[tuple[str, Any]]:
     return rows
 
 
-def _rows(suite: dict[str, Any], heavy: dict[str, Any], modes: tuple[str, ...]) -> list[tuple[str, Any]]:
+def _rows(suite: dict[str, Any], heavy: dict[str, Any] | None, modes: tuple[str, ...]) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = []
     for name, prof in (("suite", suite), ("heavy_tail", heavy)):
+        if prof is None:
+            continue
         for mode in modes:
             m = prof[mode]
             stage = m["cpu_ms_per_env_step_by_stage"]
@@ -459,6 +481,7 @@ def _rows(suite: dict[str, Any], heavy: dict[str, Any], modes: tuple[str, ...]) 
                     f"{name} {mode} idle env/gen/learner",
                     "/".join(f"{m['idle_fraction'][k]:.2f}" for k in ("env", "generation", "learner")),
                 ),
+                (f"{name} {mode} generation batch size (mean)", f"{m['generation_batch_size_mean']:.1f}"),
                 (
                     f"{name} {mode} CPU ms/env step env+gen+learn+driver",
                     f"{stage['env']:.2f}+{stage['generation']:.2f}+{stage['learner']:.2f}+{stage['driver']:.2f}"

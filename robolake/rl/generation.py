@@ -101,8 +101,9 @@ class GenerationServer:
         self._initial = {k: v.detach().clone() for k, v in self.policy.model.state_dict().items()}
         self.version = 0
         self._pending: tuple[int, dict[str, torch.Tensor]] | None = None
-        # (request, its future, whether it came in a worker's round)
-        self._queue: asyncio.Queue[tuple[GenRequest, asyncio.Future[GenResponse], bool]] | None = None
+        # (request, its future, whether it came in a worker's round); None: `drain` was called
+        self._queue: asyncio.Queue[tuple[GenRequest, asyncio.Future[GenResponse], bool] | None] | None = None
+        self._draining = False
         self._executor = ThreadPoolExecutor(1)
         self._task: asyncio.Task[None] | None = None
         self.batch_sizes: Counter[int] = Counter()
@@ -130,9 +131,17 @@ class GenerationServer:
         self.policy.model.load_state_dict(self._initial if weights is None else weights)
         self.version = 0
         self._pending = None
+        self._draining = False
         self.served = []
         self.reset_clock()
         return self.version
+
+    def drain(self) -> None:
+        """The run is ending: from now until `restart`, a batch closes with what is queued
+        instead of waiting for rounds that stopped workers will never send."""
+        self._draining = True
+        if self._queue is not None:
+            self._queue.put_nowait(None)  # wakes a batch that is waiting
 
     def set_weights(self, version: int, state_dict: dict[str, torch.Tensor]) -> int:
         """Queue weights `version`; they are loaded before the next batch. Returns the version."""
@@ -185,21 +194,26 @@ class GenerationServer:
             raise RuntimeError("the batch loop started before its queue (act creates both)")
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._queue.get()]
+            first = await self._queue.get()
+            if first is None:
+                continue
+            batch = [first]
             # a worker's round waits for the other workers' rounds (see the module docstring)
-            wait = self.config.round_deadline_s if batch[0][2] else self.config.deadline_s
+            wait = 0.0 if self._draining else self.config.round_deadline_s if first[2] else self.config.deadline_s
             deadline = loop.time() + wait
             while len(batch) < self._closes_at():
                 if not self._queue.empty():
-                    batch.append(self._queue.get_nowait())
-                    continue
-                remaining = deadline - loop.time()
-                if remaining <= 0:
+                    item = self._queue.get_nowait()
+                elif (remaining := deadline - loop.time()) <= 0:
                     break
-                try:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-                except TimeoutError:
+                else:
+                    try:
+                        item = await asyncio.wait_for(self._queue.get(), remaining)
+                    except TimeoutError:
+                        break
+                if item is None:  # drained: serve what is here
                     break
+                batch.append(item)
             try:
                 results = await loop.run_in_executor(self._executor, self._run, [r for r, _, _ in batch])
             except Exception as e:  # every waiting environment hears of it

@@ -386,6 +386,8 @@ class Pipeline:
             if time.perf_counter() >= next_log:
                 self._emit(self._row(workers, server, learner))
                 next_log += c.log_every_s
+        # the server first, so that no round waits for a peer that has stopped asking
+        ray.get(self.server.drain.remote())
         ray.get([w.stop.remote() for w in self.workers])
         ray.get(list(runs.values()))
         if learner_run is not None:

@@ -59,3 +59,22 @@ def test_a_lone_round_waits_at_most_the_round_deadline(bc_policy_factory):
     server = GenerationServer(bc_policy_factory, config, SamplerConfig(sigma=0.2), full_batch=4)
     _serve(server, [(0.0, range(0, 2))])
     assert dict(server.batch_sizes) == {2: 1}
+
+
+def test_drain_serves_a_waiting_round_at_once(bc_policy_factory):
+    """At the end of a run a round must not wait out the deadline for a peer that stopped."""
+    config = GenerationConfig(round_deadline_s=3600.0)  # without drain: served in an hour
+    server = GenerationServer(bc_policy_factory, config, SamplerConfig(sigma=0.2), full_batch=4)
+
+    async def main() -> list:
+        served = asyncio.ensure_future(server.act_many(_requests(range(0, 2))))
+        await asyncio.sleep(0.05)
+        server.drain()
+        return await asyncio.wait_for(served, 600)  # a guard against hanging, not a timing
+
+    threads = torch.get_num_threads()
+    try:
+        answers = asyncio.run(main())
+    finally:
+        torch.set_num_threads(threads)
+    assert len(answers) == 2 and dict(server.batch_sizes) == {2: 1}
