@@ -60,14 +60,11 @@ def reference():
     if not Path(python).is_file():
         pytest.skip(f"the GR00T reference's interpreter {python} is gone (rebuild the LeRobot peer environment)")
 
-    def run(root: Path, indices: list[int], work: Path) -> tuple[dict[str, np.ndarray], dict]:
+    def run(root: Path, indices: list[int], work: Path, ours: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
         request = work / f"{root.name}-request.json"
         out = work / f"{root.name}-samples.npz"
-        request.write_text(
-            json.dumps(
-                {"root": str(root), "configs": CONFIGS, "indices": indices, "out": str(out), "backend": "decord"}
-            )
-        )
+        body = {"root": str(root), "configs": CONFIGS, "indices": indices, "out": str(out), "backend": "decord"}
+        request.write_text(json.dumps({**body, "ours": ours}))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(REF / p) for p in ("src", "site", "stubs")))
         done = subprocess.run(
             [python, str(ROOT / "scripts" / "gr00t_reference.py"), str(request)],
@@ -132,7 +129,7 @@ def data(tmp_path_factory):
     return work, source, lake
 
 
-def _check(ours: list[dict], arrays: dict, meta: dict, *, frame_shift: int = 0, lengths=None, indices=()) -> float:
+def _check(ours: list[dict], arrays: dict, meta: dict, *, frame_shift: int = 0) -> float:
     """Compare every key of every sample; returns the largest pixel difference."""
     worst = 0.0
     for n, sample in enumerate(ours):
@@ -153,14 +150,26 @@ def _check(ours: list[dict], arrays: dict, meta: dict, *, frame_shift: int = 0, 
     return worst
 
 
+def _save(samples: list[dict], metadata: dict, work: Path) -> dict:
+    """Our samples and metadata, saved as the reference runner reads them."""
+    npz, strings, meta = work / "ours.npz", work / "ours.json", work / "ours-metadata.json"
+    np.savez(npz, **{f"{n}|{k}": v for n, s in enumerate(samples) for k, v in s.items() if isinstance(v, np.ndarray)})
+    strings.write_text(
+        json.dumps({f"{n}|{k}": v for n, s in enumerate(samples) for k, v in s.items() if isinstance(v, list)})
+    )
+    meta.write_text(json.dumps(metadata))
+    return {"npz": str(npz), "json": str(strings), "metadata": str(meta)}
+
+
 def test_samples_equal_gr00ts_own_dataset_on_the_real_data(reference, data):
     work, source, lake = data
     ds = LakeGr00tDataset(str(lake), CONFIGS)
     indices = _edges(ds.trajectory_lengths, 8)
-    arrays, meta = reference(_rebased_copy(source, work / "rebased"), indices, work)
+    ours = ds.steps(indices)
+    arrays, meta = reference(_rebased_copy(source, work / "rebased"), indices, work, _save(ours, ds.metadata(), work))
     assert meta["len"] == len(ds) and meta["trajectory_lengths"] == ds.trajectory_lengths.tolist()
     assert meta["trajectory_ids"] == ds.trajectory_ids.tolist()
-    worst = _check(ds.steps(indices), arrays, meta)
+    worst = _check(ours, arrays, meta)
     # the same h264 packets on both sides, FFmpeg's decoder on both: bit-exact
     assert worst == 0.0, f"frames differ by up to {worst} levels"
     # the relative slice was zero-padded past the episode's end, the absolute ones repeat the last row
@@ -168,6 +177,21 @@ def test_samples_equal_gr00ts_own_dataset_on_the_real_data(reference, data):
     sample = ds.steps([last])[0]
     assert not sample["action.right_hand"][1:].any() and sample["action.right_hand"][0].any()
     assert (sample["action.left_arm"][1:] == sample["action.left_arm"][0]).all()
+    # GR00T's DatasetMetadata: the same modalities; statistics as GR00T's stats.json within its
+    # float32 accumulation (GR00T sums means in float32; min, max and quantiles are equal)
+    theirs, mine = meta["metadata"], ds.metadata()
+    for kind in ("state", "action", "video"):
+        assert mine["modalities"][kind] == theirs["modalities"][kind], kind
+    for kind in ("state", "action"):
+        for name, stats in theirs["statistics"][kind].items():
+            for stat, value in stats.items():
+                np.testing.assert_allclose(mine["statistics"][kind][name][stat], value, rtol=2e-5, atol=1e-7)
+    # GR00T's own transforms (fourier_gr1_arms_only's deterministic part) give the same tensors on
+    # our samples with our metadata as on its samples with its metadata
+    transformed = [k for k in arrays if k.startswith("t|")]
+    assert {f"t|{n}|{k}" for n in range(len(indices)) for k in ("video", "state", "action")} <= set(transformed)
+    for key in transformed:
+        np.testing.assert_allclose(arrays["o|" + key[2:]], arrays[key], rtol=1e-6, atol=1e-6, err_msg=key)
 
 
 def test_on_the_untouched_source_gr00t_shows_the_next_frame(reference, data):

@@ -104,9 +104,13 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
     Args:
         source: Which lake data (`LakeSource`: version, tag or split, `where`), or a lake URI.
         modality_configs: modality ("video", "state", "action", "language") -> ModalityConfig.
-        embodiment_tag: GR00T's embodiment tag for `metadata` (default: the lake's tag).
-        transforms: Applied to each sample as GR00T applies them (its `ComposedModalityTransform`;
-            call `transforms.set_metadata(...)` with `metadata()` first when they need statistics).
+        embodiment_tag: GR00T's embodiment tag (its `EmbodimentTag` value, e.g. "gr1"; as
+            `LeRobotSingleDataset` takes it), for `metadata`. Default "new_embodiment", GR00T's
+            tag for a robot it was not pretrained on (a lake's own tags are not GR00T's).
+        transforms: Applied to each sample as GR00T applies them (its `ComposedModalityTransform`,
+            e.g. a data config's `transform()`). As GR00T's dataset does, its `set_metadata` is
+            called once here with this dataset's `metadata()` (as GR00T's `DatasetMetadata` when
+            Isaac-GR00T is importable, else the dict).
         exact_frames: Decode the record even where an access copy exists (bit-exact pixels).
         image_size: (height, width) to resize frames to while decoding (None: stored size).
 
@@ -120,7 +124,7 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
         source: LakeSource | str,
         modality_configs: Mapping[str, Any],
         *,
-        embodiment_tag: str | None = None,
+        embodiment_tag: Any = None,
         transforms: Callable[[dict[str, Any]], Any] | None = None,
         exact_frames: bool = False,
         image_size: tuple[int, int] | None = None,
@@ -131,7 +135,7 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
         self.table = table
         self.modality_configs = {m: _config(c, m) for m, c in modality_configs.items()}
         self.modality_meta = lake_modality_json(table.spec)
-        self.embodiment_tag = embodiment_tag or table.spec.tag
+        self.embodiment_tag = getattr(embodiment_tag, "value", embodiment_tag) or "new_embodiment"
         self.transforms = transforms
         self.delta_indices: dict[str, np.ndarray] = {}
         self._plan: dict[str, tuple[str, Any]] = {}  # key -> (modality, what to read)
@@ -141,6 +145,8 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
             for key in cfg.modality_keys:
                 self._plan[key] = (modality, self._resolve(modality, key))
                 self.delta_indices[key] = np.asarray(cfg.delta_indices, dtype=np.int64)
+        if transforms is not None and hasattr(transforms, "set_metadata"):
+            transforms.set_metadata(self._gr00t_metadata())
 
     def _resolve(self, modality: str, key: str) -> Any:
         meta = self.modality_meta
@@ -250,6 +256,15 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
 
     # --- GR00T's DatasetMetadata ------------------------------------------------------------
 
+    def _gr00t_metadata(self) -> Any:
+        """`metadata()` as GR00T's own `DatasetMetadata` where Isaac-GR00T is installed (its
+        transforms read attributes of it), else the dict."""
+        try:
+            from gr00t.data.schema import DatasetMetadata  # optional: only where GR00T's transforms are used
+        except ImportError:
+            return self.metadata()
+        return DatasetMetadata.model_validate(self.metadata())
+
     def metadata(self) -> dict[str, Any]:
         """What GR00T's `DatasetMetadata` holds (`DatasetMetadata.model_validate(ds.metadata())`):
         per-slice statistics (mean, std, min, max, q01, q99 of the selection), each slice's
@@ -267,7 +282,7 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
                     s: np.asarray(stats[feature][s], dtype=np.float64)[a:b].tolist()
                     for s in ("mean", "std", "min", "max", "q01", "q99")
                 }
-                dtype = np.dtype(body.get("dtype", "float64"))
+                dtype = np.dtype(body.get("dtype", "float32"))
                 modalities[modality][name] = {
                     "absolute": bool(body.get("absolute", True)),
                     "rotation_type": body.get("rotation_type"),
