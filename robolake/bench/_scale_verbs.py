@@ -3,8 +3,10 @@
 The question is whether a verb's cost follows what it is asked (a page, a tag of 100 episodes,
 ten deletions) or the size of the lake. Lakes are written the way users write them: a synthetic
 LeRobot v3.0 source (one 7-DoF arm, one 16x16 camera, `steps` steps an episode; 200 gives a
-DROID-sized 20M steps at 100k) ingested by `ingest` itself, and cached in the work directory
-(a `.built` marker says a lake is complete).
+DROID-sized 20M steps at 100k; `SOURCE_PARTS` datasets written in parallel, 100 episodes a data
+file and a video file) ingested by `ingest` itself, and cached in the work directory (a `.built`
+marker says a source or a lake is complete; the lake's holds what its build cost: the source's
+wall and CPU seconds, ingest's, and ingest's episodes a second).
 
 Each verb is run on every lake in turn, `repeats` times (1k, 10k, [100k], 1k, 10k, ...; interleaved so
 that a noisy neighbour hits every size alike); the figure per size is the median and its range,
@@ -62,36 +64,135 @@ METADATA_VERBS = (
 FLAT_AT_MOST = 2.0
 
 
-def build_ingested_lake(work: str, episodes: int, steps: int) -> str:
-    """A lake of `episodes` synthetic episodes of about `steps` steps, written by `ingest` (cached)."""
-    from robolake.lake import ingest
+# The source is written as this many LeRobot v3.0 datasets of one embodiment, by as many
+# processes at once (the writer's video encoding is most of a build's CPU); each holds
+# `EPISODES_PER_FILE` episodes a data file and a video file, as real v3.0 datasets do.
+SOURCE_PARTS = 2
+EPISODES_PER_FILE = 100
+# Episodes an ingest task handles: a 100k lake is written as ~50 fragments a table, fewer than
+# the 64 that would make the commit compact it, and each data file is read once.
+INGEST_EPISODES_PER_TASK = 2048
+
+
+def write_part(src: str, part: int, episodes: int, steps: int) -> None:
+    """One part of the source (run in a process of its own by `build_source`)."""
     from robolake.writers.synthetic import SyntheticConfig, generate_synthetic
 
-    lake = os.path.join(work, f"lake-{episodes}-{steps}")
-    if os.path.exists(os.path.join(lake, ".built")):
-        return lake
-    src = os.path.join(work, f"src-{episodes}-{steps}")
-    for stale in (src, lake):  # a build killed half-way: start it again
-        if os.path.exists(stale):
-            import shutil
-
-            shutil.rmtree(stale)
     generate_synthetic(
-        src,
+        os.path.join(src, f"part-{part}"),
         SyntheticConfig(
-            seed=episodes,
+            seed=episodes * SOURCE_PARTS + part,
             episodes_per_embodiment=episodes,
             min_length=max(2, steps - steps // 10),
             max_length=steps + steps // 10,
             image_size=16,
             version="v3.0",
-            episodes_per_file=4,  # the v3.0 reader reads a whole data file per episode: keep files small
+            episodes_per_file=EPISODES_PER_FILE,
             embodiments=("single_arm_7dof",),
         ),
     )
-    ingest(src, lake)
-    open(os.path.join(lake, ".built"), "w").close()
-    return lake
+
+
+def build_source(work: str, episodes: int, steps: int) -> tuple[str, dict[str, float]]:
+    """The synthetic LeRobot v3.0 source of `episodes` episodes (cached: a `.built` marker) and what
+    writing it cost (`wall_s`, `cpu_s` over its processes; zeros when it was cached)."""
+    import resource
+    import shutil
+    import subprocess
+    import sys
+
+    src = os.path.join(work, f"src-{episodes}-{steps}-p{SOURCE_PARTS}-f{EPISODES_PER_FILE}")
+    if os.path.exists(os.path.join(src, ".built")):
+        return src, {"wall_s": 0.0, "cpu_s": 0.0}
+    if os.path.exists(src):  # a build killed half-way: start it again
+        shutil.rmtree(src)
+    counts = [episodes // SOURCE_PARTS + (p < episodes % SOURCE_PARTS) for p in range(SOURCE_PARTS)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    # Plain child processes (not multiprocessing): nothing of this process (Ray, threads, its
+    # __main__) is copied or re-imported.
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from robolake.bench._scale_verbs import write_part; "
+                "write_part(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))",
+                src,
+                str(p),
+                str(n),
+                str(steps),
+            ]
+        )
+        for p, n in enumerate(counts)
+    ]
+    codes = [p.wait() for p in procs]
+    if any(codes):
+        raise RuntimeError(f"writing the synthetic source {src} failed (exit codes {codes}); see the output above")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    open(os.path.join(src, ".built"), "w").close()
+    return src, {"wall_s": time.perf_counter() - t0, "cpu_s": cpu}
+
+
+def build_ingested_lake(work: str, episodes: int, steps: int) -> str:
+    """A lake of `episodes` synthetic episodes of about `steps` steps, written by `ingest` (cached)."""
+    return build_ingested_lake_timed(work, episodes, steps)[0]
+
+
+def build_ingested_lake_timed(work: str, episodes: int, steps: int) -> tuple[str, dict[str, Any]]:
+    """`build_ingested_lake`, and what the build cost: the source's writing and ingest's, each in
+    wall and CPU seconds (ingest's CPU over this process and its Ray workers), and episodes a
+    second of ingest; empty when the lake was cached."""
+    import json
+    import shutil
+
+    from robolake.lake import ingest
+    from robolake.lake.intake.ingest import IngestConfig
+
+    lake = os.path.join(work, f"lake-{episodes}-{steps}-p{SOURCE_PARTS}-f{EPISODES_PER_FILE}")
+    marker = os.path.join(lake, ".built")
+    if os.path.exists(marker):
+        with open(marker) as f:
+            text = f.read()
+        return lake, (json.loads(text) if text else {})
+    src, source_cost = build_source(work, episodes, steps)
+    if os.path.exists(lake):  # a build killed half-way: start it again
+        shutil.rmtree(lake)
+    cpu0, kids0, t0 = time.process_time(), _children_cpu(), time.perf_counter()
+    result = ingest(src, lake, IngestConfig(episodes_per_task=INGEST_EPISODES_PER_TASK))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0 + _children_cpu() - kids0
+    cost = {
+        "source_wall_s": source_cost["wall_s"],
+        "source_cpu_s": source_cost["cpu_s"],
+        "ingest_wall_s": wall,
+        "ingest_cpu_s": cpu,
+        "ingest_episodes_per_s": result.ingested / wall,
+        "ingest_episodes_per_cpu_s": result.ingested / max(cpu, 1e-9),
+        "ingest_execution": result.execution,
+        "episodes_per_file": EPISODES_PER_FILE,
+        "episodes_per_task": INGEST_EPISODES_PER_TASK,
+    }
+    with open(marker, "w") as f:
+        json.dump(cost, f)
+    return lake, cost
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's descendants alive now (Ray's raylet and workers); ingest on
+    Ray runs its stages there, off this process's clock."""
+    try:
+        import psutil
+    except ImportError:
+        return 0.0
+    total = 0.0
+    for c in psutil.Process().children(recursive=True):
+        try:
+            t = c.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            continue
+    return total
 
 
 def _get(url: str) -> float:
@@ -218,9 +319,10 @@ def verbs(work: str, sizes: dict[str, int], steps: int, repeats: int) -> dict[st
 
     lakes: dict[str, str] = {}
     build_s: dict[str, float] = {}
+    build: dict[str, dict[str, Any]] = {}
     for name, n in sizes.items():
         t0 = time.perf_counter()
-        lakes[name] = build_ingested_lake(work, n, steps)
+        lakes[name], build[name] = build_ingested_lake_timed(work, n, steps)
         build_s[name] = time.perf_counter() - t0
     _view(lakes[next(iter(lakes))])  # imports and the server's first start, paid once and untimed
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in sizes}
@@ -248,5 +350,10 @@ def verbs(work: str, sizes: dict[str, int], steps: int, repeats: int) -> dict[st
     lake_info = {}
     for name, uri in lakes.items():
         lake = Lake.open(uri)
-        lake_info[name] = {"episodes": lake.count("episodes"), "steps": lake.count("steps"), "build_s": build_s[name]}
+        lake_info[name] = {
+            "episodes": lake.count("episodes"),
+            "steps": lake.count("steps"),
+            "build_s": build_s[name],  # 0-ish when cached: `build` says what it cost when it was built
+            "build": build[name],
+        }
     return {"verbs": out, "lakes": lake_info, "ratio_key": key, "repeats": repeats, "steps_per_episode": steps}
