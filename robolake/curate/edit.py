@@ -7,10 +7,12 @@ rewritten, so every earlier version still reads every row and the version costs 
 `gc` frees the bytes once no retained version (nor a tag, nor a lake cloned from this one)
 needs them.
 
-Statistics follow the change: the embodiments whose episodes changed get their normalisation
-statistics recomputed from the steps the new version keeps (quantile sketches cannot subtract
-what was removed; embodiments the change did not touch keep their row as it was). An
-embodiment left with no episode loses its row.
+Statistics follow the change. `delete` and `select` read the removed episodes' rows and steps
+(by the `episode_id` index: the cost of what goes, not of the lake) and take them out of their
+embodiments' statistics and counts (`refresh_embodiments` told what was removed; exact, or recomputed from the steps
+kept where a subtraction would not be, e.g. when most of an embodiment goes). `restore_episodes`
+recomputes its embodiments from the steps the new version holds. Embodiments a change did not
+touch keep their row as it was; an embodiment left with no episode loses its row.
 
 `restore_episodes` brings deleted episodes back from the newest version that still held them.
 Lance cannot undo a deletion file for some rows and not others, so their rows are written
@@ -120,11 +122,13 @@ def _embodiments_of(lake: Lake, ids: Sequence[str]) -> dict[str, int]:
 
 def _remove(lake: Lake, ids: list[str], operation: str, summary: dict[str, Any]) -> CurationResult:
     touched = _embodiments_of(lake, ids)
+    # Up to half the lake: take what goes out of the statistics; beyond it, recount what stays.
+    subtract = ids if 2 * len(ids) <= lake.count("episodes") else None
     with lake.begin() as tx:
         for table in EPISODE_TABLES:
             for chunk in id_batches(ids):
                 tx.delete(table, sql_in("episode_id", chunk))
-        refresh_embodiments(tx, touched)
+        refresh_embodiments(tx, touched, removed=subtract)
         full = {"who": who(), **summary, "episodes_removed": len(ids), "removed": ids, "embodiments_removed": touched}
         lv = tx.commit(operation, full)
     log.info("lake %s: version %d %s removed %d episodes", lake.uri, lv.version, operation, len(ids))

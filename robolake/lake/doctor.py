@@ -40,7 +40,7 @@ import json
 import logging
 import os
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,12 @@ from robolake.lake.media.record import StreamIndex, is_record
 from robolake.lake.protocol.versions import who
 from robolake.lake.query import sql_in, sql_quote
 from robolake.lake.stats.duplicates import ACTION_TOLERANCE, action_pairs, frame_pairs
+from robolake.lake.stats.embodiments import refresh_summaries
+from robolake.lake.stats.episode_summary import quality_counts_of, stored_summary
+from robolake.lake.stats.findings import CHECKS, Finding, episode_findings
+from robolake.lake.stats.findings import finding as _finding
+from robolake.lake.stats.findings import findings_of as _episode_findings
+from robolake.lake.stats.findings import quality_of as _quality
 from robolake.lake.stats.fingerprint import MATCH_LUMA, parse_fingerprint
 from robolake.lake.stats.quality import QUALITY_VERSION, episode_quality
 from robolake.schemas.tables import schema_for_table
@@ -60,64 +66,12 @@ __all__ = ["CHECKS", "DoctorReport", "Finding", "doctor", "episode_findings", "q
 
 log = logging.getLogger(__name__)
 
-CHECKS = (
-    "frozen_state",
-    "frozen_action",
-    "identical_dims",
-    "zero_rows",
-    "idle_head",
-    "idle_tail",
-    "idle_fraction",
-    "action_jump",
-    "frozen_camera",
-    "dark_camera",
-    "timestamp_gap",
-    "timestamp_jitter",
-    "success_missing",
-    "length_outlier",
-    "out_of_range",
-    "near_duplicate",
-)
 DUPLICATE_TOLERANCE = ACTION_TOLERANCE
 LENGTH_Z = 4.0
 LENGTH_FLOOR = 0.05  # the least robust sigma of a task's lengths, as a fraction of its median
 RANGE_Z = 6.0
-IDLE_FRACTION = 0.5
-JITTER = 0.25
 _UPDATE_BATCH = 256  # episodes whose steps and media are read in one scan
 _PARALLEL_FROM = 4  # batches from which --update runs them in worker processes by default
-
-
-@dataclass(frozen=True, kw_only=True)
-class Finding:
-    """One thing wrong with one episode.
-
-    Attributes:
-        check: The check's stable name (`CHECKS`), as `--fail-on` takes it.
-        episode_id: The episode.
-        stream: The stream it concerns (`state`, `action`, `timestamp`), when one.
-        camera: The camera it concerns, when one.
-        detail: What was found, and what to do about it.
-        embodiment: The episode's embodiment.
-        task: The episode's task.
-        severity: How bad, for ordering the worst first (larger is worse; per check).
-        where: A `--where` that selects the episodes with this finding.
-        duplicate_of: For `near_duplicate`, the episode this one repeats (the shortest of its group).
-    """
-
-    check: str
-    episode_id: str
-    stream: str | None = None
-    camera: str | None = None
-    detail: str
-    embodiment: str = ""
-    task: str = ""
-    severity: float = 1.0
-    where: str = ""
-    duplicate_of: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,7 +150,7 @@ def doctor(
     if version is not None or tag is not None:
         lake = lake.checkout(version, tag=tag)
     updated = _update(lake, workers) if update else 0
-    if updated:
+    if update:  # (a version that only stores summaries is newer too)
         lake = lake.refresh()
     rows = lake.episodes(columns=["episode_id", "embodiment", "task", "num_steps", "fps", "success", "metadata"])
     eps = rows.to_pylist()
@@ -244,191 +198,19 @@ def doctor(
     )
 
 
-def _finding(e: dict[str, Any], check: str, detail: str, where: str, **kw: Any) -> Finding:
-    return Finding(
-        check=check,
-        episode_id=e["episode_id"],
-        detail=detail,
-        embodiment=e["embodiment"],
-        task=e["task"] or "",
-        where=where,
-        **kw,
-    )
-
-
-def episode_findings(row: dict[str, Any]) -> list[Finding]:
-    """The findings of one episode's own quality numbers (what `robolake view` shows on its page).
-
-    Args:
-        row: The episode's `episode_id`, `embodiment`, `task`, `num_steps`, `fps` and `metadata`
-            (its JSON text or the parsed dict).
-
-    Returns:
-        The findings, none where the episode has no quality measured (or nothing is wrong).
-    """
-    q = _quality(row.get("metadata"))
-    return _episode_findings({**row, "quality": q}) if q is not None else []
-
-
 def quality_counts(lake: Lake) -> dict[str, dict[str, int]]:
     """Per embodiment, how many episodes each per-episode check flags (what `robolake info` prints).
 
-    Reads only the episodes table. Embodiments whose episodes have no quality measured are left
-    out, so a lake ingested without quality gives `{}`; an embodiment with quality and nothing
+    Read from the counts kept with each embodiment (`lake.stats.episode_summary`; counted from the
+    episodes table where a lake has none). Embodiments whose episodes have no quality measured are
+    left out, so a lake ingested without quality gives `{}`; an embodiment with quality and nothing
     flagged maps to `{}`.
     """
-    rows = lake.episodes(columns=["episode_id", "embodiment", "task", "num_steps", "fps", "metadata"]).to_pylist()
-    out: dict[str, Counter[str]] = {}
-    for r in rows:
-        q = _quality(r["metadata"])
-        if q is None:
-            continue
-        counts = out.setdefault(r["embodiment"], Counter())
-        for check in {f.check for f in _episode_findings({**r, "quality": q})}:
-            counts[check] += 1
-    order = {c: i for i, c in enumerate(CHECKS)}
-    return {emb: dict(sorted(c.items(), key=lambda kv: order.get(kv[0], len(order)))) for emb, c in sorted(out.items())}
-
-
-def _quality(metadata: str | dict[str, Any] | None) -> dict[str, Any] | None:
-    """The `quality` dict of an episode's metadata (JSON text or parsed), or None."""
-    if isinstance(metadata, str):
-        try:
-            metadata = json.loads(metadata) if metadata else {}
-        except json.JSONDecodeError:
-            return None
-    q = metadata.get("quality") if isinstance(metadata, dict) else None
-    return q if isinstance(q, dict) else None
-
-
-def _episode_findings(e: dict[str, Any]) -> list[Finding]:
-    """The findings of one episode's own quality numbers."""
-    q, n, fps = e["quality"], int(e["num_steps"]), float(e["fps"] or 0) or 1.0
-    out = []
-    for name in ("state", "action"):
-        if q.get(f"frozen_{name}"):
-            dims = len(q.get(f"{name}_min", []))
-            out.append(
-                _finding(
-                    e,
-                    f"frozen_{name}",
-                    f"all {dims} {name} dims are constant over its {n} steps: the {name} was not being recorded "
-                    "(check the source's joint reader); drop or re-record it",
-                    f"quality.frozen_{name}",
-                    stream=name,
-                )
-            )
-    if q.get("identical_dims", 0) > 0:
-        pairs = q.get("identical_pairs", [])
-        shown = ", ".join(f"{s}[{i}]=={s}[{j}]" for s, i, j in pairs[:6])
-        out.append(
-            _finding(
-                e,
-                "identical_dims",
-                f"{q['identical_dims']} columns duplicate another at every step ({shown}): a column copied by the "
-                "converter, or joints commanded together",
-                "quality.identical_dims > 0",
-                stream=pairs[0][0] if pairs else None,
-                severity=float(q["identical_dims"]),
-            )
-        )
-    if q.get("zero_rows", 0) > 0:
-        out.append(
-            _finding(
-                e,
-                "zero_rows",
-                f"{q['zero_rows']} all-zero rows at steps {q.get('zero_row_steps', [])[:8]}: placeholder rows "
-                "a policy would learn as a command; trim them",
-                "quality.zero_rows > 0",
-                severity=float(q["zero_rows"]),
-            )
-        )
-    for edge in ("head", "tail"):
-        steps = int(q.get(f"idle_{edge}", 0))
-        if n and steps >= max(0.2 * n, fps) and not q.get("frozen_state"):
-            out.append(
-                _finding(
-                    e,
-                    f"idle_{edge}",
-                    f"the {'first' if edge == 'head' else 'last'} {steps} of {n} steps are idle; trim them so the "
-                    "policy does not learn to wait",
-                    f"quality.idle_{edge} >= {steps}",
-                    severity=steps / n,
-                )
-            )
-    idle = float(q.get("idle_fraction", 0.0))
-    if idle > IDLE_FRACTION and not q.get("frozen_state"):
-        out.append(
-            _finding(
-                e,
-                "idle_fraction",
-                f"{idle:.0%} of its steps are idle (nothing moves more than 0.5% of its range)",
-                f"quality.idle_fraction > {IDLE_FRACTION}",
-                severity=idle,
-            )
-        )
-    if q.get("action_jumps", 0) > 0:
-        out.append(
-            _finding(
-                e,
-                "action_jump",
-                f"{q['action_jumps']} action steps jump far beyond the episode's own step size, first action"
-                f"[{q.get('jump_dim')}] at step {q.get('first_jump')}: a dropped message or a teleop glitch",
-                "quality.action_jump > 0",
-                stream="action",
-                severity=float(q["action_jumps"]),
-            )
-        )
-    for cam, c in sorted((q.get("cameras") or {}).items()):
-        run = int(c.get("frozen_run", 0))
-        if run >= max(10, 0.5 * fps):
-            out.append(
-                _finding(
-                    e,
-                    "frozen_camera",
-                    f"camera {cam} repeats one frame for {run} steps from step {c.get('frozen_start')}: a stalled "
-                    "camera (or a scene that did not change)",
-                    f"quality.frozen_camera >= {run}",
-                    camera=cam,
-                    severity=float(run),
-                )
-            )
-        dark = int(c.get("dark_frames", 0)) + int(c.get("bright_frames", 0))
-        if dark:
-            out.append(
-                _finding(
-                    e,
-                    "dark_camera",
-                    f"camera {cam}: about {dark} black or overexposed frames",
-                    "quality.dark_frames > 0",
-                    camera=cam,
-                    severity=float(dark),
-                )
-            )
-    if q.get("timestamp_gaps", 0) > 0:
-        out.append(
-            _finding(
-                e,
-                "timestamp_gap",
-                f"{q['timestamp_gaps']} gaps in the timestamps, the longest {q.get('longest_gap_s', 0):.3g} s before "
-                f"step {q.get('first_gap')}: dropped frames; the steps around it are not evenly spaced",
-                "quality.timestamp_gap > 0",
-                stream="timestamp",
-                severity=float(q.get("longest_gap_s", 0.0)),
-            )
-        )
-    jitter = float(q.get("timestamp_jitter", 0.0))
-    if jitter > JITTER:
-        out.append(
-            _finding(
-                e,
-                "timestamp_jitter",
-                f"step intervals vary by {jitter:.0%} of the nominal 1/fps",
-                f"quality.timestamp_jitter > {JITTER}",
-                stream="timestamp",
-                severity=jitter,
-            )
-        )
+    out = {}
+    for emb, s in sorted(lake.episode_summaries().items()):
+        counts = quality_counts_of(s)
+        if counts is not None:
+            out[emb] = counts
     return out
 
 
@@ -674,6 +456,7 @@ def _update(lake: Lake, workers: int | None = None) -> int:
     table = lake.episodes()
     todo = [i for i, m in enumerate(table.column("metadata").to_pylist()) if _stale(m)]
     if not todo:
+        _store_summaries(lake)
         return 0
     rows = table.take(todo).to_pylist()
     batches = [rows[i : i + _UPDATE_BATCH] for i in range(0, len(rows), _UPDATE_BATCH)]
@@ -697,9 +480,28 @@ def _update(lake: Lake, workers: int | None = None) -> int:
             tx.delete("episodes", sql_in("episode_id", ids[i : i + 500]))
         tx.append_table("episodes", pa.Table.from_pylist(new_rows, schema=schema_for_table("episodes")))
         tx.index_episodes()
+        refresh_summaries(tx, sorted({r["embodiment"] for r in new_rows}) + _unsummarised(lake))
         lv = tx.commit("doctor", {"who": who(), "quality_added": len(new_rows)})
     log.info("lake %s: version %d adds the quality of %d episodes", lake.uri, lv.version, len(new_rows))
     return len(new_rows)
+
+
+def _unsummarised(lake: Lake) -> list[str]:
+    """Embodiments whose row keeps no summary of their episodes (`lake.stats.episode_summary`)."""
+    rows = lake.to_arrow("embodiments", columns=["embodiment", "stats_json"]).to_pylist()
+    return [r["embodiment"] for r in rows if stored_summary(r["stats_json"]) is None]
+
+
+def _store_summaries(lake: Lake) -> None:
+    """Store the summaries a lake written before them lacks, as one version (what `robolake info`
+    reads instead of every episode's metadata); nothing when every embodiment has one."""
+    if not _unsummarised(lake):
+        return
+    with lake.begin() as tx:
+        tx.acquire()
+        tags = refresh_summaries(tx)
+        lv = tx.commit("doctor", {"who": who(), "summaries_added": tags})
+    log.info("lake %s: version %d stores the episode summaries of %s", lake.uri, lv.version, ", ".join(tags))
 
 
 def _workers(asked: int | None, batches: int) -> int:

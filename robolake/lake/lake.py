@@ -8,13 +8,11 @@ version. Writing goes through `LakeTransaction` (see `transaction.py`), ingest t
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import lance
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -37,6 +35,7 @@ from robolake.lake.protocol.versions import (
     write_version,
 )
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
+from robolake.lake.stats.episode_summary import episode_summaries, renditions_of, streams_of
 from robolake.lake.stats.norm import NormStats
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import TABLES, schema_for_table
@@ -69,6 +68,7 @@ class Lake:
         self._opts = dict(storage_options) if storage_options else None
         self._datasets: dict[str, lance.LanceDataset] = {}
         self._tag = tag
+        self._summaries: dict[str, dict[str, Any]] | None = None
 
     # --- open / create ---------------------------------------------------------------------
 
@@ -311,6 +311,13 @@ class Lake:
             raise KeyError(f"lake {self._uri} has no embodiment {embodiment!r}; it has {sorted(self.embodiments())}")
         return NormStats.from_json(rows[0]["stats_json"])
 
+    def episode_summaries(self) -> dict[str, dict[str, Any]]:
+        """Per embodiment, the counts `robolake info` shows of its episodes' metadata (streams,
+        renditions, quality checks; `lake.stats.episode_summary`), read once per handle."""
+        if self._summaries is None:
+            self._summaries = episode_summaries(self)
+        return self._summaries
+
     def frames(self) -> FrameReader:
         """Random access to single camera frames at this version."""
         tables = self.version_info.tables
@@ -423,42 +430,13 @@ def _is_retryable_conflict(e: Exception) -> bool:
 
 def _record_summary(lake: Lake) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
     """Per embodiment: every stream and event source of its episodes' records (kind, messages,
-    median rate over episodes, gaps), and the distinct steps renditions (rate, rules)."""
-    rows = lake.episodes(columns=["embodiment", "fps", "metadata"]).to_pylist()
-    acc: dict[str, dict[str, dict[str, Any]]] = {}
-    rend: dict[str, dict[str, dict[str, Any]]] = {}
-    for r in rows:
-        meta = json.loads(r["metadata"] or "{}")
-        per = acc.setdefault(r["embodiment"], {})
-        for name, st in ((meta.get("record") or {}).get("streams") or {}).items():
-            a = per.setdefault(
-                name, {"name": name, "kind": st.get("kind", ""), "count": 0, "_rates": [], "episodes": 0}
-            )
-            a["count"] += int(st.get("count", 0))
-            a["episodes"] += 1
-            if st.get("rate_hz"):
-                a["_rates"].append(float(st["rate_hz"]))
-            g = st.get("gaps")
-            if g:
-                a["gaps"] = a.get("gaps", 0) + int(g["count"])
-                a["longest_gap_s"] = max(a.get("longest_gap_s", 0.0), float(g["longest_s"]))
-        al = meta.get("alignment") or {"fps": r["fps"], "rules": meta.get("rules") or {}}
-        key = json.dumps(al.get("rules", {}), sort_keys=True) + f"@{float(al.get('fps') or r['fps']):g}"
-        entry = rend.setdefault(r["embodiment"], {}).setdefault(
-            key, {"fps": float(al.get("fps") or r["fps"]), "rules": al.get("rules", {}), "episodes": 0}
-        )
-        entry["episodes"] += 1
-    streams = {
-        tag: [
-            {
-                **{k: v for k, v in a.items() if k != "_rates"},
-                "rate_hz": round(float(np.median(a["_rates"])), 3) if a["_rates"] else 0.0,
-            }
-            for a in sorted(per.values(), key=lambda x: x["name"])
-        ]
-        for tag, per in acc.items()
-    }
-    return streams, {tag: list(v.values()) for tag, v in rend.items()}
+    median rate over episodes, gaps), and the distinct steps renditions (rate, rules), from the
+    summaries kept with the embodiments (`lake.stats.episode_summary`)."""
+    summaries = lake.episode_summaries()
+    return (
+        {tag: streams_of(s) for tag, s in summaries.items()},
+        {tag: renditions_of(s) for tag, s in summaries.items()},
+    )
 
 
 def _media_summary(lake: Lake) -> dict[str, Any]:

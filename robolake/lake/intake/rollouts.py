@@ -390,7 +390,7 @@ def write_rollouts(
             tx.append_table("media", pa.concat_tables([p.media for p in todo]))
             tx.append_table("steps", steps)
             tx.append_table("episodes", pa.Table.from_pylist(rows, schema=schema_for_table("episodes")))
-            merge_embodiment_stats(tx, specs, Counter(r["embodiment"] for r in rows), [stats])
+            merge_embodiment_stats(tx, specs, Counter(r["embodiment"] for r in rows), [stats], episodes=rows)
             tx.index_episodes(("episodes", "steps", "media"))
             summary: dict[str, Any] = {
                 "source": "rollout",

@@ -7,9 +7,18 @@ transaction, and each does it through this module, in one of two ways:
   wrote the new steps accumulated their statistics (`partial_stats`); the stored accumulators
   absorb them, so the cost of a write grows with its own steps, not the lake's. A new tag gets
   its row from the writer's spec.
-- **recompute** (`refresh_embodiments`: curation deletes, selects, merges and restores). Quantile
-  sketches cannot subtract what was removed, so the touched tags are recomputed from every step
-  the transaction holds; a tag with no episode left loses its row.
+- **subtract** (`refresh_embodiments` told what was `removed`: `delete` and `select`, which remove episodes and touch
+  nothing else). The removed episodes' steps are read (by the `episode_id` index) and their
+  accumulators taken away from the stored ones: sketch counts, counts and sums subtract exactly,
+  mean and M2 to rounding (`StatsAccumulator.subtract`). A min or max that a removed step reached
+  cannot be subtracted, nor can more than half of a tag be removed without losing precision;
+  those tags are recomputed as below. The cost follows the removed steps, not the lake's.
+- **recompute** (`refresh_embodiments`: merges, restores, trims, alignments). The touched tags are
+  recomputed from every step the transaction holds; a tag with no episode left loses its row.
+
+Next to the statistics, `stats_json["episodes"]` keeps the counts `robolake info` shows of the
+episodes' metadata (`lake.stats.episode_summary`), maintained the same three ways: summaries of
+the new episodes added, of the removed ones subtracted, or recounted from the tag's episodes.
 
 A tag whose stored statistics predate the accumulators is recomputed once, the same way, the
 next time a write merges into it. Rows of tags a write did not touch stay as they were. Rows are dicts of the columns of
@@ -20,14 +29,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from robolake.lake.protocol.transaction import LakeTransaction
-from robolake.lake.query import sql_quote
+from robolake.lake.query import sql_in, sql_quote
+from robolake.lake.stats.episode_summary import SUMMARY_COLUMNS, SUMMARY_KEY, combine, stored_summary, summarize
 from robolake.lake.stats.norm import NormStatsAccumulator, accumulate_norm_stats
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import schema_for_table
@@ -38,9 +48,12 @@ __all__ = [
     "new_embodiment_row",
     "partial_stats",
     "refresh_embodiments",
+    "refresh_summaries",
 ]
 
 log = logging.getLogger(__name__)
+
+_ID_BATCH = 2000  # episode ids per Lance `IN` predicate
 
 
 def new_embodiment_row(tag: str, spec: EmbodimentSpec) -> dict[str, Any]:
@@ -80,6 +93,22 @@ def _where(tag: str) -> str:
     return f"embodiment = {sql_quote(tag)}"
 
 
+def _stats_json(acc: NormStatsAccumulator, summary: dict[str, Any] | None) -> str:
+    """The row's `stats_json`: the statistics, their accumulators and (when known) the episodes' summary."""
+    if summary is None:
+        return acc.to_json()
+    return json.dumps({**json.loads(acc.to_json()), SUMMARY_KEY: summary}, sort_keys=True)
+
+
+def _summaries(tx: LakeTransaction, tags: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The summaries of `tags` counted from every episode `tx` holds (one read of their metadata)."""
+    tags = sorted(set(tags))
+    if not tags:
+        return {}
+    where = "embodiment IN (" + ", ".join(sql_quote(t) for t in tags) + ")"
+    return summarize(tx.dataset("episodes").to_table(columns=SUMMARY_COLUMNS, filter=where).to_pylist())
+
+
 def _recompute(tx: LakeTransaction, tag: str) -> NormStatsAccumulator:
     """`tag`'s statistics from every step `tx` holds (there must be one)."""
     return accumulate_norm_stats(tx.dataset("steps").to_table(columns=["state", "action"], filter=_where(tag)))
@@ -90,6 +119,7 @@ def merge_embodiment_stats(
     specs: Mapping[str, EmbodimentSpec],
     new_episodes: Mapping[str, int],
     partials: Iterable[Mapping[str, str]],
+    episodes: Sequence[Mapping[str, Any]] | None = None,
 ) -> None:
     """Merge the statistics of the steps `tx` adds into the embodiments table.
 
@@ -99,8 +129,12 @@ def merge_embodiment_stats(
         new_episodes: How many episodes of each tag `tx` adds.
         partials: `partial_stats` of the new steps, in a fixed order (chunk order), so the merge
             does not depend on which worker finished first.
+        episodes: The new episodes' rows (at least `SUMMARY_COLUMNS`), whose summary is added to
+            the stored one; without them the touched tags' summaries are dropped (readers count
+            from the episodes until a curation verb or `doctor --update` stores them again).
     """
     current = _rows(tx)
+    added = summarize(episodes) if episodes is not None else {}
     merged: dict[str, NormStatsAccumulator] = {}
     for part in partials:
         for tag, text in part.items():
@@ -123,38 +157,147 @@ def merge_embodiment_stats(
         else:
             acc = merged[tag] if stored is None else stored.merge(merged[tag])
             num_episodes = (0 if row is None else int(row["num_episodes"])) + new_episodes[tag]
+        summary = None
+        if tag in added:
+            before = stored_summary(row["stats_json"]) if row is not None else None
+            if row is None:
+                summary = added[tag]
+            elif before is not None and before["episodes"] == int(row["num_episodes"]):
+                summary = combine(before, added[tag])
+            if summary is not None and summary["episodes"] != num_episodes:
+                summary = None
         current[tag] = {
             "embodiment": tag,
             "spec_json": row["spec_json"] if row is not None else specs[tag].to_json(),
-            "stats_json": acc.to_json(),
+            "stats_json": _stats_json(acc, summary),
             "num_episodes": num_episodes,
             "num_steps": acc.state.count,
         }
     _write(tx, current)
 
 
-def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str]) -> None:
+def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str], *, removed: Sequence[str] | None = None) -> None:
     """Recompute the statistics and counts of embodiments `tags` from the steps `tx` holds now.
 
-    Rows of other embodiments are kept as they are; an embodiment with no episodes left is dropped.
+    Args:
+        tx: The transaction that changed their episodes.
+        tags: The embodiments whose episodes it changed.
+        removed: The ids of the episodes `tx` deleted, when deleting them is all it did: their rows
+            and steps are read from the version `tx` started from and taken out of the stored
+            statistics (what goes is read, not what stays; see the module essay).
+
+    Rows of other embodiments are kept as they are; an embodiment with no episode left is dropped.
     """
     tags = sorted(set(tags))
     if not tags:
         return
+    if removed is not None:
+        _subtract(tx, *_removed(tx, removed))
+        return
     current = _rows(tx)
+    summaries = _summaries(tx, tags)
     for tag in tags:
-        num_episodes = tx.dataset("episodes").count_rows(filter=_where(tag))
-        if num_episodes == 0:
+        summary = summaries.get(tag)
+        if summary is None:
             current.pop(tag, None)
             continue
         acc = _recompute(tx, tag)
         current[tag] = {
             **current[tag],
-            "stats_json": acc.to_json(),
-            "num_episodes": num_episodes,
+            "stats_json": _stats_json(acc, summary),
+            "num_episodes": summary["episodes"],
             "num_steps": acc.state.count,
         }
     _write(tx, current)
+
+
+def _removed(tx: LakeTransaction, ids: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, NormStatsAccumulator]]:
+    """The rows of episodes `ids` (their summary's columns) and, per embodiment, the statistics of
+    their steps, as the version `tx` started from held them."""
+    episodes = tx.dataset("episodes").checkout_version(tx.base.tables["episodes"])
+    steps_ds = tx.dataset("steps").checkout_version(tx.base.tables["steps"])
+    rows: list[dict[str, Any]] = []
+    steps: dict[str, NormStatsAccumulator] = {}
+    ids = sorted(ids)
+    for i in range(0, len(ids), _ID_BATCH):
+        where = sql_in("episode_id", ids[i : i + _ID_BATCH])
+        rows += episodes.to_table(columns=SUMMARY_COLUMNS, filter=where).to_pylist()
+        t = steps_ds.to_table(columns=["embodiment", "state", "action"], filter=where)
+        for tag in sorted(set(t.column("embodiment").to_pylist())):
+            acc = accumulate_norm_stats(t.filter(pc.equal(t["embodiment"], tag)))
+            steps[tag] = steps[tag].merge(acc) if tag in steps else acc
+    return rows, steps
+
+
+def _subtract(
+    tx: LakeTransaction, removed: Sequence[Mapping[str, Any]], steps: Mapping[str, NormStatsAccumulator]
+) -> None:
+    """Take removed episodes out of the statistics and summaries of their embodiments.
+
+    Args:
+        tx: The transaction that deleted them (and changed nothing else of their embodiments).
+        removed: The removed episodes' rows (at least `SUMMARY_COLUMNS`), read before the delete.
+        steps: Per embodiment, the accumulator of the removed episodes' steps.
+
+    A tag whose statistics cannot be subtracted exactly (see the module essay), or whose stored
+    row predates the accumulators or the summary, is recomputed from what `tx` holds.
+    """
+    gone = summarize(removed)
+    if not gone:
+        return
+    current = _rows(tx)
+    recount: list[str] = []
+    for tag in sorted(gone):
+        row = current.get(tag)
+        left = (int(row["num_episodes"]) if row is not None else 0) - gone[tag]["episodes"]
+        if row is None or left <= 0:
+            current.pop(tag, None)
+            continue
+        try:
+            stored = NormStatsAccumulator.from_json(row["stats_json"])
+        except ValueError:
+            stored = None
+        before = stored_summary(row["stats_json"])
+        acc = summary = None
+        if stored is not None and tag in steps and steps[tag].state.count * 2 <= stored.state.count:
+            acc = stored.subtract(steps[tag])
+        if before is not None and before["episodes"] == int(row["num_episodes"]):
+            summary = combine(before, gone[tag], -1)
+        if acc is None:
+            log.info("embodiment %s: recomputing its statistics from the steps left", tag)
+            acc = _recompute(tx, tag)
+        if summary is None:
+            recount.append(tag)
+        current[tag] = {
+            **row,
+            "stats_json": _stats_json(acc, summary),
+            "num_episodes": left,
+            "num_steps": acc.state.count,
+        }
+    _write(tx, current)
+    if recount:
+        refresh_summaries(tx, recount)
+
+
+def refresh_summaries(tx: LakeTransaction, tags: Iterable[str] | None = None) -> list[str]:
+    """Count the episodes' summaries of `tags` (default: every tag without a stored one) from the
+    episodes `tx` holds and store them; returns the tags written (statistics untouched)."""
+    current = _rows(tx)
+    if tags is None:
+        tags = [t for t, r in current.items() if stored_summary(r["stats_json"]) is None]
+    tags = sorted(t for t in set(tags) if t in current)
+    if not tags:
+        return []
+    summaries = _summaries(tx, tags)
+    for tag in tags:
+        d = json.loads(current[tag]["stats_json"] or "{}")
+        summary = summaries.get(tag)
+        d.pop(SUMMARY_KEY, None)
+        if summary is not None and summary["episodes"] == int(current[tag]["num_episodes"]):
+            d[SUMMARY_KEY] = summary  # (counts that disagree with the row are left to be counted on read)
+        current[tag] = {**current[tag], "stats_json": json.dumps(d, sort_keys=True)}
+    _write(tx, current)
+    return tags
 
 
 def add_embodiments(tx: LakeTransaction, rows: Iterable[dict[str, Any]]) -> None:

@@ -160,6 +160,38 @@ class StatsAccumulator:
             sketch=self.sketch.merge(other.sketch),
         )
 
+    def subtract(self, other: StatsAccumulator) -> StatsAccumulator | None:
+        """The accumulator of these vectors less `other`'s (a subset of them), or None where that is
+        not exact and the caller must recompute from the vectors left.
+
+        Chan's update run backwards: na = n - nb, mean_a = (n mean - nb mean_b) / na,
+        M2_a = M2 - M2_b - d^2 na nb / n with d = mean_b - mean_a (equal to a fresh pass to
+        rounding while the vectors left are at least as many as those taken, which the callers
+        ensure). Sketch counts subtract exactly. A min or max cannot: where `other` reaches this
+        accumulator's min or max in some dimension, the vectors left may not, so None (unless that
+        dimension is constant: then every vector left holds the same value).
+        """
+        if other.dims != self.dims:
+            raise ValueError(f"cannot subtract statistics of {other.dims} from {self.dims} dimensions")
+        na = self.count - other.count
+        varies = self.min < self.max
+        if na <= 0 or bool(np.any(varies & ((other.min <= self.min) | (other.max >= self.max)))):
+            return None
+        counts = self.sketch.counts - other.sketch.counts
+        if bool(np.any(counts < 0)):
+            return None
+        mean = (self.count * self.mean - other.count * other.mean) / na
+        delta = other.mean - mean
+        m2 = self.m2 - other.m2 - delta**2 * (na * other.count / self.count)
+        return StatsAccumulator(
+            count=na,
+            mean=mean,
+            m2=np.maximum(m2, 0.0),
+            min=self.min.copy(),
+            max=self.max.copy(),
+            sketch=QuantileSketch(self.dims, counts),
+        )
+
     def finish(self) -> VectorStats:
         return VectorStats(
             mean=self.mean.copy(),
@@ -196,6 +228,11 @@ class NormStatsAccumulator:
 
     def merge(self, other: NormStatsAccumulator) -> NormStatsAccumulator:
         return NormStatsAccumulator(state=self.state.merge(other.state), action=self.action.merge(other.action))
+
+    def subtract(self, other: NormStatsAccumulator) -> NormStatsAccumulator | None:
+        """These statistics less `other`'s (`StatsAccumulator.subtract`), or None where not exact."""
+        state, action = self.state.subtract(other.state), self.action.subtract(other.action)
+        return None if state is None or action is None else NormStatsAccumulator(state=state, action=action)
 
     def finish(self) -> NormStats:
         return NormStats(state=self.state.finish(), action=self.action.finish())
