@@ -96,9 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--round-deadline-ms",
         type=float,
-        default=50.0,
-        help="async: how long the server waits to merge the other workers' rounds into one batch "
-        "(default: 50; 0 serves each worker's round alone)",
+        default=None,
+        help="async: the longest the server waits to merge the other workers' rounds into one batch "
+        "(default: GenerationConfig.round_deadline_s, 500; 0 serves each worker's round alone)",
     )
     p.add_argument(
         "--modes",
@@ -369,11 +369,14 @@ def main(argv: list[str] | None = None) -> int:
     cap = args.max_episode_steps or (48 if args.quick and not args.init else None)
     n_eval = args.eval_episodes if args.eval_episodes is not None else (16 if args.quick else 48)
     policy_factory, env_factory, tasks, label = _factories(args)
+    round_deadline_s = (
+        GenerationConfig().round_deadline_s if args.round_deadline_ms is None else args.round_deadline_ms / 1000
+    )
     base = pipeline_config(
         args,
         tasks,
         learner=LearnerConfig(reward=reward),
-        generation=GenerationConfig(round_deadline_s=args.round_deadline_ms / 1000),
+        generation=GenerationConfig(round_deadline_s=round_deadline_s),
         env_steps=steps,
         log_every_s=5.0,
         max_episode_steps=cap,
@@ -423,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
             "workers": args.workers,
             "envs_per_worker": args.envs_per_worker,
             "execute_steps": args.execute_steps,
-            "round_deadline_ms": args.round_deadline_ms,
+            "round_deadline_ms": 1e3 * round_deadline_s,
             "reward": reward,
             "max_episode_steps": cap,
             "quick": args.quick,

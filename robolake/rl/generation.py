@@ -18,10 +18,11 @@ run: no more can come, since a worker sends its next round only once this one is
 Serving each worker's round alone (4 of 8 environments at the default layout) cost async +6% to
 +21% CPU per env step over the lockstep mode's batches of 8 (a forward of 4 costs well over half
 one of 8); merged, async generates in batches as large as sync's, and the learner still trains
-while the environments step and wait. The round deadline is long enough to cover the drift
-between two workers' rounds (a reset or a slow step in one of them), and it is what keeps them
-in phase: the first round in waits for the other instead of the two alternating with half
-batches. `act_batch` serves a whole list at once with no deadline: the synchronous mode's
+while the environments step and wait. A batch normally closes when every worker's round is in;
+the round deadline (500 ms) is a safety net for a worker that died, and `drain` ends the wait
+when a run stops. Waiting for every round is what keeps the workers in phase: with a deadline
+of 50 ms, under load, one worker's round often came later than that, the two then alternated
+with half batches, and batches averaged 4.6. `act_batch` serves a whole list at once with no deadline: the synchronous mode's
 lockstep call, on the same sampler code.
 """
 
