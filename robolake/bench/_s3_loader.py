@@ -20,18 +20,25 @@ single-process Python server on the same cores as the loader: every request is p
 answered in Python, competing for the two cores the loader uses. The ratio is therefore a lower
 bound on what a real S3 endpoint (served elsewhere, in parallel) gives.
 
-Where the time goes (profiled on the 2-core machine, 48 episodes, 16 px frames): the local side
-reads from the OS page cache, so a random `take` of 4 shard rows costs 2.7 ms; on moto it costs
+Where the time went (profiled on the 2-core machine, 48 episodes, 16 px frames): the local side
+reads from the OS page cache, so a random `take` of 4 shard rows costs 2.7 ms; on moto it cost
 29 ms, because Lance fetches a take as several ranged GETs (one per column page) and each round
-trip to moto is about 4.5 ms of Python. An epoch of the shard loader is about 7 GETs a batch;
-the lake stream's about 20 (state and action as two takes of the steps table, frames, and it
-reopens the steps, media and access tables, a HEAD and a GET of each manifest, for every batch:
-`SequenceMaterializer.rows` calls `lance.dataset` per batch; caching the opened datasets per
-process nearly doubles its S3 rate here). More loader workers or prefetch raise the shard
-loader's S3 rate only to about 700-800 samples/s: moto's request rate on the shared cores is
-the ceiling, while the local side runs at 2,500-4,500. Tiny frames make local decoding almost
-free, so I/O is all there is to compare; at training frame sizes decoding is a larger share
-on both sides and the ratio rises.
+trip to moto is about 4.5 ms of Python. An epoch of the shard loader was about 7 GETs a batch
+(300 a 42-batch epoch), the lake stream's about 20: 0.19x and 0.17x on the wall clock.
+
+What the loaders do now (`loaders/blocks.py`, the peers' answer): they read whole blocks of rows
+(a few large GETs each, fetched concurrently) and keep them in memory. Data that fits half of
+`read_cache_bytes` (default 256 MiB; this bench's lake and pack are about 1 MB each) is read
+block by block once, in the background, whatever the shuffle: the uniform per-sample shuffle is
+kept and costs one read of each block per process (MosaicML Streaming's default, which downloads
+every shard it touches to a local cache). Data larger than that is read block-locally only under
+a block shuffle (`LoaderConfig.shuffle_block`, MosaicML's py1b), the `block_shuffle` variant
+here: its budget is set below the lake's size so the blocks come and go, and its JSON says the
+shuffle quality traded (`window_fraction`: the share of the epoch each stretch of the order
+draws from). The `row_by_row` variant (`read_cache_bytes=0`) is the old path, for reference.
+Per epoch the JSON gives moto's requests (counted from its request log) and CPU seconds, so the
+wall-clock gap can be set against moto's own cost: moto's CPU per epoch is what the same two
+cores give up to the server.
 """
 
 from __future__ import annotations
@@ -39,10 +46,13 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from robolake.bench._common import Stopwatch, Timing, cpu_seconds, interleave, two_clock_ratios
@@ -57,20 +67,37 @@ CAVEAT = (
 )
 
 
+@dataclass(frozen=True)
+class _Server:
+    """The moto server: its pid and its request log (one line a request)."""
+
+    pid: int
+    log: str
+
+    def requests(self) -> int:
+        """Requests the server has answered so far."""
+        try:
+            with open(self.log, "rb") as f:
+                return sum(1 for line in f if b'HTTP/1.1"' in line)
+        except OSError:
+            return 0
+
+
 @contextlib.contextmanager
-def _moto_server() -> Iterator[tuple[Any, dict[str, str], int]]:
+def _moto_server() -> Iterator[tuple[Any, dict[str, str], _Server]]:
     """moto's S3 server in a subprocess on a free local port, with a bucket: (a boto3 client, the
-    Lance/fsspec storage options that reach it, the server's pid)."""
+    Lance/fsspec storage options that reach it, the server)."""
     import boto3
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     endpoint = f"http://127.0.0.1:{port}"
+    log = tempfile.NamedTemporaryFile(prefix="robolake-moto-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
     )
     try:
         client = boto3.client(
@@ -94,7 +121,7 @@ def _moto_server() -> Iterator[tuple[Any, dict[str, str], int]]:
                 "aws_region": "us-east-1",
                 "allow_http": "true",
             },
-            proc.pid,
+            _Server(proc.pid, log.name),
         )
     finally:
         proc.terminate()
@@ -103,6 +130,8 @@ def _moto_server() -> Iterator[tuple[Any, dict[str, str], int]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
+        os.unlink(log.name)
 
 
 def _upload(client: Any, local: str, prefix: str) -> int:
@@ -131,42 +160,87 @@ def _build(work: str, episodes: int, steps: int) -> tuple[str, str, Any]:
     return lake, packed, spec
 
 
-def _epoch(source: str, opts: dict[str, str] | None, spec: Any, moto_pid: int) -> tuple[Timing, int, float]:
-    """One globally shuffled epoch of `source` (a pack, or a lake with `spec`): timing, samples and
-    the CPU seconds the S3 server spent meanwhile (its share of the two cores)."""
-    from robolake.loaders import LoaderConfig, open_batches
+@dataclass(frozen=True)
+class _Run:
+    """One epoch: its timing (open included), its reading alone (open excluded), samples, and
+    what the S3 server spent meanwhile."""
+
+    timing: Timing
+    reading: Timing
+    samples: int
+    server_cpu_s: float
+    requests: int
+
+
+def _config(**extra: Any) -> Any:
+    from robolake.loaders import LoaderConfig
 
     # Workers in-process (num_workers=0): the shard loader's reads are then as serial as they can
     # be, the case where a request's latency shows most; the lake stream has its own thread pool.
-    config = LoaderConfig(sequences_per_batch=4, image_size=16, shuffle=True, num_workers=0)
+    return LoaderConfig(sequences_per_batch=4, image_size=16, shuffle=True, num_workers=0, **extra)
+
+
+def _open(source: str, opts: dict[str, str] | None, spec: Any, config: Any) -> Any:
+    from robolake.loaders import LoaderConfig, PackedLoader, open_batches
+    from robolake.loaders.shards import open_shards
+
+    if spec is None and config.read_cache_bytes != LoaderConfig().read_cache_bytes:
+        # The shard loader opens its shards with the default budget; another one is set on the
+        # shards themselves (`PackedShards.with_reads`).
+        shards = open_shards(source, storage_options=opts).with_reads(read_cache_bytes=config.read_cache_bytes)
+        return PackedLoader(shards, config)
+    return open_batches(source, config, rank=0, world_size=1, storage_options=opts, spec=spec)
+
+
+def _epoch(source: str, opts: dict[str, str] | None, spec: Any, server: _Server, config: Any) -> _Run:
+    """One globally shuffled epoch of `source` (a pack, or a lake with `spec`), opened fresh."""
     samples = 0
-    server = cpu_seconds(moto_pid)
-    with Stopwatch(exclude=(moto_pid,)) as sw:
-        for batch in open_batches(source, config, rank=0, world_size=1, storage_options=opts, spec=spec):
-            samples += len(batch.sample_keys)
-    return sw.timing, samples, cpu_seconds(moto_pid) - server
+    cpu, requests = cpu_seconds(server.pid), server.requests()
+    with Stopwatch(exclude=(server.pid,)) as whole:
+        loader = _open(source, opts, spec, config)
+        with Stopwatch(exclude=(server.pid,)) as reading:
+            for batch in loader:
+                samples += len(batch.sample_keys)
+    return _Run(whole.timing, reading.timing, samples, cpu_seconds(server.pid) - cpu, server.requests() - requests)
 
 
-def _loader(runs: dict[str, list[tuple[Timing, int, float]]], name: str) -> dict[str, Any]:
+def _loader(runs: dict[str, list[_Run]], name: str) -> dict[str, Any]:
     local, s3 = runs[f"{name}_local"], runs[f"{name}_s3"]
-    ratios = two_clock_ratios(
-        [t for t, _, _ in local],
-        [t for t, _, _ in s3],
-        target_applies_to="wall",
-        slow_work=[float(n) for _, n, _ in local],
-        fast_work=[float(n) for _, n, _ in s3],
-    )
+    work_local, work_s3 = [float(r.samples) for r in local], [float(r.samples) for r in s3]
     return {
-        "s3_over_local": ratios,
-        "samples_local": [n for _, n, _ in local],
-        "samples_s3": [n for _, n, _ in s3],
-        "samples_per_s_local": [n / t.wall_s for t, n, _ in local],
-        "samples_per_s_s3": [n / t.wall_s for t, n, _ in s3],
-        "local": [t.as_dict() for t, _, _ in local],
-        "s3": [t.as_dict() for t, _, _ in s3],
+        "s3_over_local": two_clock_ratios(
+            [r.timing for r in local],
+            [r.timing for r in s3],
+            target_applies_to="wall",
+            slow_work=work_local,
+            fast_work=work_s3,
+        ),
+        # The same epochs from the first batch asked for to the last (every read included, the
+        # open left out): the throughput once open, apart from the open's fixed requests.
+        "reading_s3_over_local": two_clock_ratios(
+            [r.reading for r in local],
+            [r.reading for r in s3],
+            target_applies_to="wall",
+            slow_work=work_local,
+            fast_work=work_s3,
+        ),
+        "samples_local": [r.samples for r in local],
+        "samples_s3": [r.samples for r in s3],
+        "samples_per_s_local": [r.samples / r.timing.wall_s for r in local],
+        "samples_per_s_s3": [r.samples / r.timing.wall_s for r in s3],
+        "local": [r.timing.as_dict() for r in local],
+        "s3": [r.timing.as_dict() for r in s3],
+        "reading_local": [r.reading.as_dict() for r in local],
+        "reading_s3": [r.reading.as_dict() for r in s3],
         # The server's CPU over the S3 run's wall time: near 1.0, moto's one Python process is
         # the bottleneck (a core spent parsing requests), not the loader.
-        "server_busy": [c / t.wall_s for t, _, c in s3],
+        "server_busy": [r.server_cpu_s / r.timing.wall_s for r in s3],
+        "server_cpu_s": [r.server_cpu_s for r in s3],
+        "requests": [r.requests for r in s3],
+        # moto's CPU per epoch over the local epoch's time: what the server takes from the same
+        # cores, as a share of what the local side needs for the whole epoch.
+        "server_cpu_over_local_wall": [r.server_cpu_s / t.timing.wall_s for r, t in zip(s3, local, strict=True)],
+        "server_cpu_over_local_cpu": [r.server_cpu_s / t.timing.cpu_s for r, t in zip(s3, local, strict=True)],
     }
 
 
@@ -181,8 +255,13 @@ def s3_section(work: str, *, quick: bool = True, repeats: int = 3, episodes: int
 
     Returns:
         {"s3_over_local": the lowest of the loaders' wall medians (None when moto is missing),
-        "loaders": per loader its ratios on both clocks with their ranges, samples and timings,
-        "caveat", "target"}; with moto missing, {"s3_over_local": None, "skipped": why}.
+        "s3_over_local_cpu" the same on the loader's CPU, "reading_s3_over_local(_cpu)" the same
+        with the open left out,
+        "loaders": per loader (default settings: uniform shuffle, block reads) its ratios on both
+        clocks with their ranges, samples, timings, moto's requests and CPU; "variants": the lake
+        stream under a block shuffle with a budget below the lake's size, and both loaders row
+        by row (the old path); "shuffle": what each variant's order trades; "caveat", "target"};
+        with moto missing, {"s3_over_local": None, "skipped": why}.
     """
     try:
         import boto3  # noqa: F401
@@ -192,28 +271,68 @@ def s3_section(work: str, *, quick: bool = True, repeats: int = 3, episodes: int
             "s3_over_local": None,
             "skipped": f"moto S3 server not importable ({e}): install moto[server] and boto3",
         }
+    from robolake.lake import Lake
+    from robolake.loaders.blocks import dataset_bytes, shuffle_quality
+    from robolake.packers.samples import build_sample_index
+
     n, steps = (episodes, 20) if episodes is not None else ((48, 20) if quick else (400, 50))
     lake, packed, spec = _build(work, n, steps)
-    with _moto_server() as (client, opts, pid):
+    opened = Lake.open(lake)
+    samples = build_sample_index(opened, spec).num_samples
+    lake_bytes = max(dataset_bytes(opened.dataset(t)) for t in ("steps", "media"))
+    # The block-shuffle variant: a budget at the larger table's size (under twice it, so not read
+    # whole: its blocks, a sixteenth of the budget each, come and go), a window of blocks covering
+    # about a quarter of the epoch's samples.
+    block, window = max(1, samples // 64), 16
+    block_config = _config(shuffle_block=block, shuffle_window=window, read_cache_bytes=max(16, lake_bytes))
+    default, row_by_row = _config(), _config(read_cache_bytes=0)
+    with _moto_server() as (client, opts, server):
         copied = _upload(client, lake, "lake") + _upload(client, packed, "packed")
         remote_lake, remote_packed = f"s3://{BUCKET}/lake", f"s3://{BUCKET}/packed"
-        arms: dict[str, Callable[[], tuple[Timing, int, float]]] = {
-            "shards_local": lambda: _epoch(packed, None, None, pid),
-            "shards_s3": lambda: _epoch(remote_packed, opts, None, pid),
-            "lake_stream_local": lambda: _epoch(lake, None, spec, pid),
-            "lake_stream_s3": lambda: _epoch(remote_lake, opts, spec, pid),
+        arms: dict[str, Callable[[], _Run]] = {
+            "shards_local": lambda: _epoch(packed, None, None, server, default),
+            "shards_s3": lambda: _epoch(remote_packed, opts, None, server, default),
+            "lake_stream_local": lambda: _epoch(lake, None, spec, server, default),
+            "lake_stream_s3": lambda: _epoch(remote_lake, opts, spec, server, default),
+            "lake_stream_block_shuffle_local": lambda: _epoch(lake, None, spec, server, block_config),
+            "lake_stream_block_shuffle_s3": lambda: _epoch(remote_lake, opts, spec, server, block_config),
+            "shards_row_by_row_local": lambda: _epoch(packed, None, None, server, row_by_row),
+            "shards_row_by_row_s3": lambda: _epoch(remote_packed, opts, None, server, row_by_row),
+            "lake_stream_row_by_row_local": lambda: _epoch(lake, None, spec, server, row_by_row),
+            "lake_stream_row_by_row_s3": lambda: _epoch(remote_lake, opts, spec, server, row_by_row),
         }
         runs = interleave(arms, repeats=repeats, warmup=1)
     loaders = {name: _loader(runs, name) for name in ("shards", "lake_stream")}
+    variants = {
+        name: _loader(runs, name)
+        for name in ("lake_stream_block_shuffle", "shards_row_by_row", "lake_stream_row_by_row")
+    }
     return {
         "s3_over_local": min(v["s3_over_local"]["median"] for v in loaders.values()),
+        "s3_over_local_cpu": min(v["s3_over_local"]["cpu"]["median"] for v in loaders.values()),
+        "reading_s3_over_local": min(v["reading_s3_over_local"]["median"] for v in loaders.values()),
+        "reading_s3_over_local_cpu": min(v["reading_s3_over_local"]["cpu"]["median"] for v in loaders.values()),
         "shard_loader_workers": 0,
         "image_size": 16,
         "target": TARGET,
         "target_applies_to": "wall",
         "loaders": loaders,
+        "variants": variants,
+        "shuffle": {
+            "loaders": shuffle_quality(samples, 0, 1) | {"read_cache_bytes": default.read_cache_bytes},
+            "lake_stream_block_shuffle": shuffle_quality(samples, block, window)
+            | {"read_cache_bytes": block_config.read_cache_bytes, "largest_table_bytes": lake_bytes},
+            "row_by_row": shuffle_quality(samples, 0, 1) | {"read_cache_bytes": 0},
+        },
+        "server_cpu_per_request_s": _per_request(list(loaders.values()) + list(variants.values())),
         "episodes": n,
         "bytes_copied": copied,
         "repeats": repeats,
         "caveat": CAVEAT,
     }
+
+
+def _per_request(loaders: list[dict[str, Any]]) -> float | None:
+    """moto's CPU seconds per request, the median over every S3 epoch measured."""
+    per = [c / r for v in loaders for c, r in zip(v["server_cpu_s"], v["requests"], strict=True) if r]
+    return statistics.median(per) if per else None

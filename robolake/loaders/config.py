@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from robolake.loaders.blocks import READ_CACHE_BYTES
 from robolake.loaders.collate import CollateConfig
 from robolake.loaders.shards import PackedShards
 from robolake.packers.spec import PackSpec
@@ -60,6 +61,17 @@ class LoaderConfig:
             second), "spawn", or "fork" (only safe if nothing in this process used Lance yet).
         allow_stale: Read packed shards even when a later lake version deleted episodes they
             hold (default: refuse, naming the version and its reason).
+        shuffle_block: 0 (default): the shuffle is uniform over the whole epoch, sample by
+            sample. N > 0: a block shuffle for object storage (`loaders.blocks.block_order`,
+            MosaicML's py1b): blocks of N consecutive shard rows (the shard loader) or lake
+            samples (the lake stream) are permuted and shuffled together `shuffle_window` blocks
+            at a time, so each block is read whole, once, with a few large GETs. Every stretch
+            of the order then draws from N x shuffle_window samples instead of the whole epoch.
+        shuffle_window: Blocks whose samples a block shuffle interleaves (default 16).
+        read_cache_bytes: Memory per process for whole blocks of rows read and kept (default
+            256 MiB; `loaders.blocks.block_reads_for`): data that fits half of it is read block
+            by block once, in the background, whatever the shuffle; larger data only with a
+            block shuffle. 0 reads row by row.
     """
 
     sequences_per_batch: int = 1
@@ -74,6 +86,9 @@ class LoaderConfig:
     pin_memory: bool = False
     worker_start_method: str = "forkserver"
     allow_stale: bool = False
+    shuffle_block: int = 0
+    shuffle_window: int = 16
+    read_cache_bytes: int = READ_CACHE_BYTES
 
     def __post_init__(self) -> None:
         if self.sequences_per_batch < 1:
@@ -88,6 +103,12 @@ class LoaderConfig:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
         if self.prefetch_factor < 1:
             raise ValueError(f"prefetch_factor must be >= 1, got {self.prefetch_factor}")
+        if self.shuffle_block < 0 or self.shuffle_window < 1:
+            raise ValueError(
+                f"shuffle_block must be >= 0 and shuffle_window >= 1, got {self.shuffle_block}, {self.shuffle_window}"
+            )
+        if self.read_cache_bytes < 0:
+            raise ValueError(f"read_cache_bytes must be >= 0 (0 reads row by row), got {self.read_cache_bytes}")
         if self.worker_start_method not in ("forkserver", "spawn", "fork"):
             raise ValueError(
                 f"worker_start_method must be 'forkserver', 'spawn' or 'fork', got {self.worker_start_method!r}"

@@ -22,6 +22,12 @@ small thread pool, a few batches ahead, in order. Lance takes and PIL decodes re
 the GIL, which is what makes threads pay off here; for full-speed training, pack once and use
 the shard loader.
 
+On an object store the takes are what cost (a round trip per few rows): the materializer's lake
+tables are read through `blocks.BlockReads` (whole blocks of rows, kept in memory) where that
+pays, and with `config.shuffle_block` the epoch's sample shuffle is a block shuffle
+(`blocks.block_order` over the sample ids, episode-major) so the blocks a stretch of the epoch
+needs stay few (see `loaders/blocks.py`).
+
 Only the window packer runs here (`spec.algorithm` must be "window"); its batches differ from
 those of packed shards of the same lake (reshuffled and repacked every epoch).
 
@@ -32,19 +38,23 @@ loads it, at any world size, replans the epoch and reads the rest of it from the
 
 from __future__ import annotations
 
+import os
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import lance
 import numpy as np
 
 from robolake.distributed import DataParallelRank
 from robolake.lake import Lake
+from robolake.loaders.blocks import BlockReads, block_order, block_reads_for
 from robolake.loaders.collate import CollateConfig, collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
 from robolake.loaders.order import EpochPlan, canonical_order, plan_epoch
 from robolake.loaders.resume import ResumableSource
-from robolake.packers.materialize import SequenceMaterializer, materializer_for
+from robolake.packers.materialize import SequenceMaterializer, _Tables, materializer_for
 from robolake.packers.mix import Mixture
 from robolake.packers.plan import mixture_for, window_sequences
 from robolake.packers.samples import SampleIndex, build_sample_index
@@ -62,11 +72,36 @@ def check_lake_stream_config(spec: PackSpec, config: LoaderConfig) -> None:
             f"algorithm={spec.algorithm!r}; pass PackSpec(algorithm='window', ...) or run `robolake pack "
             f"--algorithm {spec.algorithm}` and train on the shards"
         )
+    if config.shuffle_block and spec.mix is not None:
+        raise ValueError(
+            f"the mixture {spec.mix.to_text()} draws its own order of samples, which a block shuffle "
+            f"(shuffle_block={config.shuffle_block}) would not keep; pass shuffle_block=0 with a mixture"
+        )
     if config.worker_start_method != LoaderConfig().worker_start_method:
         raise ValueError(
             "the lake stream materialises batches in threads, not worker processes: "
             f"worker_start_method={config.worker_start_method!r} has no effect; leave it at its default"
         )
+
+
+class _BlockTables(_Tables):
+    """The materializer's lake tables, each read through `BlockReads` where that pays (one budget
+    of `max_bytes` per table)."""
+
+    def __init__(self, max_bytes: int, block_local: bool) -> None:
+        super().__init__()
+        self.max_bytes, self.block_local = max_bytes, block_local
+        self.reads: dict[tuple[object, ...], BlockReads | None] = {}
+        self._reads_lock = threading.Lock()
+
+    def get(self, uri: str, version: int, options: dict[str, str] | None) -> lance.LanceDataset:
+        ds = super().get(uri, version, options)
+        key = (os.getpid(), uri, version)
+        with self._reads_lock:
+            if key not in self.reads:
+                self.reads[key] = block_reads_for(ds, max_bytes=self.max_bytes, block_local=self.block_local)
+            reads = self.reads[key]
+        return ds if reads is None else reads  # type: ignore[return-value]  # a dataset's take, served by blocks
 
 
 class LakeStream(ResumableSource):
@@ -117,6 +152,9 @@ class LakeStream(ResumableSource):
         self.index: SampleIndex = build_sample_index(self.lake, self.spec)
         self.mixture: Mixture | None = mixture_for(self.lake, self.index, self.spec)
         self.materializer: SequenceMaterializer = materializer_for(self.lake, self.index, self.spec)
+        if self.config.read_cache_bytes:  # whole blocks of rows instead of a take per batch (module notes)
+            tables = _BlockTables(self.config.read_cache_bytes, block_local=bool(self.config.shuffle_block))
+            object.__setattr__(self.materializer, "_tables", tables)
         specs = self.lake.embodiments()
         tags = [t for t in self.index.embodiments if t in specs]
         self.collate = CollateConfig(
@@ -151,8 +189,23 @@ class LakeStream(ResumableSource):
         if epoch not in self._sequences:
             seed = int(np.random.SeedSequence([self.spec.seed, epoch]).generate_state(1)[0])
             shuffle_seed = [self.config.seed, epoch] if self.config.shuffle else None
+            samples = None
+            if shuffle_seed is not None and self.config.shuffle_block:  # block-local: neighbours in the lake
+                samples = block_order(
+                    self.index.num_samples,
+                    seed=shuffle_seed,
+                    block=self.config.shuffle_block,
+                    window=self.config.shuffle_window,
+                )
+                shuffle_seed = None
             bins, rejected = window_sequences(
-                self.index, self.spec, shuffle_seed=shuffle_seed, packer_seed=seed, mixture=self.mixture, epoch=epoch
+                self.index,
+                self.spec,
+                samples=samples,
+                shuffle_seed=shuffle_seed,
+                packer_seed=seed,
+                mixture=self.mixture,
+                epoch=epoch,
             )
             self.rejected = rejected.tolist()
             strata = None
@@ -212,4 +265,7 @@ class LakeStream(ResumableSource):
                 yield batch
 
     def _identity(self) -> tuple[str, str, int, str]:
-        return "lake", self.lake.uri, self.lake.version, LoaderState.digest(self.spec.to_json())
+        spec = self.spec.to_json()
+        if self.config.shuffle_block:  # another order of the epoch: a state of the other one must not load
+            spec = {**spec, "shuffle_block": [self.config.shuffle_block, self.config.shuffle_window]}
+        return "lake", self.lake.uri, self.lake.version, LoaderState.digest(spec)

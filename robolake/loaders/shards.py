@@ -8,14 +8,16 @@ lake is given) the shards were packed from that lake at that version, which must
 
 `PackedShards` is small and picklable: workers reopen the Lance dataset lazily in their own
 process, and `read_rows` turns a missing or unreadable data file into an error that names the
-shard and says to re-run `robolake pack`.
+shard and says to re-run `robolake pack`. Where it pays, `read_rows` reads whole blocks of rows
+and keeps them (`blocks.BlockReads`: shards that fit `read_cache_bytes`, or a block-shuffled
+order): on an object store a shuffled batch then costs no request of its own.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import lance
@@ -24,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from robolake.lake import Lake, list_versions, read_version
+from robolake.loaders.blocks import READ_CACHE_BYTES, BlockReads, block_reads_for
 from robolake.packers.manifest import SHARDS_NAME, LineageError, PackManifest, read_manifest
 from robolake.schemas.packed import HISTORY_COLUMNS, packed_schema
 from robolake.storage import ensure_within, exists, join_uri, normalize_uri
@@ -46,6 +49,11 @@ class PackedShards:
         max_state_dim: Widest state vector in the shards.
         max_action_dim: Widest action vector in the shards.
         storage_options: Lance / fsspec storage options for object stores.
+        read_cache_bytes: Memory (per process) for whole blocks of rows read and kept (see
+            `blocks.block_reads_for`); 0 reads row by row.
+        block_rows: Rows per block when the reader's order is a block shuffle of blocks of this
+            many rows (`LoaderConfig.shuffle_block`): reads then follow those blocks; 0: the
+            order is not block-local.
     """
 
     root: str
@@ -54,6 +62,8 @@ class PackedShards:
     max_state_dim: int
     max_action_dim: int
     storage_options: dict[str, str] | None = None
+    read_cache_bytes: int = READ_CACHE_BYTES
+    block_rows: int = 0
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -82,6 +92,23 @@ class PackedShards:
             self._cache["ds"] = ds
         return ds
 
+    def with_reads(self, *, read_cache_bytes: int, block_rows: int = 0) -> PackedShards:
+        """These shards read with another block-read budget or block size (`LoaderConfig`'s
+        `read_cache_bytes` and `shuffle_block`); nothing is reopened until the first read."""
+        return replace(self, read_cache_bytes=read_cache_bytes, block_rows=block_rows, _cache={})
+
+    def block_reads(self) -> BlockReads | None:
+        """The shards' block reads in this process, or None where rows are read one take a batch."""
+        if "reads" not in self._cache:
+            self._cache["reads"] = block_reads_for(
+                self.dataset(),
+                max_bytes=self.read_cache_bytes,
+                block_local=self.block_rows > 0,
+                block_rows=self.block_rows or None,
+            )
+        reads: BlockReads | None = self._cache["reads"]
+        return reads
+
     def read_rows(self, indices: Sequence[int] | np.ndarray, columns: list[str] | None = None) -> pa.Table:
         """Rows at `indices` (row positions, any order) in that order.
 
@@ -90,8 +117,9 @@ class PackedShards:
         """
         idx = np.asarray(indices, dtype=np.int64)
         uniq, inverse = np.unique(idx, return_inverse=True)
+        reads = self.block_reads()
         try:
-            table = self.dataset().take(uniq.tolist(), columns=columns)
+            table = (reads or self.dataset()).take(uniq.tolist(), columns=columns)
         except OSError as e:
             raise FileNotFoundError(
                 f"packed shards {self.uri} cannot be read ({e}); a data file is missing or damaged: {_REPACK}"
