@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import numpy as np
 
@@ -34,6 +35,18 @@ def main(path: str) -> None:
     req = json.loads(open(path).read())
     configs = {m: ModalityConfig(**c) for m, c in req["configs"].items()}
     ds = LeRobotSingleDataset(req["root"], configs, embodiment_tag="new_embodiment", video_backend=req["backend"])
+    if req.get("time"):  # {"time": true}: only time ds[i] over the indices (scripts/bench_gr00t_adapter.py)
+        cpu, wall = time.process_time(), time.perf_counter()
+        for index in req["indices"]:
+            ds[index]
+        times = {
+            "cpu_s": time.process_time() - cpu,
+            "wall_s": time.perf_counter() - wall,
+            "samples": len(req["indices"]),
+        }
+        with open(req["out"], "w") as f:
+            json.dump(times, f)
+        return
     arrays: dict[str, np.ndarray] = {}
     strings: dict[str, list[str]] = {}
     for n, index in enumerate(req["indices"]):
