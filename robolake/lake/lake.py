@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import lance
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from robolake.lake.media.codecs import fidelity
 from robolake.lake.media.frames import FrameReader
@@ -35,7 +34,7 @@ from robolake.lake.protocol.versions import (
     write_version,
 )
 from robolake.lake.query import EpisodeFilter, sql_in, sql_quote
-from robolake.lake.stats.episode_summary import episode_summaries, renditions_of, streams_of
+from robolake.lake.stats.episode_summary import episode_summaries, media_of, renditions_of, streams_of
 from robolake.lake.stats.norm import NormStats
 from robolake.schemas.embodiment import EmbodimentSpec
 from robolake.schemas.tables import TABLES, schema_for_table
@@ -441,11 +440,7 @@ def _record_summary(lake: Lake) -> tuple[dict[str, list[dict[str, Any]]], dict[s
 
 def _media_summary(lake: Lake) -> dict[str, Any]:
     """What `robolake info` says about frames: rows per encoding and per fidelity, access copies."""
-    encodings: dict[str, int] = {}
-    for batch in lake.dataset("media").to_batches(columns=["encoding"], filter=lake.predicate("media", None)):
-        counts = pc.value_counts(batch.column("encoding"))
-        for v in counts.to_pylist():
-            encodings[v["values"]] = encodings.get(v["values"], 0) + int(v["counts"])
+    encodings = media_of(lake.episode_summaries().values())  # kept per embodiment: no scan of the media
     by_fidelity: dict[str, int] = {}
     for enc, n in encodings.items():
         by_fidelity[fidelity(enc)] = by_fidelity.get(fidelity(enc), 0) + n

@@ -106,7 +106,20 @@ def _summaries(tx: LakeTransaction, tags: Iterable[str]) -> dict[str, dict[str, 
     if not tags:
         return {}
     where = "embodiment IN (" + ", ".join(sql_quote(t) for t in tags) + ")"
-    return summarize(tx.dataset("episodes").to_table(columns=SUMMARY_COLUMNS, filter=where).to_pylist())
+    rows = tx.dataset("episodes").to_table(columns=SUMMARY_COLUMNS, filter=where).to_pylist()
+    return summarize(rows, tx.dataset("media").to_table(columns=["episode_id", "encoding"]))
+
+
+def _new_media(tx: LakeTransaction) -> pa.Table:
+    """The media rows `tx` appended (those of fragments the version it started from lacks): what
+    an ingest adds, read without the rows it did not touch."""
+    ds = tx.dataset("media")
+    base = tx.base.tables.get("media")
+    old = set() if base is None else {f.fragment_id for f in ds.checkout_version(base).get_fragments()}
+    new = [f for f in ds.get_fragments() if f.fragment_id not in old]
+    if not new:
+        return pa.table({"episode_id": pa.array([], pa.string()), "encoding": pa.array([], pa.string())})
+    return ds.scanner(columns=["episode_id", "encoding"], fragments=new).to_table()
 
 
 def _recompute(tx: LakeTransaction, tag: str) -> NormStatsAccumulator:
@@ -134,7 +147,7 @@ def merge_embodiment_stats(
             from the episodes until a curation verb or `doctor --update` stores them again).
     """
     current = _rows(tx)
-    added = summarize(episodes) if episodes is not None else {}
+    added = summarize(episodes, _new_media(tx)) if episodes is not None else {}
     merged: dict[str, NormStatsAccumulator] = {}
     for part in partials:
         for tag, text in part.items():
@@ -211,38 +224,48 @@ def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str], *, removed: Se
     _write(tx, current)
 
 
-def _removed(tx: LakeTransaction, ids: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, NormStatsAccumulator]]:
-    """The rows of episodes `ids` (their summary's columns) and, per embodiment, the statistics of
-    their steps, as the version `tx` started from held them."""
+def _removed(
+    tx: LakeTransaction, ids: Sequence[str]
+) -> tuple[list[dict[str, Any]], pa.Table, dict[str, NormStatsAccumulator]]:
+    """The rows of episodes `ids` (their summary's columns), their media rows (`episode_id`,
+    `encoding`) and, per embodiment, the statistics of their steps, as the version `tx` started
+    from held them."""
     episodes = tx.dataset("episodes").checkout_version(tx.base.tables["episodes"])
     steps_ds = tx.dataset("steps").checkout_version(tx.base.tables["steps"])
+    media_ds = tx.dataset("media").checkout_version(tx.base.tables["media"])
     rows: list[dict[str, Any]] = []
+    media: list[pa.Table] = []
     steps: dict[str, NormStatsAccumulator] = {}
     ids = sorted(ids)
     for i in range(0, len(ids), _ID_BATCH):
         where = sql_in("episode_id", ids[i : i + _ID_BATCH])
         rows += episodes.to_table(columns=SUMMARY_COLUMNS, filter=where).to_pylist()
+        media.append(media_ds.to_table(columns=["episode_id", "encoding"], filter=where))
         t = steps_ds.to_table(columns=["embodiment", "state", "action"], filter=where)
         for tag in sorted(set(t.column("embodiment").to_pylist())):
             acc = accumulate_norm_stats(t.filter(pc.equal(t["embodiment"], tag)))
             steps[tag] = steps[tag].merge(acc) if tag in steps else acc
-    return rows, steps
+    return rows, pa.concat_tables(media), steps
 
 
 def _subtract(
-    tx: LakeTransaction, removed: Sequence[Mapping[str, Any]], steps: Mapping[str, NormStatsAccumulator]
+    tx: LakeTransaction,
+    removed: Sequence[Mapping[str, Any]],
+    media: pa.Table,
+    steps: Mapping[str, NormStatsAccumulator],
 ) -> None:
     """Take removed episodes out of the statistics and summaries of their embodiments.
 
     Args:
         tx: The transaction that deleted them (and changed nothing else of their embodiments).
         removed: The removed episodes' rows (at least `SUMMARY_COLUMNS`), read before the delete.
+        media: Their media rows (`episode_id`, `encoding`).
         steps: Per embodiment, the accumulator of the removed episodes' steps.
 
     A tag whose statistics cannot be subtracted exactly (see the module essay), or whose stored
     row predates the accumulators or the summary, is recomputed from what `tx` holds.
     """
-    gone = summarize(removed)
+    gone = summarize(removed, media)
     if not gone:
         return
     current = _rows(tx)

@@ -18,7 +18,9 @@ Why this shape. Everything is a count a removal can subtract exactly:
   episodes; the figures `info` prints are of those rounded values, whichever path computed them;
 - per rendition (rules and rate): episodes;
 - per check: episodes flagged, and how many episodes have quality at all (an embodiment with
-  none is left out of the quality counts, as before).
+  none is left out of the quality counts, as before);
+- media rows per encoding (the `info` figure that read the whole media table: 20M rows at DROID
+  size), counted from the media rows of the episodes a writer adds or removes.
 
 A summary is exact when every writer keeps it: a writer that does not know how (an older robolake,
 a benchmark writing rows itself) leaves no summary, and readers then count from the episodes as
@@ -35,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
+import pyarrow as pa
 
 from robolake.lake.query import sql_quote
 from robolake.lake.stats.findings import CHECKS, findings_of
@@ -63,6 +66,7 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "combine",
     "episode_summaries",
+    "media_of",
     "quality_counts_of",
     "renditions_of",
     "streams_of",
@@ -72,7 +76,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 SUMMARY_KEY = "episodes"  # where in an embodiment's stats_json the summary lives
 # The episodes-table columns a summary reads.
 SUMMARY_COLUMNS = ["episode_id", "embodiment", "task", "num_steps", "fps", "metadata"]
@@ -85,6 +89,7 @@ def _empty() -> dict[str, Any]:
         "streams": {},
         "renditions": {},
         "quality": {"episodes": 0, "checks": {}},
+        "media": {},
     }
 
 
@@ -124,11 +129,23 @@ def _add_episode(s: dict[str, Any], row: Mapping[str, Any]) -> None:
             _bump(s["quality"]["checks"], check)
 
 
-def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The summary of each embodiment of `rows` (episode rows holding `SUMMARY_COLUMNS`)."""
+def summarize(rows: Iterable[Mapping[str, Any]], media: pa.Table | None = None) -> dict[str, dict[str, Any]]:
+    """The summary of each embodiment of `rows` (episode rows holding `SUMMARY_COLUMNS`).
+
+    Args:
+        rows: The episodes.
+        media: Their media rows (`episode_id`, `encoding`; rows of other episodes are ignored).
+    """
     out: dict[str, dict[str, Any]] = {}
+    tag_of: dict[str, str] = {}
     for row in rows:
         _add_episode(out.setdefault(row["embodiment"], _empty()), row)
+        tag_of[row["episode_id"]] = row["embodiment"]
+    if media is not None and media.num_rows:
+        per = media.group_by(["episode_id", "encoding"]).aggregate([([], "count_all")])
+        for e, enc, n in zip(*(per[c].to_pylist() for c in ("episode_id", "encoding", "count_all")), strict=True):
+            if e in tag_of:
+                _bump(out[tag_of[e]]["media"], enc, n)
     return out
 
 
@@ -182,6 +199,10 @@ def combine(a: Mapping[str, Any], b: Mapping[str, Any], sign: int = 1) -> dict[s
     if checks is None or out["quality"]["episodes"] < 0:
         return None
     out["quality"]["checks"] = checks
+    media = _combine_counts(a["media"], b["media"], sign)
+    if media is None:
+        return None
+    out["media"] = media
     return out
 
 
@@ -226,6 +247,15 @@ def quality_counts_of(s: Mapping[str, Any]) -> dict[str, int] | None:
     return dict(sorted(s["quality"]["checks"].items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
+def media_of(summaries: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Media rows per encoding over `summaries` (sorted by encoding)."""
+    out: dict[str, int] = {}
+    for s in summaries:
+        for enc, n in s["media"].items():
+            _bump(out, enc, n)
+    return dict(sorted(out.items()))
+
+
 def stored_summary(stats_json: str | None) -> dict[str, Any] | None:
     """The summary stored in an embodiment's `stats_json`, or None (none stored, or another version)."""
     try:
@@ -250,10 +280,11 @@ def episode_summaries(lake: _Episodes) -> dict[str, dict[str, Any]]:
     if missing > 0 or lake.scope is not None:
         if missing > 1000:
             log.info(
-                "lake %s: counting streams, renditions and quality from %d episodes' metadata (no stored summary); "
+                "lake %s: counting streams, renditions, quality and media from %d episodes' rows (no stored summary); "
                 "`robolake doctor LAKE --update` stores it",
                 lake.uri,
                 missing,
             )
-        stored.update(summarize(lake.episodes(where, columns=SUMMARY_COLUMNS).to_pylist()))
+        rows = lake.episodes(where, columns=SUMMARY_COLUMNS).to_pylist()
+        stored.update(summarize(rows, lake.to_arrow("media", columns=["episode_id", "encoding"])))
     return stored

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from robolake import curate
@@ -102,8 +103,11 @@ def _assert_kept_exactly(uri: str) -> None:
     equal those of its steps computed afresh (sketch, count, min, max exact; mean and std to 1e-9)."""
     lake = Lake.open(uri)
     rows = {r["embodiment"]: r for r in lake.to_arrow("embodiments").to_pylist()}
-    recount = summarize(lake.episodes(columns=SUMMARY_COLUMNS).to_pylist())
+    media = lake.to_arrow("media", columns=["episode_id", "encoding"])
+    recount = summarize(lake.episodes(columns=SUMMARY_COLUMNS).to_pylist(), media)
     assert set(rows) == set(recount)
+    counts = {v["values"]: v["counts"] for v in pc.value_counts(media["encoding"]).to_pylist()}
+    assert lake.summary()["media"]["encodings"] == dict(sorted(counts.items())) and counts
     for tag, row in rows.items():
         assert stored_summary(row["stats_json"]) == recount[tag], tag
         assert row["num_episodes"] == recount[tag]["episodes"]
