@@ -97,7 +97,9 @@ __all__ = [
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="robolake bench peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument(
         "--quick", action="store_true", help="every 2nd step, fewer LeRobot samples, 3 rounds (several minutes)"

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from robolake.bench._common import Stopwatch, Timing, cpu_seconds, interleave, two_clock_ratios
-from robolake.bench.peers.env import ensure_overlay
+from robolake.bench.peers.env import PeerError, ensure_overlay
 from robolake.bench.peers.figures import Arm
 from robolake.bench.peers.items import adapter_items_equal
 from robolake.bench.peers.process import HERE, PeakRss, Peer
@@ -74,6 +74,7 @@ def measure_adapter(src: str, work: Path, cache: Path, *, quick: bool) -> dict[s
     # LanceDBDataset caches an S3 dataset's meta/ under HF_LEROBOT_HOME by URI: one per run, never a stale one
     peer_env = {"HF_LEROBOT_HOME": str(work / "hf-lerobot-home")}
     skipped = s3_unavailable()
+    s3_failed: dict[str, str] = {}
     peers: dict[str, Peer] = {}
 
     def start(name: str) -> Peer:
@@ -98,14 +99,22 @@ def measure_adapter(src: str, work: Path, cache: Path, *, quick: bool) -> dict[s
         converted = peers["lancedb"].request("convert", root=str(v3), out=str(lance_root))
         uploads = {"packed": packed_dir, "lake": Path(lake_uri), "lerobot-lancedb": lance_root}
         with s3_copies(uploads) if skipped is None else contextlib.nullcontext() as remote:
-            requests = {kind: open_request(kind, root) for kind, root in kinds.items()}
+            opened = {kind: peers[kind].request("open", **open_request(kind, root)) for kind, root in kinds.items()}
             s3_loader = None
             if remote is not None:
+                # an S3 arm that cannot open is one line in the JSON; the other arms still run
+                try:
+                    s3_loader = open_s3_loader(remote.uris["packed"], remote.storage_options, config)
+                except Exception as e:
+                    s3_failed["robolake_s3"] = f"robolake's loader could not open {remote.uris['packed']}: {e}"
                 for kind, prefix in S3_PREFIX.items():
-                    start(f"{kind}_s3")
-                    requests[f"{kind}_s3"] = open_request(kind, remote.uris[prefix], remote.storage_options)
-                s3_loader = open_s3_loader(remote.uris["packed"], remote.storage_options, config)
-            opened = {name: peers[name].request("open", **req) for name, req in requests.items()}
+                    name = f"{kind}_s3"
+                    try:
+                        req = open_request(kind, remote.uris[prefix], remote.storage_options)
+                        opened[name] = start(name).request("open", **req)
+                    except PeerError as e:
+                        s3_failed[name] = str(e)
+                        peers.pop(name).close()
             timed = _interleaved(loader, s3_loader, peers, remote, quick=quick)
             for name in [n for n in peers if n != "lerobot"]:
                 peers.pop(name).close()  # free their workers before the items check and the training runs
@@ -157,12 +166,20 @@ def measure_adapter(src: str, work: Path, cache: Path, *, quick: bool) -> dict[s
             "caveat": CAVEAT,
             "uris": remote.uris,
             "bytes_copied": remote.bytes_copied,
-            "lancedb_speedup": ratio("lancedb_s3", "robolake_s3"),
-            "adapter_vs_lancedb": ratio("lancedb_s3", "adapter_s3"),
-            "s3_over_local": {k: ratio(k, f"{k}_s3") for k in ("robolake", "lancedb", "adapter")},
+            "s3_over_local": {k: ratio(k, f"{k}_s3") for k in ("robolake", "lancedb", "adapter") if f"{k}_s3" in built},
             "server_cpu_s": timed["server_cpu_s"],
+            "server_requests_per_epoch": timed["server_requests"],
             "lerobot": LEROBOT_S3,
+            "failed": s3_failed,
         }
+        for key, (slow, fast) in {
+            "lancedb_speedup": ("lancedb_s3", "robolake_s3"),
+            "adapter_vs_lancedb": ("lancedb_s3", "adapter_s3"),
+        }.items():
+            if slow in built and fast in built:
+                s3[key] = ratio(slow, fast)
+        if "lancedb_speedup" not in s3:
+            s3["skipped"] = "not measured: " + "; ".join(s3_failed.values())
     return {
         "loaders": summaries,
         "batch_size": batch_size,
@@ -189,15 +206,17 @@ def _interleaved(
     rss: dict[str, int] = {k: 0 for k in ("robolake", *peers)}
     shapes: dict[str, list[int]] = {}
     server_cpu: dict[str, list[float]] = {}
+    server_requests: dict[str, list[int]] = {}
 
     def on_server(name: str, fn: Callable[[], tuple[Timing, int]]) -> Callable[[], tuple[Timing, int]]:
-        if not server or not name.endswith("_s3"):
+        if remote is None or not name.endswith("_s3"):
             return fn
 
         def run() -> tuple[Timing, int]:
-            before = cpu_seconds(server[0])
+            cpu, requests = cpu_seconds(remote.server_pid), remote.requests()
             out = fn()
-            server_cpu.setdefault(name, []).append(cpu_seconds(server[0]) - before)
+            server_cpu.setdefault(name, []).append(cpu_seconds(remote.server_pid) - cpu)
+            server_requests.setdefault(name, []).append(remote.requests() - requests)
             return out
 
         return run
@@ -232,5 +251,10 @@ def _interleaved(
     runs = interleave({k: on_server(k, fn) for k, fn in arms.items()}, repeats=3 if quick else 5, warmup=1)
     built = {k: Arm([t for t, _ in v], [float(n) for _, n in v]) for k, v in runs.items()}
     # interleave's warm-up round is not counted: neither is its server time
-    server_cpu = {k: v[1:] for k, v in server_cpu.items()}
-    return {"arms": built, "rss": rss, "shapes": shapes, "server_cpu_s": server_cpu}
+    return {
+        "arms": built,
+        "rss": rss,
+        "shapes": shapes,
+        "server_cpu_s": {k: v[1:] for k, v in server_cpu.items()},
+        "server_requests": {k: v[1:] for k, v in server_requests.items()},
+    }

@@ -231,7 +231,7 @@ def ensure_overlay(cache: Path, *, log: Callable[[str], None] = print) -> Path:
     """lerobot-lancedb's environment plus what robolake's LeRobot adapter needs, built once.
 
     A small venv layered on the peer's (a `.pth` puts its site-packages on the path) with pylance
-    at robolake's own version and robolake's source on the path. Returns its Python.
+    at robolake's own version, s3fs, and robolake's source on the path. Returns its Python.
 
     Raises:
         PeerError: the base environment, the venv or the install failed.
@@ -243,13 +243,17 @@ def ensure_overlay(cache: Path, *, log: Callable[[str], None] = print) -> Path:
     sites = sorted(base.directory(cache).glob("lib/python3.*/site-packages"))
     if not sites:
         raise PeerError(f"the {base.name} environment in {base.directory(cache)} has no site-packages; delete it")
+    # s3fs (robolake's object-store extra: the adapter reads a lake from S3) at the base's fsspec
+    # release: s3fs pins fsspec to its own version, and LeRobot's `datasets` pins fsspec
+    fsspec = sorted(sites[0].glob("fsspec-*.dist-info"))
+    s3fs = (f"s3fs=={fsspec[-1].name.removeprefix('fsspec-').removesuffix('.dist-info')}",) if fsspec else ()
     overlay = PeerEnv(
         name=f"{base.name}-{base.version}-robolake",
         version=md.version("pylance"),
         python=base.python,
-        requirements=(f"pylance=={md.version('pylance')}", *OVERLAY_PACKAGES),
+        requirements=(f"pylance=={md.version('pylance')}", *OVERLAY_PACKAGES, *s3fs),
         script=base.script,
-        check="import robolake.integrations.lerobot, lerobot_lancedb.reader, lerobot.datasets.lerobot_dataset",
+        check="import robolake.integrations.lerobot, lerobot_lancedb.reader, lerobot.datasets.lerobot_dataset, s3fs",
     )
     env_dir = overlay.directory(cache)
     python = env_dir / "bin" / "python"

@@ -19,7 +19,7 @@ has no S3 arm.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,14 @@ LEROBOT_S3 = "LeRobotDataset reads a local directory or the Hugging Face hub, no
 
 @dataclass(frozen=True)
 class S3Copies:
-    """The uploaded copies: each one's URI, the options that reach the server, its pid, bytes copied."""
+    """The uploaded copies: each one's URI, the options that reach the server, its pid, bytes copied,
+    and the count of requests it has answered so far."""
 
     uris: dict[str, str]
     storage_options: dict[str, str]
     server_pid: int
     bytes_copied: dict[str, int]
+    requests: Callable[[], int]
 
 
 def s3_unavailable() -> str | None:
@@ -55,13 +57,14 @@ def s3_copies(dirs: Mapping[str, Path]) -> Iterator[S3Copies]:
     under a prefix of the same name; stopped on exit."""
     from robolake.bench._s3_loader import BUCKET, _moto_server, _upload
 
-    with _moto_server() as (client, opts, pid):
+    with _moto_server() as (client, opts, server):
         copied = {name: _upload(client, str(d), name) for name, d in dirs.items()}
         yield S3Copies(
             uris={name: f"s3://{BUCKET}/{name}" for name in dirs},
             storage_options=dict(opts),
-            server_pid=pid,
+            server_pid=server.pid,
             bytes_copied=copied,
+            requests=server.requests,
         )
 
 

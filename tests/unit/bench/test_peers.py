@@ -168,6 +168,7 @@ def test_lerobot_dataset_for_real(tmp_path):
     assert epoch["image_shape"] == [3, 48, 64]
 
 
+@pytest.mark.slow  # a server, an ingest and a pack: 15 s on a quiet machine, minutes on a loaded one
 def test_the_s3_arm_reads_the_same_epoch_from_the_bucket(tmp_path):
     """robolake's side of the S3 arm: the pack output copied into moto's bucket reads as the same
     epoch as on disk (the shards hold the frames; no lake needed)."""
