@@ -1,10 +1,12 @@
 """The lerobot-lancedb side of `robolake bench peers`, and LeRobot training from each loader.
 
 Run by the LeRobot environment's own Python (Python 3.12, LeRobot 0.6.1, lerobot-lancedb 0.3.1),
-never imported by robolake. In the overlay environment `peers.ensure_overlay` builds (the same
-packages plus pylance and robolake's source on the path) it also drives robolake's LeRobot
-adapter, so that the three loaders run in one interpreter with one torch. It talks to
-`peers.py` one JSON object per line on stdin/stdout, like `_peer_lerobot.py`.
+never imported by robolake. In the overlay environment `robolake.bench.peers.env.ensure_overlay`
+builds (the same packages plus pylance, s3fs and robolake's source on the path) it also drives
+robolake's LeRobot adapter, so that the three loaders run in one interpreter with one torch.
+`robolake.bench.peers` talks to it one JSON object per line on stdin/stdout (`_peer_serve.py`,
+the loop the three peer scripts share). Each dataset kind also reads from an object store: `root`
+an `s3://` URI and `storage_options` what reaches it (the S3 arm; `LeRobotDataset` has none).
 
 Requests (`op`):
 

@@ -1,9 +1,10 @@
 """LeRobot's side of `robolake bench peers`, run by the LeRobot environment's own Python.
 
 Not imported by robolake (it needs `lerobot`, which lives only in the peer environment that
-`robolake.bench.peers` builds): `peers.py` starts it as `PYTHON _peer_lerobot.py` and talks to it
-one JSON object per line, on stdin and stdout, so that the interpreter, LeRobot's imports and its
-DataLoader workers stay warm between the interleaved timed epochs, as robolake's own loader does.
+`robolake.bench.peers` builds): `robolake.bench.peers` starts it as `PYTHON _peer_lerobot.py` and
+talks to it one JSON object per line, on stdin and stdout (`_peer_serve.py`), so that the
+interpreter, LeRobot's imports and its DataLoader workers stay warm between the interleaved timed
+epochs, as robolake's own loader does.
 
 Requests (`op`):
 

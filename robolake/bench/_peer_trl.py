@@ -1,8 +1,8 @@
 """TRL's side of `robolake bench peers`, run by the TRL environment's own Python.
 
 Not imported by robolake (it needs `trl` and `datasets`, which live only in the peer environment
-that `robolake.bench.peers` builds): `peers.py` starts it as `PYTHON _peer_trl.py` and sends one
-JSON request per line on stdin; answers come back one per line on stdout.
+that `robolake.bench.peers` builds): `robolake.bench.peers` starts it as `PYTHON _peer_trl.py` and
+sends one JSON request per line on stdin; answers come back one per line on stdout (`_peer_serve.py`).
 
 Requests (`op`):
 
