@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robolake.integrations.lerobot import LakeLeRobotDataset, LakeSource
+from robolake.integrations.lerobot import LakeLeRobotDataset, LakeSource, MixtureSampler
 from robolake.schemas import EmbodimentSpec
 
 __all__ = ["LakeGr00tDataset", "ModalityConfig", "lake_modality_json"]
@@ -200,6 +200,12 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """A DataLoader batch in one read (torch's fetcher calls this when it exists)."""
         return [self._transform(s) for s in self.steps(indices)]
+
+    def sampler(self, *, epoch: int = 0, shuffle: bool = True) -> MixtureSampler:
+        """Each epoch's step indices by the source's mixture (`LakeSource(mix=...)`; every step
+        once without one), shuffled by (seed, epoch): pass it to `DataLoader(sampler=...)` and
+        call `set_epoch` each epoch. Steps are numbered as the LeRobot adapter numbers frames."""
+        return self.frames.sampler(epoch=epoch, shuffle=shuffle)
 
     def get_step_data(self, trajectory_id: int, base_index: int) -> dict[str, Any]:
         """The raw sample of step `base_index` of trajectory `trajectory_id` (no transforms).

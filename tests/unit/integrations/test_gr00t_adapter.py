@@ -160,3 +160,13 @@ def test_pickles_for_spawned_workers(source):
     clone = pickle.loads(pickle.dumps(ds))  # what a forkserver/spawn DataLoader worker receives
     for key, value in clone[7].items():
         np.testing.assert_array_equal(np.asarray(value), np.asarray(ds[7][key]))
+
+
+def test_sampler_draws_the_sources_mixture(source):
+    from dataclasses import replace
+
+    ds = LakeGr00tDataset(source, _configs(source))
+    assert sorted(ds.sampler(shuffle=False)) == list(range(len(ds)))
+    mixed = LakeGr00tDataset(replace(source, mix=f"embodiment={source.embodiment}:1"), _configs(source))
+    drawn = list(mixed.sampler(epoch=1))
+    assert drawn and all(0 <= i < len(mixed) for i in drawn)
