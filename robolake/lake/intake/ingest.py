@@ -337,6 +337,7 @@ class _CheckStage:
                 out.append(Checked(ref=_ref_key(ref), hash=ep.content_hash, notes=notes))
             except SourceError as e:
                 out.append(Checked(ref=_ref_key(ref), quarantine=_quarantine_row(ref, e)))
+        _release(self.readers, self.chunks[index])
         return [c.to_json() for c in out]
 
     @staticmethod
@@ -398,6 +399,7 @@ class _LoadStage:
             quality = _quality(ep, frames) if self.quality else None
             episodes.append(_episode_row(episode_id, ep, [f.camera for f in frames], quality))
             notes += [str(n) for n in ep.metadata.get("notes", ())]
+        _release(self.readers, self.chunks[index])
         return Loaded(
             episodes=episodes,
             quarantine=quarantine,
@@ -449,6 +451,14 @@ class _Fragments:
         for table in ROW_TABLES:
             self._flush(table)
         return self.written
+
+
+def _release(readers: dict[str, SourceReader], refs: list[EpisodeRef]) -> None:
+    """Let the chunk's readers drop what they keep between episodes (a data file, an open video)."""
+    for root in dict.fromkeys(ref.source_uri for ref in refs):
+        release = getattr(readers[root], "release_files", None)
+        if release is not None:
+            release()
 
 
 def _ref_key(ref: EpisodeRef) -> str:
@@ -981,7 +991,6 @@ def _commit(
                 _landed_specs(by_root, episode_rows),
                 Counter(e["embodiment"] for e in episode_rows),
                 [res.stats for res in loaded],
-                episodes=episode_rows,  # their summary is added to the embodiment's (robolake info)
             )
             tx.index_episodes()
             if needs_compaction(tx):  # many small ingests: keep reads from opening thousands of files

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from robolake.lake.media.frames import JPEG_QUALITY, encode_frame
 from robolake.lake.media.record import NOPTS, StreamIndex, decode_runs, record_encoding
 from robolake.lake.sources.base import EncodedFrames, SourceError
 
-__all__ = ["RecordedVideo", "iter_video_frames", "file_digest", "read_record", "seek_frame"]
+__all__ = ["RecordedVideo", "iter_video_frames", "file_digest", "read_record", "release_videos", "seek_frame"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,13 +45,47 @@ class RecordedVideo(EncodedFrames):
     stream: StreamIndex
 
 
+# One video kept open per thread between segments of it: LeRobot v3.0 keeps many episodes in one
+# mp4, and opening it again for each episode cost a quarter of reading the episode's packets.
+_kept = threading.local()
+
+
+def _kept_container(path: str) -> Any:
+    """`path` open, from this thread's kept container when it is the same file (path, size and
+    mtime), else opened now and kept in place of the last."""
+    import av
+
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    held = getattr(_kept, "video", None)
+    if held is not None and held[0] == key:
+        return held[1]
+    release_videos()
+    container = av.open(path)
+    _kept.video = (key, container)
+    return container
+
+
+def release_videos() -> None:
+    """Close the video this thread keeps open between segments (`read_record(..., keep_open=True)`)."""
+    held = getattr(_kept, "video", None)
+    _kept.video = None
+    if held is not None:
+        held[1].close()
+
+
 @contextmanager
 def _segment(
-    path: str, start_s: float | None, end_s: float | None, fps: float
+    path: str, start_s: float | None, end_s: float | None, fps: float, *, keep_open: bool = False
 ) -> Iterator[tuple[Any, Any, Fraction, float | None, float | None]]:
     """`path` open at its video stream, seeked to the keyframe at or before `start_s`, with the
     segment's bounds [lo, hi) in seconds: half a frame early, so a frame stamped a little before
-    its step still belongs to it. PyAV errors propagate for the caller to name."""
+    its step still belongs to it. PyAV errors propagate for the caller to name.
+
+    With `keep_open`, a segment that starts with a seek reads from the container this thread keeps
+    open (`_kept_container`): after a seek it reads what a freshly opened file would. A segment at
+    the start of the file is read from a fresh open (nothing to seek), and an error closes the
+    kept one."""
     import av
 
     if not os.path.exists(path):
@@ -58,20 +93,44 @@ def _segment(
     half = 0.5 / fps if fps > 0 else 1e-4
     lo = None if start_s is None else start_s - half
     hi = None if end_s is None else end_s - half
+    if keep_open and lo is not None and lo > 0:
+        try:
+            container = _kept_container(path)
+            yield _seeked(container, path, lo, hi)
+        except BaseException:
+            release_videos()
+            raise
+        return
     with av.open(path) as container:
-        if not container.streams.video:
-            raise SourceError("corrupt_video", path, "file has no video stream")
-        stream = container.streams.video[0]
-        time_base = stream.time_base or Fraction(1, 90000)
-        if lo is not None and lo > 0:
-            container.seek(max(0, int(lo / time_base)), stream=stream, backward=True)
-        yield container, stream, time_base, lo, hi
+        yield _seeked(container, path, lo, hi)
+
+
+def _seeked(
+    container: Any, path: str, lo: float | None, hi: float | None
+) -> tuple[Any, Any, Fraction, float | None, float | None]:
+    if not container.streams.video:
+        raise SourceError("corrupt_video", path, "file has no video stream")
+    stream = container.streams.video[0]
+    time_base = stream.time_base or Fraction(1, 90000)
+    if lo is not None and lo > 0:
+        container.seek(max(0, int(lo / time_base)), stream=stream, backward=True)
+    return container, stream, time_base, lo, hi
 
 
 def read_record(
-    path: str, *, start_s: float | None, end_s: float | None, fps: float, source_path: str, digest: str
+    path: str,
+    *,
+    start_s: float | None,
+    end_s: float | None,
+    fps: float,
+    source_path: str,
+    digest: str,
+    keep_open: bool = False,
 ) -> RecordedVideo:
     """The packets of `path` in [start_s, end_s) (all of it when None), checked to decode.
+
+    `keep_open`: keep the file open for the next segment of it (this thread's; `release_videos`
+    closes it), for a reader that reads many episodes of one file in a row.
 
     Raises:
         SourceError: the file is missing, cannot be demuxed or decoded, or holds packets without
@@ -80,7 +139,7 @@ def read_record(
     import av
 
     try:
-        with _segment(path, start_s, end_s, fps) as (container, stream, time_base, lo, hi):
+        with _segment(path, start_s, end_s, fps, keep_open=keep_open) as (container, stream, time_base, lo, hi):
             cc = stream.codec_context
             data: list[bytes] = []
             pts: list[int] = []

@@ -58,7 +58,7 @@ from robolake.lake.sources.lerobot.plan import LeRobotPlan
 from robolake.lake.sources.lerobot.record import SKIPPED, parquet_column_bytes, record_rows
 from robolake.lake.sources.record import Record, record_notes
 from robolake.lake.sources.registry import SourceFormat, SourceOptions
-from robolake.lake.sources.video import file_digest, iter_video_frames, read_record
+from robolake.lake.sources.video import file_digest, iter_video_frames, read_record, release_videos
 from robolake.schemas.embodiment import EmbodimentSpec
 
 __all__ = ["LeRobotReader", "is_lerobot_dataset", "embodiment_tag", "FORMAT"]
@@ -242,6 +242,12 @@ class LeRobotReader:
                 raise SourceError("missing_column", path, "v3.0 data file has no 'episode_index' column")
             self._file = _DataFile(key, table)
         return self._file
+
+    def release_files(self) -> None:
+        """Drop the data file kept in memory and close the video kept open (ingest calls this at the
+        end of each chunk)."""
+        self._file = None
+        release_videos()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -483,6 +489,7 @@ class LeRobotReader:
                     fps=self.fps,
                     source_path=str(ref.get(f"video:{cam}")),
                     digest=file_digest(path),
+                    keep_open=ref.get(f"from:{cam}") is not None,  # v3.0: the next episode is likely in it
                 )
                 self._check_size(path, cam, key, declared, None, (rec.height, rec.width), 0)
                 self._check_count(path, cam, ref, rec.stream.num_steps, n)

@@ -101,3 +101,59 @@ def test_a_file_without_episode_index_names_the_file(
     with pytest.raises(reader_mod.SourceError) as e:
         reader.read_tabular(ref)
     assert e.value.reason_code == "missing_column" and str(ref.get("data_path")) in e.value.path
+
+
+def _same_record(a: object, b: object) -> bool:
+    sa, sb = a.stream, b.stream  # type: ignore[attr-defined]
+    return (
+        a.images == b.images  # type: ignore[attr-defined]
+        and (a.height, a.width, a.encoding) == (b.height, b.width, b.encoding)  # type: ignore[attr-defined]
+        and np.array_equal(sa.packet_pts, sb.packet_pts)
+        and np.array_equal(sa.packet_dts, sb.packet_dts)
+        and np.array_equal(sa.packet_key, sb.packet_key)
+        and np.array_equal(sa.packet_step, sb.packet_step)
+        and sa.extra == sb.extra
+        and sa.extradata == sb.extradata
+    )
+
+
+def test_a_video_kept_open_gives_the_packets_a_fresh_open_gives(dataset: str) -> None:
+    from robolake.lake.sources import video
+
+    reader = LeRobotReader(dataset)
+    refs = reader.discover()
+    (cam,) = reader.cameras
+    path = f"{dataset}/{refs[0].get(f'video:{cam}')}"
+
+    def record(ref: object, keep: bool) -> object:
+        return video.read_record(
+            path,
+            start_s=ref.get(f"from:{cam}"),  # type: ignore[attr-defined]
+            end_s=ref.get(f"to:{cam}"),  # type: ignore[attr-defined]
+            fps=reader.fps,
+            source_path="v",
+            digest="d",
+            keep_open=keep,
+        )
+
+    fresh = [record(ref, False) for ref in refs]
+    order = [3, 1, 5, 2, 4, 0, 5]  # backwards too: each segment seeks afresh in the kept file
+    kept = [record(refs[i], True) for i in order]
+    assert all(_same_record(fresh[i], k) for i, k in zip(order, kept, strict=True))
+    held = video._kept.video
+    assert held is not None and held[0][0] == path
+    reader.release_files()
+    assert video._kept.video is None
+
+
+def test_frames_read_by_the_reader_are_those_of_a_fresh_open(dataset: str) -> None:
+    reader = LeRobotReader(dataset)
+    refs = reader.discover()
+    eps = [reader.read_tabular(ref) for ref in refs]
+    kept = [next(iter(reader.read_frames(ep))) for ep in eps]
+    reader.release_files()
+    fresh = []
+    for ep in eps:
+        fresh.append(next(iter(reader.read_frames(ep))))
+        reader.release_files()  # nothing kept between episodes
+    assert all(_same_record(a, b) for a, b in zip(kept, fresh, strict=True))
