@@ -4,9 +4,10 @@ The question is whether a verb's cost follows what it is asked (a page, a tag of
 ten deletions) or the size of the lake. Lakes are written the way users write them: a synthetic
 LeRobot v3.0 source (one 7-DoF arm, one 16x16 camera, `steps` steps an episode; 200 gives a
 DROID-sized 20M steps at 100k; `SOURCE_PARTS` datasets written in parallel, 100 episodes a data
-file and a video file) ingested by `ingest` itself, and cached in the work directory (a `.built`
-marker says a source or a lake is complete; the lake's holds what its build cost: the source's
-wall and CPU seconds, ingest's, and ingest's episodes a second).
+file and a video file, each episode's video copied from a few clips encoded once) ingested by
+`ingest` itself, and cached in the work directory (a `.built` marker says a source or a lake is
+complete; the lake's holds what its build cost: the source's wall and CPU seconds, ingest's, and
+ingest's episodes a second).
 
 Each verb is run on every lake in turn, `repeats` times (1k, 10k, [100k], 1k, 10k, ...; interleaved so
 that a noisy neighbour hits every size alike); the figure per size is the median and its range,
@@ -69,6 +70,10 @@ FLAT_AT_MOST = 2.0
 # `EPISODES_PER_FILE` episodes a data file and a video file, as real v3.0 datasets do.
 SOURCE_PARTS = 2
 EPISODES_PER_FILE = 100
+# Each episode's video is copied from one of this many clips per episode length, encoded once
+# (`SyntheticConfig.video_pool`): encoding 20M frames would be most of the build (~0.15 ms a
+# frame at 16x16), and ingest reads copied packets as it reads encoded ones.
+VIDEO_POOL = 2
 # Episodes an ingest task handles: a 100k lake is written as ~50 fragments a table, fewer than
 # the 64 that would make the commit compact it, and each data file is read once.
 INGEST_EPISODES_PER_TASK = 2048
@@ -89,6 +94,7 @@ def write_part(src: str, part: int, episodes: int, steps: int) -> None:
             version="v3.0",
             episodes_per_file=EPISODES_PER_FILE,
             embodiments=("single_arm_7dof",),
+            video_pool=VIDEO_POOL,
         ),
     )
 
@@ -101,7 +107,7 @@ def build_source(work: str, episodes: int, steps: int) -> tuple[str, dict[str, f
     import subprocess
     import sys
 
-    src = os.path.join(work, f"src-{episodes}-{steps}-p{SOURCE_PARTS}-f{EPISODES_PER_FILE}")
+    src = os.path.join(work, f"src-{episodes}-{steps}-p{SOURCE_PARTS}-f{EPISODES_PER_FILE}-v{VIDEO_POOL}")
     if os.path.exists(os.path.join(src, ".built")):
         return src, {"wall_s": 0.0, "cpu_s": 0.0}
     if os.path.exists(src):  # a build killed half-way: start it again
@@ -150,7 +156,7 @@ def build_ingested_lake_timed(work: str, episodes: int, steps: int) -> tuple[str
     from robolake.lake import ingest
     from robolake.lake.intake.ingest import IngestConfig
 
-    lake = os.path.join(work, f"lake-{episodes}-{steps}-p{SOURCE_PARTS}-f{EPISODES_PER_FILE}")
+    lake = os.path.join(work, f"lake-{episodes}-{steps}-p{SOURCE_PARTS}-f{EPISODES_PER_FILE}-v{VIDEO_POOL}")
     marker = os.path.join(lake, ".built")
     if os.path.exists(marker):
         with open(marker) as f:

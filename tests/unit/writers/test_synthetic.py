@@ -266,3 +266,32 @@ def test_config_validation() -> None:
     with pytest.raises(ValueError, match="version"):
         SyntheticConfig(version="v1.6")  # type: ignore[arg-type]
     assert SyntheticConfig.tiny().episodes_per_embodiment == 2
+
+
+def test_video_pool_copies_clips_and_keeps_the_rows(tmp_path: Path) -> None:
+    """With `video_pool`, the parquet rows are those of the drawn dataset and every episode's
+    video decodes to one frame a step, copied from a clip of its length (the same clip, the
+    same packets)."""
+    from robolake.lake.sources.lerobot.reader import LeRobotReader
+
+    base = {
+        "version": "v3.0",
+        "episodes_per_embodiment": 5,
+        "episodes_per_file": 5,
+        "embodiments": ("single_arm_7dof",),
+    }
+    (drawn,) = generate_synthetic(tmp_path / "drawn", SyntheticConfig.tiny(min_length=20, max_length=21, **base))
+    (pooled,) = generate_synthetic(
+        tmp_path / "pooled", SyntheticConfig.tiny(min_length=20, max_length=21, video_pool=1, **base)
+    )
+    rows = [pq.read_table(p / "data" / "chunk-000" / "file-000.parquet") for p in (drawn, pooled)]
+    assert rows[0].equals(rows[1])
+    reader = LeRobotReader(str(pooled))
+    by_length: dict[int, tuple[bytes, ...]] = {}
+    for ref in reader.discover():
+        ep = reader.read_tabular(ref)
+        (video,) = reader.read_frames(ep)  # decodes every packet (ingest's check)
+        assert len(video.images) == ep.num_steps
+        assert by_length.setdefault(ep.num_steps, video.images) == video.images
+    with pytest.raises(ValueError, match="video_pool"):
+        SyntheticConfig(video_pool=-1)
