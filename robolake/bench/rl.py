@@ -387,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Warm-up, not measured: the first frames of every environment thread create its EGL
         # context and the first batches warm the model; whichever mode ran first would pay it.
-        pipe.restart(dataclasses.replace(base, mode="async", env_steps=max(200, steps // 5), learn=False))
+        # 2,000 steps (250 per environment at the default layout) are plenty: a long learning
+        # run need not spend a fifth of its budget again on it.
+        pipe.restart(dataclasses.replace(base, mode="async", env_steps=min(2000, max(200, steps // 5)), learn=False))
         pipe.run()
         suite, final = _profile(pipe, base, pairs, "suite", modes)
         heavy = (
