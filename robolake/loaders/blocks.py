@@ -51,6 +51,8 @@ __all__ = [
     "block_order",
     "block_reads_for",
     "dataset_bytes",
+    "epoch_order",
+    "order_identity",
     "shuffle_quality",
 ]
 
@@ -76,6 +78,36 @@ def block_order(num: int, *, seed: Sequence[int], block: int, window: int) -> np
         ids = np.concatenate([np.arange(b * block, min((b + 1) * block, num)) for b in blocks[g : g + window].tolist()])
         out.append(ids[rng.permutation(len(ids))])
     return np.concatenate(out).astype(np.int64)
+
+
+def epoch_order(
+    num: int, *, seed: Sequence[int] | None, strata: np.ndarray | None, shuffle_block: int, shuffle_window: int
+) -> np.ndarray:
+    """The epoch's canonical order for a loader: `order.canonical_order`, or with `shuffle_block`
+    (and a seed) the block shuffle.
+
+    Raises:
+        ValueError: a block shuffle of a mixed pack (its strata interleave the groups evenly,
+            which a block shuffle would not keep).
+    """
+    from robolake.loaders.order import canonical_order
+
+    if seed is None or not shuffle_block:
+        return canonical_order(num, seed=seed, strata=strata)
+    if strata is not None:
+        raise ValueError(
+            f"a block shuffle (shuffle_block={shuffle_block}) cannot keep a mixed pack's groups interleaved evenly; "
+            "pass shuffle_block=0 for mixed shards"
+        )
+    return block_order(num, seed=seed, block=shuffle_block, window=shuffle_window)
+
+
+def order_identity(spec_json: dict[str, Any], shuffle_block: int, shuffle_window: int) -> dict[str, Any]:
+    """The spec description a loader state records (`LoaderState.digest`): with a block shuffle,
+    its settings too, so a state of one order is refused by a loader of the other."""
+    if not shuffle_block:
+        return spec_json
+    return {**spec_json, "shuffle_block": [shuffle_block, shuffle_window]}
 
 
 def shuffle_quality(num: int, block: int, window: int) -> dict[str, Any]:

@@ -49,7 +49,7 @@ import numpy as np
 
 from robolake.distributed import DataParallelRank
 from robolake.lake import Lake
-from robolake.loaders.blocks import BlockReads, block_order, block_reads_for
+from robolake.loaders.blocks import BlockReads, block_order, block_reads_for, order_identity
 from robolake.loaders.collate import CollateConfig, collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
 from robolake.loaders.order import EpochPlan, canonical_order, plan_epoch
@@ -93,6 +93,12 @@ class _BlockTables(_Tables):
         self.max_bytes, self.block_local = max_bytes, block_local
         self.reads: dict[tuple[object, ...], BlockReads | None] = {}
         self._reads_lock = threading.Lock()
+
+    def share(self, uri: str, version: int, ds: lance.LanceDataset) -> None:
+        """Use `ds` (the lake's own handle of that table version) instead of opening it again: on
+        an object store an open is a HEAD and a GET."""
+        with self._lock:
+            self._items[(os.getpid(), uri, version)] = ds
 
     def get(self, uri: str, version: int, options: dict[str, str] | None) -> lance.LanceDataset:
         ds = super().get(uri, version, options)
@@ -154,6 +160,11 @@ class LakeStream(ResumableSource):
         self.materializer: SequenceMaterializer = materializer_for(self.lake, self.index, self.spec)
         if self.config.read_cache_bytes:  # whole blocks of rows instead of a take per batch (module notes)
             tables = _BlockTables(self.config.read_cache_bytes, block_local=bool(self.config.shuffle_block))
+            for name in ("steps", "media", "access"):
+                if self.lake.has_table(name):
+                    tables.share(
+                        self.lake.table_uri(name), self.lake.version_info.tables[name], self.lake.dataset(name)
+                    )
             object.__setattr__(self.materializer, "_tables", tables)
         specs = self.lake.embodiments()
         tags = [t for t in self.index.embodiments if t in specs]
@@ -265,7 +276,6 @@ class LakeStream(ResumableSource):
                 yield batch
 
     def _identity(self) -> tuple[str, str, int, str]:
-        spec = self.spec.to_json()
-        if self.config.shuffle_block:  # another order of the epoch: a state of the other one must not load
-            spec = {**spec, "shuffle_block": [self.config.shuffle_block, self.config.shuffle_window]}
+        # A block shuffle is another order of the epoch: a state of the other one must not load.
+        spec = order_identity(self.spec.to_json(), self.config.shuffle_block, self.config.shuffle_window)
         return "lake", self.lake.uri, self.lake.version, LoaderState.digest(spec)

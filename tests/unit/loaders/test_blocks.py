@@ -126,3 +126,18 @@ def test_lake_stream_block_shuffle_reads_every_sample_once_and_resumes_elsewhere
     uniform = LakeStream(str(packed_data.lake), SPEC, LoaderConfig(sequences_per_batch=1, image_size=8))
     with pytest.raises(ValueError, match="spec=.* but this loader has"):
         uniform.load_state_dict(state)  # another order of the epoch: refused
+
+
+def test_epoch_order_is_the_canonical_order_unless_a_block_shuffle_is_asked_for():
+    from robolake.loaders.blocks import epoch_order, order_identity
+    from robolake.loaders.order import canonical_order
+
+    uniform = epoch_order(30, seed=[0, 1], strata=None, shuffle_block=0, shuffle_window=4)
+    assert np.array_equal(uniform, canonical_order(30, seed=[0, 1]))
+    assert np.array_equal(epoch_order(30, seed=None, strata=None, shuffle_block=5, shuffle_window=4), np.arange(30))
+    blocked = epoch_order(30, seed=[0, 1], strata=None, shuffle_block=5, shuffle_window=2)
+    assert np.array_equal(blocked, block_order(30, seed=[0, 1], block=5, window=2))
+    with pytest.raises(ValueError, match="mixed pack"):
+        epoch_order(30, seed=[0, 1], strata=np.zeros(30, dtype=np.int64), shuffle_block=5, shuffle_window=2)
+    assert order_identity({"a": 1}, 0, 16) == {"a": 1}  # uniform states of before stay valid
+    assert order_identity({"a": 1}, 5, 2) == {"a": 1, "shuffle_block": [5, 2]}
