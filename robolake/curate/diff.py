@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from robolake.lake import Lake, NormStats
 
@@ -81,8 +83,7 @@ def diff(a: Lake, b: Lake) -> LakeDiff:
     """What changed from `a` to `b` (two handles on the same lake, at versions or tags)."""
     if a.uri != b.uri:
         raise ValueError(f"diff compares two versions of one lake, not {a.uri} and {b.uri}")
-    steps_a, steps_b = _steps(a), _steps(b)
-    ids_a, ids_b = set(steps_a), set(steps_b)
+    ta, tb = (x.episodes(columns=["episode_id", "num_steps"]) for x in (a, b))
     # Counts come from the episodes themselves when a side is a tag's subset.
     emb: dict[str, dict[str, Any]] = {}
     sa, sb = _stats(a), _stats(b)
@@ -100,22 +101,30 @@ def diff(a: Lake, b: Lake) -> LakeDiff:
         for v in a.versions()
         if lo < v.version <= hi
     ]
+    # Set differences and the join in Arrow: only what differs becomes Python objects.
+    both = ta.join(tb, "episode_id", join_type="inner", left_suffix="_a", right_suffix="_b")
+    changed = both.filter(pc.not_equal(both["num_steps_a"], both["num_steps_b"]))
     return LakeDiff(
         a=_label(a),
         b=_label(b),
-        added=tuple(sorted(ids_b - ids_a)),
-        removed=tuple(sorted(ids_a - ids_b)),
+        added=_only_in(tb, ta),
+        removed=_only_in(ta, tb),
         embodiments=emb,
         quarantine_added=b.count("quarantine") - a.count("quarantine"),
         operations=ops,
-        steps_changed={e: (steps_a[e], steps_b[e]) for e in sorted(ids_a & ids_b) if steps_a[e] != steps_b[e]},
+        steps_changed={
+            e: (int(x), int(y))
+            for e, x, y in sorted(
+                zip(*(changed[c].to_pylist() for c in ("episode_id", "num_steps_a", "num_steps_b")), strict=True)
+            )
+        },
     )
 
 
-def _steps(lake: Lake) -> dict[str, int]:
-    """Episode id -> its steps (two metadata columns)."""
-    t = lake.episodes(columns=["episode_id", "num_steps"])
-    return dict(zip(t["episode_id"].to_pylist(), t["num_steps"].to_pylist(), strict=True))
+def _only_in(x: pa.Table, y: pa.Table) -> tuple[str, ...]:
+    """The episode ids of `x` that `y` lacks, sorted."""
+    ids = x["episode_id"].combine_chunks()
+    return tuple(sorted(ids.filter(pc.invert(pc.is_in(ids, value_set=y["episode_id"].combine_chunks()))).to_pylist()))
 
 
 def _counts(lake: Lake) -> dict[str, tuple[int, int]]:
