@@ -991,6 +991,7 @@ def _commit(
                 _landed_specs(by_root, episode_rows),
                 Counter(e["embodiment"] for e in episode_rows),
                 [res.stats for res in loaded],
+                episodes=episode_rows,  # their summary is added to the embodiment's (robolake info)
             )
             tx.index_episodes()
             if needs_compaction(tx):  # many small ingests: keep reads from opening thousands of files
