@@ -117,7 +117,7 @@ def test_update_adds_quality_to_an_older_lake(tmp_path: Path) -> None:
 def test_update_in_worker_processes_measures_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
-    doctor_module = importlib.import_module("robolake.lake.doctor")  # the module, not the function it exports
+    doctor_module = importlib.import_module("robolake.lake.doctor_update")  # where the update pass lives
     src = _faulty(tmp_path)
     uris = [str(tmp_path / "one"), str(tmp_path / "two")]
     for uri in uris:
