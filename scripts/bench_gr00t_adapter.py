@@ -10,6 +10,8 @@ fourier_gr1_arms_only's modality config (video [0], state [0], 16 actions, task)
 transforms. Rounds alternate GR00T, adapter per item, adapter in batches of 32 (DataLoader's
 `__getitems__`), each in its own process, so every round starts cold; CPU is per-process time
 (all threads), wall is elapsed. Prints each round and the medians and ranges of the ratios.
+`--access-copy` adds the adapter on a copy of the lake with an h264 access copy
+(`robolake optimize --access-copy h264`: short GOPs, pixels within codec tolerance).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -65,6 +68,11 @@ def main() -> None:
         default=str(ROOT.parent / "shared" / "data" / "gr00t_pick_n_place"),
         help="GR00T dataset (default ../shared/data/gr00t_pick_n_place)",
     )
+    parser.add_argument(
+        "--access-copy",
+        action="store_true",
+        help="also time the adapter on a copy of the lake with an h264 access copy (default off)",
+    )
     args = parser.parse_args()
     python = (REF / "python").read_text().strip() if (REF / "python").is_file() else None
     if python is None:
@@ -84,6 +92,13 @@ def main() -> None:
         indices = np.random.default_rng(0).permutation(n)[: args.samples].tolist()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(REF / p) for p in ("src", "site", "stubs")))
         runs: dict[str, list[dict]] = {"gr00t": [], "adapter": [], "adapter_batched": []}
+        lakes = dict.fromkeys(runs, lake)
+        if args.access_copy:  # frames within codec tolerance of the record's, decoded from short GOPs
+            shutil.copytree(lake, work / "lake-access")
+            optimize = [str(Path(sys.executable).parent / "robolake"), "optimize", str(work / "lake-access")]
+            subprocess.run([*optimize, "--access-copy", "h264"], check=True, capture_output=True)
+            for name in ("adapter_access", "adapter_access_batched"):
+                runs[name], lakes[name] = [], work / "lake-access"
         for r in range(args.rounds):
             for name in runs:
                 out = work / f"{name}-{r}.json"
@@ -104,8 +119,8 @@ def main() -> None:
                     cmd = [python, str(ROOT / "scripts" / "gr00t_reference.py"), str(req)]
                     subprocess.run(cmd, env=env, check=True, capture_output=True)
                 else:
-                    batch = 32 if name == "adapter_batched" else 1
-                    call = f"_ours({str(lake)!r}, {indices!r}, {batch}, {str(out)!r})"
+                    batch = 32 if name.endswith("_batched") else 1
+                    call = f"_ours({str(lakes[name])!r}, {indices!r}, {batch}, {str(out)!r})"
                     head = f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
                     code = head + f"from scripts.bench_gr00t_adapter import _ours; {call}"
                     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
@@ -115,7 +130,7 @@ def main() -> None:
                 print(
                     f"round {r} {name:16s} cpu {t['cpu_s']:7.2f} s  wall {t['wall_s']:7.2f} s  ({rate:7.1f} samples/s)"
                 )
-    for name in ("adapter", "adapter_batched"):
+    for name in [n for n in runs if n != "gr00t"]:
         for what in ("cpu_s", "wall_s"):
             ratios = [g[what] / a[what] for g, a in zip(runs["gr00t"], runs[name], strict=True)]
             low, high = min(ratios), max(ratios)

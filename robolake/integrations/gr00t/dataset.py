@@ -78,15 +78,17 @@ def _config(value: Any, modality: str) -> ModalityConfig:
     return ModalityConfig(tuple(int(d) for d in deltas), tuple(str(k) for k in keys))
 
 
-def lake_modality_json(spec: EmbodimentSpec) -> dict[str, Any]:
+def lake_modality_json(spec: EmbodimentSpec, cameras: Sequence[str] | None = None) -> dict[str, Any]:
     """The modality.json a lake serves for `spec`: what `robolake export` writes beside the data.
 
     Slices as ingested (a spec without slices gets one slice named "state" / "action" over the
-    whole vector), cameras under their own names, and the annotations the lake keeps: the task
-    (a `*task_description*` annotation, or one read from `task_index`), else GR00T's default
-    `human.action.task_description`.
+    whole vector), the cameras (`cameras`: those a selection has, default all of the spec's)
+    under their own names, and the annotations the lake keeps: the task (a `*task_description*`
+    annotation, or one read from `task_index`), else GR00T's default `human.action.task_description`.
     """
     modality = spec.to_modality_json()
+    if cameras is not None:
+        modality["video"] = {cam: {"original_key": spec.video_key(cam)} for cam in cameras}
     if not modality["state"]:
         modality["state"] = {"state": {"start": 0, "end": spec.state_dim}}
     if not modality["action"]:
@@ -134,7 +136,8 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
         table = self.frames.table
         self.table = table
         self.modality_configs = {m: _config(c, m) for m, c in modality_configs.items()}
-        self.modality_meta = lake_modality_json(table.spec)
+        self.modality_meta = lake_modality_json(table.spec, table.cameras)
+        self._all_steps: list[tuple[int, int]] | None = None
         self.embodiment_tag = getattr(embodiment_tag, "value", embodiment_tag) or "new_embodiment"
         self.transforms = transforms
         self.delta_indices: dict[str, np.ndarray] = {}
@@ -180,7 +183,10 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
 
     @property
     def all_steps(self) -> list[tuple[int, int]]:
-        return [(int(e), int(i)) for e, n in enumerate(self.table.lengths) for i in range(int(n))]
+        """(trajectory_id, base_index) of every step, in index order (built once, on first use)."""
+        if self._all_steps is None:
+            self._all_steps = [(e, i) for e, n in enumerate(self.table.lengths.tolist()) for i in range(n)]
+        return self._all_steps
 
     @property
     def modality_keys(self) -> dict[str, list[str]]:
@@ -195,7 +201,8 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
         return self.table.num_frames
 
     def __getitem__(self, index: int) -> Any:
-        return self._transform(self.steps([int(index)])[0])
+        index = int(index)
+        return self._transform(self.steps([index + len(self) if index < 0 else index])[0])
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """A DataLoader batch in one read (torch's fetcher calls this when it exists)."""

@@ -85,8 +85,8 @@ def test_windows_clamp_into_the_trajectory(source):
 def test_relative_slices_pad_with_zeros(source, monkeypatch):
     real = lake_modality_json
 
-    def relative(spec):
-        modality = real(spec)
+    def relative(spec, cameras=None):
+        modality = real(spec, cameras)
         for body in modality["action"].values():
             body["absolute"] = False
         return modality
@@ -121,6 +121,10 @@ def test_batched_reads_and_transforms_equal_single_samples(source):
     )
     with pytest.raises(IndexError):
         ds.get_step_data(0, int(ds.table.lengths[0]))
+    last = ds[-1]  # a negative index counts from the end, as GR00T's list of steps does
+    assert ds.all_steps[-1] == (ds.table.num_episodes - 1, int(ds.table.lengths[-1]) - 1)
+    for key, value in ds[len(ds) - 1].items():
+        np.testing.assert_array_equal(np.asarray(value), np.asarray(last[key]))
 
 
 def test_configs_gr00t_refuses_are_refused_when_built(source):
