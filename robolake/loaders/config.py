@@ -68,10 +68,10 @@ class LoaderConfig:
             at a time, so each block is read whole, once, with a few large GETs. Every stretch
             of the order then draws from N x shuffle_window samples instead of the whole epoch.
         shuffle_window: Blocks whose samples a block shuffle interleaves (default 16).
-        read_cache_bytes: Memory per process for whole blocks of rows read and kept (default
-            256 MiB; `loaders.blocks.block_reads_for`): data that fits half of it is read block
-            by block once, in the background, whatever the shuffle; larger data only with a
-            block shuffle. 0 reads row by row.
+        read_cache_bytes: Memory per process (the lake stream: per lake table) for whole blocks
+            of rows read and kept (default 256 MiB; `loaders.blocks.block_reads_for`): data that
+            fits half of it is read block by block once, in the background, whatever the
+            shuffle; larger data only with a block shuffle. 0 reads row by row.
     """
 
     sequences_per_batch: int = 1
