@@ -32,7 +32,7 @@ from robolake.lake.media.record import StreamIndex, is_record
 from robolake.lake.protocol.versions import who
 from robolake.lake.query import sql_in
 from robolake.lake.stats.embodiments import refresh_summaries
-from robolake.lake.stats.episode_summary import stored_summary
+from robolake.lake.stats.episode_summary import SUMMARY_COLUMNS, stored_summary, summarize
 from robolake.lake.stats.findings import quality_of as _quality
 from robolake.lake.stats.quality import QUALITY_VERSION, episode_quality
 from robolake.schemas.tables import schema_for_table
@@ -95,19 +95,23 @@ def update_quality(lake: Lake, workers: int | None = None) -> int:
 
 
 def _unsummarised(lake: Lake) -> list[str]:
-    """Embodiments whose row keeps no summary of their episodes (`lake.stats.episode_summary`)."""
+    """Embodiments whose row keeps no summary of their episodes (`lake.stats.episode_summary`), or
+    one that disagrees with a recount (what `robolake check` reports)."""
     rows = lake.to_arrow("embodiments", columns=["embodiment", "stats_json"]).to_pylist()
-    return [r["embodiment"] for r in rows if stored_summary(r["stats_json"]) is None]
+    episodes = lake.episodes(columns=SUMMARY_COLUMNS).to_pylist()
+    recount = summarize(episodes, lake.to_arrow("media", columns=["episode_id", "encoding"]))
+    return [r["embodiment"] for r in rows if stored_summary(r["stats_json"]) != recount.get(r["embodiment"])]
 
 
 def _store_summaries(lake: Lake) -> None:
-    """Store the summaries a lake written before them lacks, as one version (what `robolake info`
-    reads instead of every episode's metadata); nothing when every embodiment has one."""
-    if not _unsummarised(lake):
+    """Store the summaries a lake written before them lacks (or holds wrong), as one version (what
+    `robolake info` reads instead of every episode's metadata); nothing when every one is right."""
+    stale = _unsummarised(lake)
+    if not stale:
         return
     with lake.begin() as tx:
         tx.acquire()
-        tags = refresh_summaries(tx)
+        tags = refresh_summaries(tx, stale)
         lv = tx.commit("doctor", {"who": who(), "summaries_added": tags})
     log.info("lake %s: version %d stores the episode summaries of %s", lake.uri, lv.version, ", ".join(tags))
 

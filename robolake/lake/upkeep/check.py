@@ -49,6 +49,7 @@ from robolake.lake.protocol.versions import (
     read_version,
 )
 from robolake.lake.query import sql_in
+from robolake.lake.stats.episode_summary import SUMMARY_COLUMNS, stored_summary, summarize
 from robolake.lake.upkeep._record_check import check_record, expected_streams, sample_episodes
 from robolake.schemas.tables import TABLES
 from robolake.schemas.version import LAKE_FORMAT_VERSION, TABLES_ADDED
@@ -480,6 +481,29 @@ def _check_consistency(uri: str, ds: dict[str, lance.LanceDataset], report: Chec
                 Problem(
                     what=f"embodiment {tag} records {row['num_episodes']} episodes but the episodes table has {n}",
                     fix=redo,
+                )
+            )
+    if not quick:  # the counts `robolake info` reads, against a recount (every episode's metadata)
+        _check_summaries(uri, ds, emb, report)
+
+
+def _check_summaries(
+    uri: str, ds: dict[str, lance.LanceDataset], emb: dict[str, dict[str, Any]], report: CheckReport
+) -> None:
+    """Each embodiment's stored summary (`lake.stats.episode_summary`) equals a recount from its
+    episodes and media rows; an embodiment without one is fine (`info` counts it)."""
+    stored = {t: s for t, r in emb.items() if (s := stored_summary(r.get("stats_json"))) is not None}
+    if not stored:
+        return
+    rows = ds["episodes"].to_table(columns=SUMMARY_COLUMNS).to_pylist()
+    recount = summarize(rows, ds["media"].to_table(columns=["episode_id", "encoding"]))
+    for tag, s in sorted(stored.items()):
+        if recount.get(tag) != s:
+            report.problems.append(
+                Problem(
+                    what=f"embodiment {tag}'s kept counts (the streams, quality and media `robolake info` shows) "
+                    "disagree with its episodes",
+                    fix=f"`robolake doctor {uri} --update` counts them again from the episodes",
                 )
             )
 

@@ -209,3 +209,21 @@ def test_a_lake_without_summaries_is_counted_then_stored_by_doctor_update(uri: s
     assert report.version == old.version + 1 and report.updated == 0
     _assert_kept_exactly(uri)
     assert doctor(uri, update=True).version == report.version  # nothing left to store
+
+
+def test_check_reports_wrong_counts_and_doctor_update_recounts_them(uri: str) -> None:
+    from robolake.lake import check_lake
+
+    lake = Lake.open(uri)
+    rows = lake.to_arrow("embodiments").to_pylist()
+    d = json.loads(rows[0]["stats_json"])
+    d[SUMMARY_KEY]["quality"]["checks"]["zero_rows"] = 99  # a writer that forgot to subtract
+    rows[0]["stats_json"] = json.dumps(d)
+    tx = lake.begin()
+    tx.overwrite("embodiments", pa.Table.from_pylist(rows, schema=schema_for_table("embodiments")))
+    tx.commit("test-wrong-summary")
+    report = check_lake(uri)
+    assert [p.what for p in report.problems if "kept counts" in p.what] and check_lake(uri, quick=True).ok
+    doctor(uri, update=True)
+    _assert_kept_exactly(uri)
+    assert check_lake(uri).ok
