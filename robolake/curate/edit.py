@@ -11,7 +11,8 @@ Statistics follow the change. `delete` and `select` read the removed episodes' r
 (by the `episode_id` index: the cost of what goes, not of the lake) and take them out of their
 embodiments' statistics and counts (`refresh_embodiments` told what was removed; exact, or recomputed from the steps
 kept where a subtraction would not be, e.g. when most of an embodiment goes). `restore_episodes`
-recomputes its embodiments from the steps the new version holds. Embodiments a change did not
+merges the restored episodes' back in (an embodiment a deletion had dropped is recomputed), and
+given trimmed episodes recomputes their embodiments from the steps the new version holds. Embodiments a change did not
 touch keep their row as it was; an embodiment left with no episode loses its row.
 
 `restore_episodes` brings deleted episodes back from the newest version that still held them.
@@ -274,7 +275,7 @@ def restore_episodes(
                         for emb in data.column("embodiment").to_pylist():
                             touched[emb] = touched.get(emb, 0) + 1
             add_embodiments(tx, [r for r in specs if r["embodiment"] in touched])  # rows a deletion dropped
-        refresh_embodiments(tx, touched)
+        refresh_embodiments(tx, touched, added=ids)  # theirs merged in: the cost of what comes back
         tx.index_episodes()
         summary = {
             "who": who(),

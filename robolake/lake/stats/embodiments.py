@@ -1,28 +1,29 @@
 """The embodiments table: one row per embodiment tag, its spec and its normalisation statistics.
 
 Every writer that changes which steps a lake version holds updates this table in the same
-transaction, and each does it through this module, in one of two ways:
+transaction, and each does it through this module, in one of three ways:
 
-- **merge** (`merge_embodiment_stats`: ingest and rollouts add episodes). The workers that
-  wrote the new steps accumulated their statistics (`partial_stats`); the stored accumulators
-  absorb them, so the cost of a write grows with its own steps, not the lake's. A new tag gets
-  its row from the writer's spec.
-- **subtract** (`refresh_embodiments` told what was `removed`: `delete` and `select`, which remove episodes and touch
-  nothing else). The removed episodes' steps are read (by the `episode_id` index) and their
-  accumulators taken away from the stored ones: sketch counts, counts and sums subtract exactly,
-  mean and M2 to rounding (`StatsAccumulator.subtract`). A min or max that a removed step reached
+- **merge** (`merge_embodiment_stats`: ingest and rollouts add episodes; `refresh_embodiments`
+  told what was `added`: `restore_episodes`). The workers that wrote the new steps accumulated
+  their statistics (`partial_stats`; a restore reads the restored steps back); the stored
+  accumulators absorb them, so the cost of a write grows with its own steps, not the lake's. A
+  new tag gets its row from the writer's spec (a restored tag that had gone is recomputed).
+- **subtract** (`refresh_embodiments` told what was `removed`: `delete` and `select`, which only
+  remove episodes). The removed episodes' steps are read (by the `episode_id` index) and their
+  accumulators taken away from the stored ones: sketch counts and counts subtract exactly, mean
+  and M2 to rounding (`StatsAccumulator.subtract`). A min or max that a removed step reached
   cannot be subtracted, nor can more than half of a tag be removed without losing precision;
   those tags are recomputed as below. The cost follows the removed steps, not the lake's.
-- **recompute** (`refresh_embodiments`: merges, restores, trims, alignments). The touched tags are
-  recomputed from every step the transaction holds; a tag with no episode left loses its row.
+- **recompute** (`refresh_embodiments` alone: merges of lakes, trims, alignments, untrims). The
+  touched tags are recomputed from every step the transaction holds; a tag with no episode left
+  loses its row.
 
 Next to the statistics, `stats_json["episodes"]` keeps the counts `robolake info` shows of the
-episodes' metadata (`lake.stats.episode_summary`), maintained the same three ways: summaries of
-the new episodes added, of the removed ones subtracted, or recounted from the tag's episodes.
+episodes' metadata and media (`lake.stats.episode_summary`), maintained the same three ways.
 
 A tag whose stored statistics predate the accumulators is recomputed once, the same way, the
-next time a write merges into it. Rows of tags a write did not touch stay as they were. Rows are dicts of the columns of
-`robolake.schemas.tables.EmbodimentRow`.
+next time a write merges into it. Rows of tags a write did not touch stay as they were. Rows are
+dicts of the columns of `robolake.schemas.tables.EmbodimentRow`.
 """
 
 from __future__ import annotations
@@ -189,7 +190,13 @@ def merge_embodiment_stats(
     _write(tx, current)
 
 
-def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str], *, removed: Sequence[str] | None = None) -> None:
+def refresh_embodiments(
+    tx: LakeTransaction,
+    tags: Iterable[str],
+    *,
+    removed: Sequence[str] | None = None,
+    added: Sequence[str] | None = None,
+) -> None:
     """Recompute the statistics and counts of embodiments `tags` from the steps `tx` holds now.
 
     Args:
@@ -198,6 +205,9 @@ def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str], *, removed: Se
         removed: The ids of the episodes `tx` deleted, when deleting them is all it did: their rows
             and steps are read from the version `tx` started from and taken out of the stored
             statistics (what goes is read, not what stays; see the module essay).
+        added: Or the ids of the episodes `tx` appended (with their steps and media), when adding
+            them is all it did: theirs are read and merged in (a tag the version `tx` started
+            from lacked is recomputed).
 
     Rows of other embodiments are kept as they are; an embodiment with no episode left is dropped.
     """
@@ -205,7 +215,10 @@ def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str], *, removed: Se
     if not tags:
         return
     if removed is not None:
-        _subtract(tx, *_removed(tx, removed))
+        _subtract(tx, *_of_episodes(tx, removed, base=True))
+        return
+    if added is not None:
+        _add(tx, *_of_episodes(tx, added, base=False))
         return
     current = _rows(tx)
     summaries = _summaries(tx, tags)
@@ -224,15 +237,18 @@ def refresh_embodiments(tx: LakeTransaction, tags: Iterable[str], *, removed: Se
     _write(tx, current)
 
 
-def _removed(
-    tx: LakeTransaction, ids: Sequence[str]
+def _of_episodes(
+    tx: LakeTransaction, ids: Sequence[str], *, base: bool
 ) -> tuple[list[dict[str, Any]], pa.Table, dict[str, NormStatsAccumulator]]:
     """The rows of episodes `ids` (their summary's columns), their media rows (`episode_id`,
     `encoding`) and, per embodiment, the statistics of their steps, as the version `tx` started
-    from held them."""
-    episodes = tx.dataset("episodes").checkout_version(tx.base.tables["episodes"])
-    steps_ds = tx.dataset("steps").checkout_version(tx.base.tables["steps"])
-    media_ds = tx.dataset("media").checkout_version(tx.base.tables["media"])
+    from held them (`base`) or as `tx` holds them now."""
+
+    def table(name: str) -> Any:
+        ds = tx.dataset(name)
+        return ds.checkout_version(tx.base.tables[name]) if base else ds
+
+    episodes, steps_ds, media_ds = table("episodes"), table("steps"), table("media")
     rows: list[dict[str, Any]] = []
     media: list[pa.Table] = []
     steps: dict[str, NormStatsAccumulator] = {}
@@ -246,6 +262,53 @@ def _removed(
             acc = accumulate_norm_stats(t.filter(pc.equal(t["embodiment"], tag)))
             steps[tag] = steps[tag].merge(acc) if tag in steps else acc
     return rows, pa.concat_tables(media), steps
+
+
+def _add(
+    tx: LakeTransaction,
+    added: Sequence[Mapping[str, Any]],
+    media: pa.Table,
+    steps: Mapping[str, NormStatsAccumulator],
+) -> None:
+    """Merge appended episodes into the statistics and summaries of their embodiments (as an
+    ingest does); a tag new since the version `tx` started from, or whose row cannot merge, is
+    recomputed from what `tx` holds."""
+    new = summarize(added, media)
+    if not new:
+        return
+    before = {
+        r["embodiment"]
+        for r in tx.dataset("embodiments")
+        .checkout_version(tx.base.tables["embodiments"])
+        .to_table(columns=["embodiment"])
+        .to_pylist()
+    }
+    current = _rows(tx)
+    recompute: list[str] = []
+    for tag in sorted(new):
+        row = current.get(tag)
+        try:
+            stored = NormStatsAccumulator.from_json(row["stats_json"]) if row is not None else None
+        except ValueError:
+            stored = None
+        summary = stored_summary(row["stats_json"]) if row is not None else None
+        if tag not in before or stored is None or tag not in steps or summary is None:
+            recompute.append(tag)
+            continue
+        total = combine(summary, new[tag])
+        if total is None or summary["episodes"] != int(row["num_episodes"]):  # type: ignore[index]
+            recompute.append(tag)
+            continue
+        acc = stored.merge(steps[tag])
+        current[tag] = {
+            **row,  # type: ignore[dict-item]
+            "stats_json": _stats_json(acc, total),
+            "num_episodes": total["episodes"],
+            "num_steps": acc.state.count,
+        }
+    _write(tx, current)
+    if recompute:
+        refresh_embodiments(tx, recompute)
 
 
 def _subtract(

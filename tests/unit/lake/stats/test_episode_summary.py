@@ -166,13 +166,15 @@ def _inner_episode(lake: Lake) -> str:
     raise AssertionError("every episode holds an extreme")
 
 
-def test_a_small_delete_subtracts_instead_of_recomputing(uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_small_delete_and_restore_touch_only_their_episodes(uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: object) -> None:
         raise AssertionError("recomputed from every step")
 
     monkeypatch.setattr(embodiments_module, "_recompute", refuse)
     monkeypatch.setattr(embodiments_module, "_summaries", refuse)
-    curate.delete(uri, episodes=[_inner_episode(Lake.open(uri))], reason="one goes")
+    victim = _inner_episode(Lake.open(uri))
+    curate.delete(uri, episodes=[victim], reason="one goes")
+    curate.restore_episodes(uri, [victim], reason="and comes back")  # merged back in, as an ingest would
     monkeypatch.undo()
     _assert_kept_exactly(uri)
 
