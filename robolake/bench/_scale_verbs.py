@@ -153,8 +153,7 @@ def build_ingested_lake_timed(work: str, episodes: int, steps: int) -> tuple[str
     import json
     import shutil
 
-    from robolake.lake import ingest
-    from robolake.lake.intake.ingest import IngestConfig
+    from robolake.lake import IngestConfig, ingest
 
     lake = os.path.join(work, f"lake-{episodes}-{steps}-p{SOURCE_PARTS}-f{EPISODES_PER_FILE}-v{VIDEO_POOL}")
     marker = os.path.join(lake, ".built")
