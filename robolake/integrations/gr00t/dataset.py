@@ -246,7 +246,7 @@ class LakeGr00tDataset(torch.utils.data.Dataset):
             if modality == "video":
                 flat = rows.reshape(-1)
                 e = t.episode_of(flat)
-                frames = self.frames._frames_of(what, list(zip(e.tolist(), (flat - t.starts[e]).tolist(), strict=True)))
+                frames = self.frames.frames_of(what, list(zip(e.tolist(), (flat - t.starts[e]).tolist(), strict=True)))
                 stacked = np.stack(frames).reshape(*rows.shape, *frames[0].shape)
                 for n in range(idx.size):
                     out[n][key] = stacked[n]

@@ -121,7 +121,7 @@ class LakeLeRobotDataset(torch.utils.data.Dataset):
         self._pid = os.getpid()
         shapes = {}
         for key, cam in zip(self.table.camera_keys, self.table.cameras, strict=True):
-            h, w, c = self._frames_of(cam, [(0, 0)])[0].shape
+            h, w, c = self.frames_of(cam, [(0, 0)])[0].shape
             shapes[key] = (h, w, c) if image_size is None else (image_size[0], image_size[1], c)
         self.meta = LakeDatasetMetadata(
             self.table, shapes, self._sample_frames, repo_id=f"robolake/{self.table.spec.tag}"
@@ -186,7 +186,7 @@ class LakeLeRobotDataset(torch.utils.data.Dataset):
         for key, cam in zip(t.camera_keys, t.cameras, strict=True):
             frames = rows[key][0].reshape(-1)
             e = t.episode_of(frames)
-            decoded = self._frames_of(cam, list(zip(e.tolist(), (frames - t.starts[e]).tolist(), strict=True)))
+            decoded = self.frames_of(cam, list(zip(e.tolist(), (frames - t.starts[e]).tolist(), strict=True)))
             pixels[key] = np.stack(decoded).reshape(*rows[key][0].shape, *decoded[0].shape)
         out = []
         for n in range(idx.size):
@@ -243,14 +243,14 @@ class LakeLeRobotDataset(torch.utils.data.Dataset):
             self._pid = os.getpid()
         return self._reader
 
-    def _frames_of(self, camera: str, at: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+    def frames_of(self, camera: str, at: Sequence[tuple[int, int]]) -> list[np.ndarray]:
         """uint8 HWC frames of `camera` at (episode_index, frame_index) pairs."""
         ids = self.table.episode_ids
         keys = [(ids[e], camera, f) for e, f in at]
         return self._frame_reader().read_many(keys, self.image_size, exact=self.exact_frames)
 
     def _sample_frames(self, key: str, at: Sequence[tuple[int, int]]) -> list[np.ndarray]:
-        return self._frames_of(self.table.cameras[self.table.camera_keys.index(key)], at)
+        return self.frames_of(self.table.cameras[self.table.camera_keys.index(key)], at)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
