@@ -26,7 +26,9 @@ A summary is exact when every writer keeps it: a writer that does not know how (
 a benchmark writing rows itself) leaves no summary, and readers then count from the episodes as
 before (once per lake handle, with a log line saying so); the next curation verb on that
 embodiment, or `robolake doctor --update`, stores it again. `SUMMARY_VERSION` changes when what
-is counted changes (the doctor's rules, say): a stored summary of another version is not used.
+is counted changes (the doctor's per-episode rules in `lake.stats.findings`, say): a stored summary
+of another version is not used. A full `robolake check` compares every stored summary with a
+recount, so a writer that forgets to keep it is caught (`doctor --update` repairs it).
 """
 
 from __future__ import annotations

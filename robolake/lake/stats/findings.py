@@ -4,8 +4,10 @@ Ingest measures each episode's quality (`lake.stats.quality`) and keeps it in th
 metadata; the rules here say which of those numbers are a problem and what to do about it. They
 read one episode and nothing else, so their counts per embodiment can be kept as episodes are
 written and removed (`lake.stats.episode_summary`) instead of being recounted over the lake on
-every `robolake info`. The checks that need the whole lake (near duplicates, length outliers,
-out-of-range) stay in `lake.doctor`.
+every `robolake info`; a change to a rule here changes those counts, so it comes with a new
+`lake.stats.episode_summary.SUMMARY_VERSION` (stored counts of the old rules are then recounted).
+The checks that need the whole lake (near duplicates, length outliers, out-of-range) stay in
+`lake.doctor`.
 """
 
 from __future__ import annotations
