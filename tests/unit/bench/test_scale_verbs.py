@@ -59,8 +59,9 @@ def test_verbs_on_two_tiny_lakes_written_by_ingest(tmp_path: Path) -> None:
         assert ("flat" in v) == v["metadata"] and ("episodes_per_s" in v) != v["metadata"]
     assert res["lakes"]["a"]["episodes"] == 6 and res["lakes"]["b"]["episodes"] == 12
     # the verbs leave each lake as it was (select and delete are restored), and the build is reused
+    from robolake.bench._scale_verbs import build_ingested_lake
     from robolake.lake import Lake
 
-    assert all(Lake.open(str(tmp_path / f"lake-{n}-10")).count("episodes") == n for n in (6, 12))
+    assert all(Lake.open(build_ingested_lake(str(tmp_path), n, 10)).count("episodes") == n for n in (6, 12))
     rows = dict(_rows({"layout": "x", "verbs": res["verbs"], "verb_lakes": res}))
     assert any(k.startswith("verb select:") for k in rows)
