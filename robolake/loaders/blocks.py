@@ -267,7 +267,9 @@ class BlockReads:
             parts.append(table.take(pa.array(idx[mine] - b * self.block_rows)))
             where[mine] = np.arange(done, done + len(mine))
             done += len(mine)
-        return pa.concat_tables(parts).take(pa.array(where))
+        out = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        # Sorted indices (what the loaders pass) come out in order already: no second copy.
+        return out if np.array_equal(where, np.arange(len(idx))) else out.take(pa.array(where))
 
     def close(self) -> None:
         """Stop the fetch threads (blocks being read are finished first)."""
