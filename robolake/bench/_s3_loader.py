@@ -41,15 +41,23 @@ shuffle needs `torch_loader.epoch_plan` to take `shuffle_block` (`blocks.epoch_o
 does, its variant is skipped and the JSON says so.
 
 What is left is the open. Per epoch the JSON gives moto's requests (counted from its request
-log) and CPU seconds. At --quick an epoch of either loader is now about 31-39 requests (from
-276 for the shard loader, 114 for the lake stream), nearly all of them the open: the lake's
-and the shards' manifests, version documents, the episodes and embodiments tables that the
-sample index reads. At about 3.5 ms of moto CPU each, answered one after another while the
-loader waits, that is 0.1-0.15 s against a local --quick epoch of 0.25-0.35 s, so on the wall
-clock a --quick epoch cannot reach 0.8x however few requests the reading makes; the reading
-alone (`reading_s3_over_local`: from the first batch asked for to the last, open left out) and
-the CPU clock say what the reads cost, and the full-size lake (400 episodes of 50 steps: 20x
-the samples, the same open) says what an epoch costs once the open is spread over it.
+log) and CPU seconds. At --quick an epoch of either loader is now 31-39 requests (from 276 for
+the shard loader, 114 for the lake stream), nearly all of them the open: the lake's and the
+shards' manifests, version documents, the episodes and embodiments tables the sample index
+reads. At about 3.4 ms of moto CPU each, answered one after another while the loader waits,
+that is 0.1-0.15 s against a local --quick epoch of 0.25-0.35 s, so a --quick epoch cannot
+reach 0.8x on the wall clock however few requests its reading makes: measured (3 pairs, load
+average 40-100 from other jobs) 0.58x for the shards and 0.47x for the lake stream on the wall,
+0.86x and 0.63x on the loader's CPU; the reading alone (`reading_s3_over_local`: from the first
+batch asked for to the last, the open left out) 0.78x and 0.84x wall, 0.91x and 0.90x CPU. The
+full-size lake (400 episodes of 50 steps, 19,983 samples, 26 MB copied: the same open, 20x the
+reading) spreads it: shards 0.92x wall (0.80-1.21) and 0.95x CPU (0.93-1.02), 416 requests an
+epoch against 11,139 row by row (0.13x wall, 0.56x CPU); lake stream 1.07x wall (0.82-1.32) and
+1.07x CPU (0.94-1.16), 40 requests against 4,263 row by row (0.19x wall, 0.57x CPU). Under a
+block shuffle with a budget at the table's size (blocks of a sixteenth of it, 75 KB here; a
+window of a quarter of the epoch) the lake stream made 796 requests, 0.55x wall and 0.85x CPU:
+small blocks fetched while the stream's threads wait. Wall ratios on this shared machine move
+with the load: a side whose work sits in fewer threads gets a smaller share of the cores.
 """
 
 from __future__ import annotations
