@@ -221,7 +221,7 @@ def lerobot_dataset_check() -> dict[str, Any]:
     return {
         "measured": False,
         "reason": "LeRobot pins its own torch and needs Python >= 3.12; `robolake bench peers` measures its "
-        "LeRobotDataset in an environment of its own, on the same data (robolake/bench/peers.py)",
+        "LeRobotDataset in an environment of its own, on the same data (robolake/bench/peers/)",
     }
 
 
