@@ -49,9 +49,10 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from robolake.distributed import DataParallelRank
 from robolake.fork_server import PRELOAD, start_fork_server
 from robolake.lake import Lake
+from robolake.loaders.blocks import epoch_order, order_identity
 from robolake.loaders.collate import collate_rows
 from robolake.loaders.config import LoaderConfig, batch_layout
-from robolake.loaders.order import EpochPlan, canonical_order, plan_epoch
+from robolake.loaders.order import EpochPlan, plan_epoch
 from robolake.loaders.resume import ResumableSource
 from robolake.loaders.shards import PackedShards, check_not_stale, open_shards
 from robolake.loaders.wire import WireBatch, from_wire, to_wire
@@ -80,7 +81,13 @@ def epoch_plan(
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
     strata = strata if config.shuffle else None
-    order = canonical_order(num_rows, seed=[config.seed, epoch] if config.shuffle else None, strata=strata)
+    order = epoch_order(  # canonical_order, or the block shuffle of config.shuffle_block (`blocks.py`)
+        num_rows,
+        seed=[config.seed, epoch] if config.shuffle else None,
+        strata=strata,
+        shuffle_block=config.shuffle_block,
+        shuffle_window=config.shuffle_window,
+    )
     return plan_epoch(
         order,
         start=start,
@@ -324,6 +331,10 @@ class PackedLoader(ResumableSource):
             else open_shards(shards, lake=lake, storage_options=storage_options)
         )
         check_not_stale(self.shards, self.config.allow_stale)
+        # Reads follow the config: its block-read budget, and the blocks of a block shuffle.
+        self.shards = self.shards.with_reads(
+            read_cache_bytes=self.config.read_cache_bytes, block_rows=self.config.shuffle_block
+        )
         self.rank, self.world_size = where.rank, where.world_size
         self.dataset = PackedShardDataset(self.shards, self.config, rank=self.rank, world_size=self.world_size)
         self.epoch = 0
@@ -394,4 +405,5 @@ class PackedLoader(ResumableSource):
             yield from_wire(batch)
 
     def _identity(self) -> tuple[str, str, int, str]:
-        return "torch", self.shards.root, self.shards.version, LoaderState.digest(self.shards.manifest.spec)
+        spec = order_identity(self.shards.manifest.spec, self.config.shuffle_block, self.config.shuffle_window)
+        return "torch", self.shards.root, self.shards.version, LoaderState.digest(spec)

@@ -128,6 +128,27 @@ def test_lake_stream_block_shuffle_reads_every_sample_once_and_resumes_elsewhere
         uniform.load_state_dict(state)  # another order of the epoch: refused
 
 
+def test_shard_loader_block_shuffle_reads_every_sample_once_and_resumes_elsewhere(packed_data):
+    from robolake.loaders import PackedLoader
+
+    cfg = LoaderConfig(sequences_per_batch=1, image_size=8, num_workers=0, shuffle_block=2, shuffle_window=2)
+    uniform_cfg = LoaderConfig(sequences_per_batch=1, image_size=8, num_workers=0)
+    whole = [k for b in PackedLoader(str(packed_data.packed), cfg) for k in b.sample_keys]
+    assert len(whole) == len(set(whole)) == packed_data.num_samples
+    first = PackedLoader(str(packed_data.packed), cfg)
+    assert first.shards.block_reads() is not None and first.shards.block_reads().block_rows == 2
+    it = iter(first)
+    head = [k for _ in range(2) for k in next(it).sample_keys]
+    state = json.loads(json.dumps(first.state_dict()))
+    two = [PackedLoader(str(packed_data.packed), cfg, rank=r, world_size=2) for r in range(2)]
+    for s in two:
+        s.load_state_dict(state)
+    rest = [k for s in two for b in s for k in b.sample_keys]
+    assert sorted(head + rest) == sorted(whole)
+    with pytest.raises(ValueError, match="spec=.* but this loader has"):
+        PackedLoader(str(packed_data.packed), uniform_cfg).load_state_dict(state)  # another order: refused
+
+
 def test_epoch_order_is_the_canonical_order_unless_a_block_shuffle_is_asked_for():
     from robolake.loaders.blocks import epoch_order, order_identity
     from robolake.loaders.order import canonical_order
