@@ -22,8 +22,8 @@ while the environments step and wait. A batch normally closes when every worker'
 the round deadline (500 ms) is a safety net for a worker that died, and `drain` ends the wait
 when a run stops. Waiting for every round is what keeps the workers in phase: with a deadline
 of 50 ms, under load, one worker's round often came later than that, the two then alternated
-with half batches, and batches averaged 4.6. `act_batch` serves a whole list at once with no deadline: the synchronous mode's
-lockstep call, on the same sampler code.
+with half batches, and batches averaged 4.6. `act_batch` serves a whole list at once with no
+deadline: the synchronous mode's lockstep call, on the same sampler code.
 """
 
 from __future__ import annotations
