@@ -46,6 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--staleness-mode", default="drop", choices=["drop", "correct"], help="what to do with stale chunks")
     s.add_argument("--max-batch", type=int, default=16, help="generation batch closes when this full")
     s.add_argument("--deadline-ms", type=float, default=5.0, help="...or this long after its first observation")
+    s.add_argument(
+        "--round-deadline-ms",
+        type=float,
+        default=500.0,
+        help="a batch that starts with a worker's round waits for every worker's round (one forward as large as "
+        "sync's), at most this long; 0 serves each round alone (default: 500)",
+    )
     s.add_argument("--latency", default="none", choices=["none", "lognormal", "pareto"], help="injected per-step delay")
     s.add_argument("--latency-scale-ms", type=float, default=2.0, help="delay scale (lognormal median, pareto minimum)")
     s.add_argument("--latency-shape", type=float, default=1.0, help="lognormal sigma or pareto tail index")
@@ -83,6 +90,7 @@ def config_from_args(args: argparse.Namespace, tasks: tuple[str, ...]) -> RLConf
         generation=GenerationConfig(
             max_batch=args.max_batch,
             deadline_s=args.deadline_ms / 1000,
+            round_deadline_s=args.round_deadline_ms / 1000,
             resources=Resources(num_cpus=args.generation_cpus, num_gpus=args.generation_gpus),
         ),
         learner=LearnerConfig(

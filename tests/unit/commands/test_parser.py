@@ -150,6 +150,7 @@ EXPECTED = {
             "--staleness-mode",
             "--max-batch",
             "--deadline-ms",
+            "--round-deadline-ms",
             "--latency",
             "--latency-scale-ms",
             "--latency-shape",

@@ -47,6 +47,10 @@ def test_defaults_are_the_configs_defaults():
     add_pipeline_arguments(p)
     c = pipeline_config(p.parse_args([]), ("reach",))
     assert c.sampler == SamplerConfig() and c.learner == LearnerConfig()
+    from robolake.rl.config import GenerationConfig
+
+    rl = config_from_args(build_parser().parse_args(["rl", "--out", "x"]), ("reach",))
+    assert rl.generation.round_deadline_s == GenerationConfig().round_deadline_s
 
 
 def test_rl_command_line_reaches_every_config_field(tmp_path):
@@ -77,6 +81,8 @@ def test_rl_command_line_reaches_every_config_field(tmp_path):
             "8",
             "--deadline-ms",
             "7",
+            "--round-deadline-ms",
+            "250",
             "--generation-gpus",
             "1",
             "--worker-cpus",
@@ -115,5 +121,6 @@ def test_rl_command_line_reaches_every_config_field(tmp_path):
     )
     assert c.learner.resources.num_cpus == 0.75 and c.sampler.sigma == 0.1
     assert (c.generation.max_batch, c.generation.deadline_s, c.generation.resources.num_gpus) == (8, 0.007, 1.0)
+    assert c.generation.round_deadline_s == 0.25
     assert c.worker_resources.num_cpus == 0.5
     assert (c.latency.kind, c.latency.scale_s, c.latency.shape) == ("pareto", 0.003, 2.0)
