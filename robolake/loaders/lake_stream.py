@@ -109,6 +109,12 @@ class _BlockTables(_Tables):
             reads = self.reads[key]
         return ds if reads is None else reads  # type: ignore[return-value]  # a dataset's take, served by blocks
 
+    def __getstate__(self) -> dict[str, object]:
+        return {"max_bytes": self.max_bytes, "block_local": self.block_local}  # handles are per process
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(**state)  # type: ignore[misc, arg-type]
+
 
 class LakeStream(ResumableSource):
     """PackedBatches packed on the fly from a lake, for one data-parallel rank.
@@ -165,7 +171,7 @@ class LakeStream(ResumableSource):
                     tables.share(
                         self.lake.table_uri(name), self.lake.version_info.tables[name], self.lake.dataset(name)
                     )
-            object.__setattr__(self.materializer, "_tables", tables)
+            self.materializer.read_tables_through(tables)
         specs = self.lake.embodiments()
         tags = [t for t in self.index.embodiments if t in specs]
         self.collate = CollateConfig(

@@ -197,6 +197,11 @@ class SequenceMaterializer:
     rendered_offset: np.ndarray | None = None
     _tables: _Tables = field(default_factory=_Tables, init=False, repr=False, compare=False)
 
+    def read_tables_through(self, tables: _Tables) -> None:
+        """Open this materializer's lake tables through `tables` (a loader's cache that serves a
+        table's `take` from whole blocks, `loaders/blocks.py`) instead of its own."""
+        object.__setattr__(self, "_tables", tables)
+
     def _open(self, uri: str | None, version: int | None) -> lance.LanceDataset | None:
         if uri is None:
             return None

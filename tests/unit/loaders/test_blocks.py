@@ -162,3 +162,12 @@ def test_epoch_order_is_the_canonical_order_unless_a_block_shuffle_is_asked_for(
         epoch_order(30, seed=[0, 1], strata=np.zeros(30, dtype=np.int64), shuffle_block=5, shuffle_window=2)
     assert order_identity({"a": 1}, 0, 16) == {"a": 1}  # uniform states of before stay valid
     assert order_identity({"a": 1}, 5, 2) == {"a": 1, "shuffle_block": [5, 2]}
+
+
+def test_the_lake_streams_block_tables_pickle_with_their_settings_and_no_handles():
+    import pickle
+
+    from robolake.loaders.lake_stream import _BlockTables
+
+    copy = pickle.loads(pickle.dumps(_BlockTables(123, block_local=True)))
+    assert (copy.max_bytes, copy.block_local, copy.reads) == (123, True, {})
