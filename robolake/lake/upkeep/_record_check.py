@@ -25,7 +25,7 @@ by the full check (finding them means reading every row).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,23 +63,26 @@ class RecordIssues:
             self.issues.append(f"{where}: {what}")
 
 
-def sample_episodes(episodes: lance.LanceDataset, k: int | None = None) -> tuple[list[str], int]:
-    """(`k` (default `QUICK_EPISODES`) episode ids spread evenly over the table's order, first and
-    last included; the number of episodes). Reads only the `episode_id` column."""
+def sample_episodes(episodes: lance.LanceDataset, k: int | None = None) -> tuple[dict[str, dict[str, Any] | None], int]:
+    """(`expected_streams` of `k` (default `QUICK_EPISODES`) episodes spread evenly over the table's
+    order, first and last included; the number of episodes). Read by position (one take of their
+    ids and metadata), so the sample costs k rows at any size of lake."""
     k = QUICK_EPISODES if k is None else k
-    ids = episodes.to_table(columns=["episode_id"]).column("episode_id").to_pylist()
-    if len(ids) <= k:
-        return ids, len(ids)
-    picks = sorted({round(i * (len(ids) - 1) / max(k - 1, 1)) for i in range(k)})
-    return [ids[i] for i in picks], len(ids)
+    n = episodes.count_rows()
+    if n <= k:
+        return expected_streams(episodes), n
+    picks = sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(k)})
+    return _streams_of(episodes.take(picks, columns=["episode_id", "metadata"]).to_batches()), n
 
 
-def expected_streams(episodes: lance.LanceDataset, only: list[str] | None = None) -> dict[str, dict[str, Any] | None]:
-    """episode id -> its metadata's `record.streams` (None for an episode ingested without a record);
-    of the episodes `only` names when given (their metadata alone is read)."""
+def expected_streams(episodes: lance.LanceDataset) -> dict[str, dict[str, Any] | None]:
+    """episode id -> its metadata's `record.streams` (None for an episode ingested without a record)."""
+    return _streams_of(episodes.to_batches(columns=["episode_id", "metadata"]))
+
+
+def _streams_of(batches: Iterable[pa.RecordBatch]) -> dict[str, dict[str, Any] | None]:
     out: dict[str, dict[str, Any] | None] = {}
-    flt = None if only is None else sql_in("episode_id", only)
-    for batch in episodes.to_batches(columns=["episode_id", "metadata"], filter=flt):
+    for batch in batches:
         for eid, raw in zip(batch.column("episode_id").to_pylist(), batch.column("metadata").to_pylist(), strict=True):
             try:
                 meta = json.loads(raw) if raw else {}
@@ -155,6 +158,15 @@ def _episodes(
     ds: lance.LanceDataset, columns: list[str], batch_rows: int, flt: str | None = None
 ) -> Iterator[tuple[str, list[pa.RecordBatch]]]:
     """Each episode's rows of `ds` (those the SQL filter `flt` keeps), one episode at a time."""
+    if flt is not None:
+        # A sample's rows are few: one read, grouped in memory (a stable sort keeps each episode's
+        # rows in table order), rather than a scan for scattered episodes and another for the rows.
+        t = ds.to_table(columns=columns, filter=flt)
+        t = t.take(pc.sort_indices(t["episode_id"])).combine_chunks()
+        for batch in t.to_batches():
+            for eid, a, b in _runs(batch.column("episode_id")):
+                yield eid, [batch.slice(a, b - a)]
+        return
     apart = _scattered(ds, flt)
     current: str | None = None
     held: list[pa.RecordBatch] = []

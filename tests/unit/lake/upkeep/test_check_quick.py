@@ -59,3 +59,25 @@ def test_a_missing_frame_is_named_by_both_checks(trimmed: tuple[str, str, str], 
         assert any(
             "1 episodes have the wrong number of media rows" in p and f"first: {victim} has" in p for p in problems
         ), (quick, problems)
+
+
+def test_quick_counts_per_episode_only_when_the_totals_disagree(tmp_path: Path):
+    """An untrimmed lake's totals agree and --quick stops there (reading no key column); a steps row
+    gone makes the totals disagree, and the episode is named as the full check names it."""
+    generate_synthetic(
+        tmp_path / "src",
+        SyntheticConfig.tiny(embodiments=("single_arm_7dof",), seed=3, min_length=10, max_length=12, image_size=16),
+    )
+    uri = str(tmp_path / "lake")
+    ingest(str(tmp_path / "src"), uri)
+    assert check_lake(uri, quick=True).ok
+    victim = sorted(Lake.open(uri).episode_ids())[1]
+    lake = Lake.open(uri)
+    lance.dataset(lake.table_uri("steps")).delete(f"episode_id = '{victim}' AND step_index = 4")
+    tables = {**lake.version_info.tables, "steps": lance.dataset(lake.table_uri("steps")).version}
+    write_version(uri, LakeVersion(version=lake.version + 1, tables=tables, operation="bad", created_at=0.0))
+    for quick in (False, True):
+        problems = [str(p) for p in check_lake(uri, quick=quick).problems]
+        assert any(
+            "1 episodes have the wrong number of steps rows" in p and f"first: {victim} has" in p for p in problems
+        ), (quick, problems)
