@@ -73,10 +73,19 @@ from robolake.lake._where_record import (
     stream_column,
 )
 from robolake.lake.lake import Lake
+from robolake.lake.query import sql_quote
 from robolake.lake.sources.record import EVENT_KINDS
 from robolake.lake.stats.quality import QUALITY_ALIASES, QUALITY_NAMES
 
-__all__ = ["WhereError", "episode_columns", "parse_where", "select_episode_ids", "source_path_of", "Where"]
+__all__ = [
+    "Where",
+    "WhereError",
+    "episode_columns",
+    "parse_where",
+    "pushed_down",
+    "select_episode_ids",
+    "source_path_of",
+]
 
 _EPISODE_COLUMNS = (
     "episode_id",
@@ -479,7 +488,7 @@ class _Episodes:
         # Only the columns the expression names: the metadata column (kilobytes of JSON an episode)
         # is most of the table, and reading it for `source_episode_index < 10` made select, delete
         # and tag follow the lake's size (issue 37).
-        self.table = lake.episodes(columns=episode_columns(where))
+        self.table = lake.episodes(where=pushed_down(where), columns=episode_columns(where))
         self.n = self.table.num_rows
         self._cache: dict[str, np.ndarray] = {}
         self._meta: list[dict[str, Any]] | None = None
@@ -951,6 +960,50 @@ _PY_OPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Gt: lambda a, b: a > b,
     ast.GtE: lambda a, b: a >= b,
 }
+
+
+# Conjuncts Lance can apply while it reads the episodes table, with the same truth as `_Eval`'s:
+# a comparison of an int64 column with an integer (a null is false in both; `!=` is left out, as
+# numpy's NaN != n is true where SQL's NULL != n is not), and (in)equality of a string column
+# with a string (None is false either way).
+_PUSHED_INT = frozenset({"source_episode_index", "num_steps", "ingested_at"})
+_PUSHED_STR = frozenset({"episode_id", "source_uri", "source_format", "embodiment", "task", "content_hash"})
+_SQL_OPS: dict[type, str] = {ast.Eq: "=", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_MIRROR: dict[type, type] = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+
+
+def pushed_down(where: Where) -> str | None:
+    """The SQL of the top-level conjuncts of `where` that Lance applies while reading the episodes
+    (see `_PUSHED_INT`), or None. The expression is still evaluated whole on what Lance keeps; the
+    push-down only spares reading the rows it would drop, so that `tag`'s `source_episode_index <
+    100` costs 100 rows, not a column of every episode (issue 37). None for an expression naming
+    the record's streams (their names are checked against every episode's record)."""
+    if where.streams or where.event_streams:
+        return None
+    parts = [sql for node in _conjuncts(where.tree) if (sql := _pushed(node)) is not None]
+    return " AND ".join(parts) if parts else None
+
+
+def _conjuncts(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return [c for v in node.values for c in _conjuncts(v)]
+    return [node]
+
+
+def _pushed(node: ast.expr) -> str | None:
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+        return None
+    left, op, right = node.left, type(node.ops[0]), node.comparators[0]
+    if isinstance(left, ast.Constant) and isinstance(right, ast.Name):
+        left, right, op = right, left, _MIRROR.get(op, op)
+    if not (isinstance(left, ast.Name) and isinstance(right, ast.Constant) and op in _SQL_OPS):
+        return None
+    value = right.value
+    if left.id in _PUSHED_INT and isinstance(value, int) and not isinstance(value, bool) and op is not ast.NotEq:
+        return f"{left.id} {_SQL_OPS[op]} {value}"
+    if left.id in _PUSHED_STR and isinstance(value, str) and op in (ast.Eq, ast.NotEq):
+        return f"{left.id} {_SQL_OPS[op]} {sql_quote(value)}"
+    return None
 
 
 def select_episode_ids(lake: Lake, where: str | Where) -> list[str]:
