@@ -6,6 +6,14 @@ each embodiment's normalisation statistics moved (the largest change of any stat
 dimension's mean and std, in units of the old std, so a policy trained on one side can be judged
 against the other), quarantine rows added, and the operations (with who and why) that lie
 between them. Reads episode ids and the small embodiments table only: metadata-sized.
+
+What it reads of the episodes follows what changed, not the lake (`_differing_rows`): a Lance
+fragment's data files never change once written, so a row at the same address of a fragment
+with the same data files is the same stored row in both versions and can be neither added,
+removed nor changed. Only the fragments one side lacks are read, and of the fragments both hold,
+the rows one side's deletion file drops (their addresses, then those rows alone). On 100k
+episodes a 10-episode `select` read 200k rows of ids before (6.8x the time of the same diff at
+1k, issue 37); now it reads the 10.
 """
 
 from __future__ import annotations
@@ -83,7 +91,7 @@ def diff(a: Lake, b: Lake) -> LakeDiff:
     """What changed from `a` to `b` (two handles on the same lake, at versions or tags)."""
     if a.uri != b.uri:
         raise ValueError(f"diff compares two versions of one lake, not {a.uri} and {b.uri}")
-    ta, tb = (x.episodes(columns=["episode_id", "num_steps"]) for x in (a, b))
+    ta, tb = _differing_rows(a, b)
     # Counts come from the episodes themselves when a side is a tag's subset.
     emb: dict[str, dict[str, Any]] = {}
     sa, sb = _stats(a), _stats(b)
@@ -119,6 +127,66 @@ def diff(a: Lake, b: Lake) -> LakeDiff:
             )
         },
     )
+
+
+_COLUMNS = ["episode_id", "num_steps"]
+# Rows named by address in one filter (`_rowaddr IN (...)`); a fragment with more differing rows
+# than this is read whole and matched in Arrow.
+_BY_ADDRESS = 1024
+
+
+def _differing_rows(a: Lake, b: Lake) -> tuple[pa.Table, pa.Table]:
+    """(episode_id, num_steps) of the rows of `a` that `b` does not hold as the same stored row, and
+    of those of `b` that `a` does not (see the module essay). A side opened at a tag's subset is
+    read whole (its scope is a filter, not a stored difference)."""
+    if a.scope is not None or b.scope is not None:
+        return a.episodes(columns=_COLUMNS), b.episodes(columns=_COLUMNS)
+    da, db = a.dataset("episodes"), b.dataset("episodes")
+    if da.version == db.version:
+        empty = da.schema.empty_table().select(_COLUMNS)
+        return empty, empty
+    fa, fb = ({f.fragment_id: f for f in d.get_fragments()} for d in (da, db))
+
+    def files(f: Any) -> tuple[str, ...]:
+        return tuple(df.path for df in f.data_files())
+
+    shared = sorted(i for i in fa if i in fb and files(fa[i]) == files(fb[i]))
+    out_a = [_read(da, [fa[i] for i in sorted(set(fa) - set(shared))])]
+    out_b = [_read(db, [fb[i] for i in sorted(set(fb) - set(shared))])]
+    for i in shared:
+        if _deletions(fa[i]) == _deletions(fb[i]):
+            continue  # the same rows, live or deleted, on both sides
+        live_a, live_b = _addresses(da, fa[i]), _addresses(db, fb[i])
+        out_a.append(_rows_at(da, fa[i], np.setdiff1d(live_a, live_b, assume_unique=True)))
+        out_b.append(_rows_at(db, fb[i], np.setdiff1d(live_b, live_a, assume_unique=True)))
+    return pa.concat_tables(out_a), pa.concat_tables(out_b)
+
+
+def _deletions(fragment: Any) -> tuple[Any, ...] | None:
+    d = fragment.metadata.deletion_file
+    return None if d is None else (d.file_type, d.id, d.read_version, d.num_deleted_rows)
+
+
+def _read(ds: Any, fragments: list[Any]) -> pa.Table:
+    if not fragments:
+        return ds.schema.empty_table().select(_COLUMNS)
+    return ds.scanner(columns=_COLUMNS, fragments=fragments).to_table()
+
+
+def _addresses(ds: Any, fragment: Any) -> np.ndarray:
+    """The live row addresses of `fragment` (its deletion file applied; no column read)."""
+    t = ds.scanner(columns=[], fragments=[fragment], with_row_address=True).to_table()
+    return np.asarray(t["_rowaddr"].to_numpy(), dtype=np.uint64)
+
+
+def _rows_at(ds: Any, fragment: Any, addresses: np.ndarray) -> pa.Table:
+    if not len(addresses):
+        return ds.schema.empty_table().select(_COLUMNS)
+    if len(addresses) <= _BY_ADDRESS:
+        flt = f"_rowaddr IN ({', '.join(str(int(x)) for x in addresses)})"
+        return ds.scanner(columns=_COLUMNS, fragments=[fragment], filter=flt).to_table()
+    t = ds.scanner(columns=_COLUMNS, fragments=[fragment], with_row_address=True).to_table()
+    return t.filter(pc.is_in(t["_rowaddr"], value_set=pa.array(addresses, pa.uint64()))).select(_COLUMNS)
 
 
 def _only_in(x: pa.Table, y: pa.Table) -> tuple[str, ...]:
