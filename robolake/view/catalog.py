@@ -181,7 +181,7 @@ class LakeCatalog:
                     # Counts only: a 100,000-episode ingest is one number and one link to the
                     # episodes page filtered by `ingest_version`, never its ids inline.
                     if previous is None:
-                        added, removed = len(self.ids_at(v)), 0
+                        added, removed = self.at(v.version).dataset("episodes").count_rows(), 0
                     else:
                         d = diff(self.at(previous.version), self.at(v.version))
                         added, removed = len(d.added), len(d.removed)
@@ -232,6 +232,8 @@ class LakeCatalog:
                 continue
             held = pc.is_in(episode_ids, value_set=added).to_numpy(zero_copy_only=False)
             first = np.where((first == 0) & held, v.version, first)
+            if first.all():
+                break  # every id has its version: a later one (a compaction's rewrite) changes none
         return first
 
     def _added_rows(self, version: LakeVersion, seen: set[tuple[int, str]]) -> pa.Array | None:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import lance
 import numpy as np
+import pyarrow as pa
 
-__all__ = ["row_offsets"]
+__all__ = ["row_offsets", "take_rows"]
 
 
 _CACHE: dict[tuple[str, int, str], np.ndarray] = {}
@@ -36,28 +37,58 @@ def _present(frag: lance.LanceFragment, uri: str, deletion: str) -> np.ndarray:
     return _CACHE[key]
 
 
+def _local(frag: lance.LanceFragment, uri: str, pos: np.ndarray) -> np.ndarray:
+    """Offsets within `frag` (deleted rows not counted) of rows at file positions `pos`."""
+    deletion = frag.metadata.deletion_file
+    if deletion is None:
+        return pos
+    present = _present(frag, uri, str(deletion))
+    rank = np.searchsorted(present, pos)
+    if np.any(rank >= len(present)) or np.any(present[np.minimum(rank, len(present) - 1)] != pos):
+        raise KeyError(f"{uri}: a row address names a deleted row of fragment {frag.fragment_id}")
+    return rank
+
+
+def _split(row_addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    addr = np.asarray(row_addresses, dtype=np.uint64)
+    return (addr >> np.uint64(32)).astype(np.int64), (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
 def row_offsets(ds: lance.LanceDataset, row_addresses: np.ndarray) -> np.ndarray:
     """Offsets (for `ds.take`) of rows named by their addresses (`with_row_id=True` scans)."""
-    addr = np.asarray(row_addresses, dtype=np.uint64)
-    frag_of = (addr >> np.uint64(32)).astype(np.int64)
-    pos = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    out = np.empty(len(addr), dtype=np.int64)
+    frag_of, pos = _split(row_addresses)
+    out = np.empty(len(pos), dtype=np.int64)
     total = 0
-    seen = np.zeros(len(addr), dtype=bool)
+    seen = np.zeros(len(pos), dtype=bool)
     for f in ds.get_fragments():
         mine = frag_of == f.fragment_id
-        deletion = f.metadata.deletion_file
         if mine.any():
-            if deletion is None:
-                out[mine] = total + pos[mine]
-            else:
-                present = _present(f, ds.uri, str(deletion))
-                rank = np.searchsorted(present, pos[mine])
-                if np.any(rank >= len(present)) or np.any(present[np.minimum(rank, len(present) - 1)] != pos[mine]):
-                    raise KeyError(f"{ds.uri}: a row address names a deleted row of fragment {f.fragment_id}")
-                out[mine] = total + rank
+            out[mine] = total + _local(f, ds.uri, pos[mine])
             seen |= mine
         total += f.count_rows()
     if not seen.all():
         raise KeyError(f"{ds.uri}: row addresses name fragments this version does not hold")
     return out
+
+
+def take_rows(ds: lance.LanceDataset, row_addresses: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+    """The rows of `ds` at these addresses, in the order given: one `LanceFragment.take` per
+    fragment. `LanceDataset.take` of 50 scattered offsets cost 19 ms on a 100k-row fragment with a
+    deletion file (0.4 ms on 1k rows); a fragment's own take of the same rows costs 1 ms."""
+    frag_of, pos = _split(row_addresses)
+    frags = {f.fragment_id: f for f in ds.get_fragments()} if len(pos) else {}
+    parts, where = [], []
+    for fid in np.unique(frag_of):
+        f = frags.get(int(fid))
+        if f is None:
+            raise KeyError(f"{ds.uri}: row addresses name fragment {int(fid)}, which this version does not hold")
+        mine = np.flatnonzero(frag_of == fid)
+        local = _local(f, ds.uri, pos[mine])
+        by = np.argsort(local, kind="stable")
+        parts.append(f.take(local[by].tolist(), columns=columns))
+        where.append(mine[by])
+    if not parts:
+        schema = ds.schema if columns is None else pa.schema([ds.schema.field(c) for c in columns])
+        return schema.empty_table()
+    t = pa.concat_tables(parts)
+    return t.take(pa.array(np.argsort(np.concatenate(where), kind="stable")))
