@@ -42,7 +42,7 @@ import numpy as np
 from robolake.lake.doctor_update import update_quality
 from robolake.lake.lake import Lake
 from robolake.lake.query import sql_quote
-from robolake.lake.stats.duplicates import ACTION_TOLERANCE, action_pairs, frame_pairs
+from robolake.lake.stats.duplicates import ACTION_TOLERANCE, action_pairs, actions_match, frame_pairs, frames_match
 from robolake.lake.stats.episode_summary import quality_counts_of
 from robolake.lake.stats.findings import CHECKS, Finding, episode_findings
 from robolake.lake.stats.findings import finding as _finding
@@ -343,11 +343,24 @@ def _near_duplicates(group: list[dict[str, Any]]) -> list[Finding]:
     ]
     spans = [x for x in spans if x.shape == (dims,)]
     scale = np.median(np.stack(spans), axis=0) if spans and dims else np.zeros(0)
+    fps = [_fingerprints(e) for e in group]
     how: dict[tuple[int, int], dict[str, Any]] = defaultdict(dict)
     for a, b in action_pairs(sigs, scale, lengths):
         how[(a, b)]["actions"] = True
-    for a, b, cam in frame_pairs([_fingerprints(e) for e in group], lengths):
+    for a, b, cam in frame_pairs(fps, lengths):
         how[(a, b)]["frames"] = cam
+
+    def matched(a: int, b: int) -> dict[str, Any]:
+        """What two episodes share, tested directly: the pairs above connect each group but leave
+        out those among copies of one episode (`lake.stats.duplicates`)."""
+        why: dict[str, Any] = {}
+        if actions_match(sigs[a], sigs[b], scale, int(lengths[a]), int(lengths[b])):
+            why["actions"] = True
+        cam = frames_match(fps[a], fps[b], int(lengths[a]), int(lengths[b]))
+        if cam is not None:
+            why["frames"] = cam
+        return why
+
     if not how:
         return []
     parent = list(range(len(group)))
@@ -373,8 +386,8 @@ def _near_duplicates(group: list[dict[str, Any]]) -> list[Finding]:
         rep = root(i)
         if rep == i:
             continue
-        direct = how.get((min(i, rep), max(i, rep)))  # name the episode it repeats where it matched it directly
-        other, why = (rep, direct) if direct is not None else partner[i]
+        direct = matched(i, rep)  # name the episode it repeats where it matched it directly
+        other, why = (rep, direct) if direct else (partner[i][0], matched(i, partner[i][0]) or partner[i][1])
         what = " and ".join(
             w
             for w in (

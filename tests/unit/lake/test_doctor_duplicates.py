@@ -57,3 +57,50 @@ def test_a_still_camera_makes_no_duplicates() -> None:
     still = np.full((3, 64), 90, np.uint8)
     eps = [_episode(i, 100, rng.uniform(-1, 1, (8, 2)), still) for i in range(4)]
     assert _near_duplicates(eps) == []
+
+
+def _components(n: int, pairs) -> list[frozenset[int]]:
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for p in pairs:
+        a, b = p[0], p[1]
+        parent[root(a)] = root(b)
+    groups: dict[int, set[int]] = {}
+    for i in range(n):
+        groups.setdefault(root(i), set()).add(i)
+    return sorted((frozenset(g) for g in groups.values() if len(g) > 1), key=min)
+
+
+def test_copies_of_one_episode_are_searched_once() -> None:
+    """Issue 37: 1,250 copies of a take made 780k pairs and `doctor` on the 100k benchmark lake took
+    327 s (0.2 s on 1k). Copies are now paired with their first copy only, and the groups are
+    those of every pair: here against a brute-force scan of all pairs."""
+    from robolake.lake.stats.duplicates import action_pairs, actions_match, frame_pairs, frames_match
+
+    rng = np.random.default_rng(2)
+    takes = [rng.uniform(-1, 1, (8, 2)) for _ in range(5)]
+    lumas = [rng.integers(0, 255, (3, 64), dtype=np.uint8) for _ in range(5)]
+    n = 400
+    which = rng.integers(0, 5, n)
+    lengths = np.where(which == 4, rng.integers(90, 110, n), 100)  # take 4: copies at varied lengths
+    sigs = [takes[w] + (1e-4 if i % 7 == 0 else 0.0) for i, w in enumerate(which)]
+    fps = [{"front": (np.array([0, 50, 99]), lumas[w])} for w in which]
+    scale = np.full(2, 2.0)
+    pairs = action_pairs(sigs, scale, lengths)
+    assert len(pairs) < 2 * n  # not the ~16k pairs among copies
+    brute = [
+        (a, b)
+        for a in range(n)
+        for b in range(a + 1, n)
+        if actions_match(sigs[a], sigs[b], scale, lengths[a], lengths[b])
+    ]
+    assert len(brute) > 10_000 and _components(n, pairs) == _components(n, brute)
+    assert all(actions_match(sigs[a], sigs[b], scale, lengths[a], lengths[b]) for a, b in pairs)
+    fpairs = frame_pairs(fps, lengths)
+    fbrute = [(a, b) for a in range(n) for b in range(a + 1, n) if frames_match(fps[a], fps[b], lengths[a], lengths[b])]
+    assert len(fpairs) < 2 * n and _components(n, fpairs) == _components(n, fbrute)
