@@ -44,6 +44,8 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from robolake.lake import take_offsets
+
 __all__ = [
     "BLOCK_BYTES",
     "READ_CACHE_BYTES",
@@ -184,7 +186,7 @@ class BlockReads:
 
     def _fetch(self, b: int, columns: list[str]) -> pa.Table:
         lo, hi = b * self.block_rows, min((b + 1) * self.block_rows, self.num_rows)
-        table = self._ds.take(list(range(lo, hi)), columns=columns)
+        table = take_offsets(self._ds, np.arange(lo, hi), columns)
         with self._lock:
             self.fetches += 1
             self._bytes[b] = table.nbytes

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from robolake.lake import Lake, list_versions, read_version
+from robolake.lake import Lake, list_versions, read_version, take_offsets
 from robolake.loaders.blocks import READ_CACHE_BYTES, BlockReads, block_reads_for
 from robolake.packers.manifest import SHARDS_NAME, LineageError, PackManifest, read_manifest
 from robolake.schemas.packed import HISTORY_COLUMNS, packed_schema
@@ -119,7 +119,7 @@ class PackedShards:
         uniq, inverse = np.unique(idx, return_inverse=True)
         reads = self.block_reads()
         try:
-            table = (reads or self.dataset()).take(uniq.tolist(), columns=columns)
+            table = reads.take(uniq.tolist(), columns=columns) if reads else take_offsets(self.dataset(), uniq, columns)
         except OSError as e:
             raise FileNotFoundError(
                 f"packed shards {self.uri} cannot be read ({e}); a data file is missing or damaged: {_REPACK}"

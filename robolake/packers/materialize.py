@@ -50,6 +50,7 @@ from robolake.lake import (
     record_images,
     render_rgb,
     standalone_images,
+    take_offsets,
 )
 from robolake.packers.samples import SampleIndex
 from robolake.packers.spec import PackSpec
@@ -151,7 +152,7 @@ def counted_decodes() -> Iterator[Counter[tuple[str, str]]]:
 def _take(ds: lance.LanceDataset, offsets: np.ndarray, columns: list[str]) -> tuple[pa.Table, np.ndarray]:
     """Rows at `offsets` (any order, repeats allowed) and, per offset, its row in the result."""
     uniq, inverse = np.unique(offsets, return_inverse=True)
-    return ds.take(uniq.tolist(), columns=columns), inverse
+    return take_offsets(ds, uniq, columns), inverse
 
 
 def _matrix(column: pa.ChunkedArray | pa.Array) -> list[np.ndarray]:
@@ -224,7 +225,7 @@ class SequenceMaterializer:
                 continue
             offs = base[ep[mask], cam[mask]] + idx.frame_of(ep[mask], t[mask])
             uniq, inv = np.unique(offs, return_inverse=True)
-            rows = ds.take(uniq.tolist(), columns=MEDIA_ROW_COLUMNS)
+            rows = take_offsets(ds, uniq, MEDIA_ROW_COLUMNS)
             images = standalone_images(ds, uniq, rows, size)
             for i, j in zip(np.flatnonzero(mask).tolist(), inv.tolist(), strict=True):
                 out[i] = images[j]
@@ -256,7 +257,7 @@ class SequenceMaterializer:
         ds = self._open(self.rendered_uri, self.rendered_version)
         if ds is None:
             raise ValueError("the materializer has rendered offsets but no rendered table; set rendered_uri too")
-        data = ds.take(uniq.tolist(), columns=["data"])["data"].to_pylist()
+        data = take_offsets(ds, uniq, ["data"])["data"].to_pylist()
         for i, j in zip(np.flatnonzero(mask).tolist(), inv.tolist(), strict=True):
             out[i] = data[j]
 
@@ -283,7 +284,7 @@ class SequenceMaterializer:
         base, n = int(idx.media_offset[e, c]), int(idx.episodes["num_steps"][e].as_py())
         steps = np.arange(0, n, stride, dtype=np.int64)
         shown = idx.frame_of(np.full(len(steps), e), steps).tolist()  # a trimmed episode's original steps
-        data = media.take(list(range(base, base + stream.num_steps)), columns=["data"])["data"].to_pylist()
+        data = take_offsets(media, np.arange(base, base + stream.num_steps), ["data"])["data"].to_pylist()
         frames = record_images(
             stream, shown, data.__getitem__, lambda rgb: render_rgb(rgb, size), None if size is None else (size, size)
         )

@@ -31,7 +31,7 @@ from collections import OrderedDict
 import numpy as np
 from PIL import Image
 
-from robolake.lake import FrameReader, Lake
+from robolake.lake import FrameReader, Lake, take_offsets
 
 __all__ = ["BROWSER_ENCODINGS", "FrameSource", "frame_bytes", "png_bytes"]
 
@@ -74,7 +74,7 @@ def frame_bytes(lake: Lake, reader: FrameReader, episode_id: str, camera: str, s
 def stored_bytes(lake: Lake, reader: FrameReader, episode_id: str, camera: str, step: int) -> tuple[bytes, str | None]:
     """The media row's bytes and their MIME type when a browser decodes them as stored, else (b"", None)."""
     pos = reader.positions([(episode_id, camera, int(step))])[0]
-    row = lake.dataset("media").take([pos], columns=["encoding", "data"])
+    row = take_offsets(lake.dataset("media"), [pos], ["encoding", "data"])
     encoding = str(row["encoding"][0].as_py())
     mime = BROWSER_ENCODINGS.get(encoding.split(";", 1)[0].strip().lower())
     if mime is None:

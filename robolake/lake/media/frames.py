@@ -87,7 +87,7 @@ from robolake.lake.media.codecs import (
 )
 from robolake.lake.media.kept import kept_of
 from robolake.lake.media.record import StreamIndex, decode_runs, rgb
-from robolake.lake.protocol.offsets import row_offsets
+from robolake.lake.protocol.offsets import row_offsets, take_offsets
 from robolake.lake.query import sql_in, sql_quote
 
 __all__ = [
@@ -152,7 +152,7 @@ def _keyframes(ds: lance.LanceDataset, offsets: np.ndarray, rows: pa.Table) -> l
         return out
     key_off = np.asarray(offsets, dtype=np.int64)[need] - back[need]
     uniq, inv = np.unique(key_off, return_inverse=True)
-    keys = ds.take(uniq.tolist(), columns=MEDIA_ROW_COLUMNS)
+    keys = take_offsets(ds, uniq, MEDIA_ROW_COLUMNS)
     k_ep, k_step, k_data = keys["episode_id"].to_pylist(), keys["step_index"].to_numpy(), keys["data"].to_pylist()
     eps = rows["episode_id"].to_pylist()
     for i, u in zip(np.flatnonzero(need).tolist(), inv.tolist(), strict=True):
@@ -174,7 +174,7 @@ def read_rows(ds: lance.LanceDataset, offsets: Sequence[int], size: tuple[int, i
     if not len(offsets):
         return []
     uniq, inv = np.unique(np.asarray(offsets, dtype=np.int64), return_inverse=True)
-    rows = ds.take(uniq.tolist(), columns=MEDIA_ROW_COLUMNS)
+    rows = take_offsets(ds, uniq, MEDIA_ROW_COLUMNS)
     keys = _keyframes(ds, uniq, rows)
     data, enc = rows["data"].to_pylist(), rows["encoding"].to_pylist()
     frames = [decode_row(d, e, k, size) for d, e, k in zip(data, enc, keys, strict=True)]
@@ -331,7 +331,7 @@ class FrameReader:
         if not pos:
             return []
         order = np.argsort(pos)
-        table = self._ds.take([pos[i] for i in order], columns=["data"])
+        table = take_offsets(self._ds, [pos[i] for i in order], ["data"])
         data = table["data"].to_pylist()
         out: list[bytes] = [b""] * len(pos)
         for j, i in enumerate(order):
@@ -392,7 +392,7 @@ class FrameReader:
             need += [(sk[0], sk[1], s) for s in stream.owned_steps(runs)]
         offs = [self._pos[k] for k in need]
         order = np.argsort(offs)
-        data = self._ds.take([offs[j] for j in order], columns=["data"])["data"].to_pylist() if offs else []
+        data = take_offsets(self._ds, [offs[j] for j in order], ["data"])["data"].to_pylist() if offs else []
         packets = {need[j]: data[n] for n, j in enumerate(order.tolist())}
         for sk, runs in plans.items():
 

@@ -53,3 +53,42 @@ def test_a_deleted_or_unknown_row_is_refused(tmp_path: Path):
         take_rows(ds, deleted, ["k"])
     with pytest.raises(KeyError, match="does not hold"):
         take_rows(ds, np.array([9 << 32], dtype=np.uint64), ["k"])
+
+
+def test_take_offsets_is_the_datasets_take(tmp_path: Path):
+    """Any order, repeats, several fragments, deletion files: the rows `LanceDataset.take` gives."""
+    import pytest
+
+    from robolake.lake import take_offsets
+
+    ds = _table(tmp_path)
+    n = ds.count_rows()
+    rng = np.random.default_rng(3)
+    cases = [
+        rng.integers(0, n, 40),  # any order, repeats
+        np.sort(rng.choice(n, 30, replace=False)),
+        np.arange(n),
+        np.array([n - 1, 0, n - 1]),
+        np.array([5]),
+    ]
+    for offs in cases:
+        want = ds.take(offs.tolist(), columns=["k", "v"])
+        assert take_offsets(ds, offs, ["k", "v"]).equals(want)
+    assert take_offsets(ds, [], ["k"]).num_rows == 0
+    with pytest.raises(IndexError, match="outside the table"):
+        take_offsets(ds, [n], ["k"])
+
+
+def test_a_table_written_again_at_the_same_path_is_read_anew(tmp_path: Path):
+    """The fragments are kept per dataset handle: a table overwritten from scratch starts its
+    version numbers over, and a (path, version) key handed back the old table's fragments."""
+    from robolake.lake import take_offsets
+
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.table({"k": np.arange(10)}), uri)
+    assert take_offsets(lance.dataset(uri), [3], ["k"])["k"].to_pylist() == [3]
+    import shutil
+
+    shutil.rmtree(uri)
+    lance.write_dataset(pa.table({"k": np.arange(100, 120)}), uri)
+    assert take_offsets(lance.dataset(uri), [3, 15], ["k"])["k"].to_pylist() == [103, 115]
