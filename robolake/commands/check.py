@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="files exist, key columns counted, the record of 16 sampled episodes compared (default: a full check)",
+        help="files exist at their recorded sizes, row totals agree, the record of 16 sampled episodes compared; "
+        "no data file of steps or media is read (default: a full check)",
     )
     p.set_defaults(fn=run)
 

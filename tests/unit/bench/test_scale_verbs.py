@@ -50,7 +50,9 @@ def test_verbs_on_two_tiny_lakes_written_by_ingest(tmp_path: Path) -> None:
     assert {
         "view_lake_first_byte",
         "view_episodes_first_byte",
+        "view_api_first_page",
         "view_api_deep_page",
+        "check_quick",
         "open_batches_first_batch",
     } <= set(res["verbs"])
     for name, v in res["verbs"].items():
