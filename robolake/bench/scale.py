@@ -712,11 +712,18 @@ def _media(work: str, quick: bool, data: dict[str, str]) -> dict[str, Any]:
 
 
 def run(
-    quick: bool, work: str, sections: tuple[str, ...] = SECTIONS, data: dict[str, str] | None = None
+    quick: bool,
+    work: str,
+    sections: tuple[str, ...] = SECTIONS,
+    data: dict[str, str] | None = None,
+    save: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
+    """Every section asked for; `save` is handed the results so far after each section (a run of
+    an hour that dies in its last section keeps what the others measured)."""
     from robolake.ray_tasks import ensure_ray
 
     out: dict[str, Any] = {"machine": machine(), "quick": quick, "layout": LAYOUT, "sections": list(sections)}
+    out = _Saving(out, save)
     if "plan" in sections:  # plan memory first, each size in a fresh process (peak RSS is per process)
         sizes = {"1M": 1_000_000, "10M": 10_000_000, "100M": 100_000_000}
         plan: dict[str, Any] = {}
@@ -752,10 +759,28 @@ def run(
         out.update(_verbs_section(work, quick))
     if "elastic" in sections:
         out["elastic"] = _elastic_section(work, quick)
-    if "s3" in sections:
+    if "s3" in sections or "elastic" in sections:  # the loaders' half of issue 26 reads from S3 too
         out["s3"] = _s3_section(work, quick)
         out["s3_over_local"] = out["s3"]["s3_over_local"]
-    return out
+    return dict(out)
+
+
+class _Saving(dict):  # type: ignore[type-arg]
+    """The results dict, handed to `save` whenever a section's result is set."""
+
+    def __init__(self, first: dict[str, Any], save: Callable[[dict[str, Any]], None] | None):
+        super().__init__(first)
+        self._save = save
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        if self._save is not None:
+            self._save(dict(self))
+
+    def update(self, other: Any = (), /, **kw: Any) -> None:
+        super().update(other, **kw)
+        if self._save is not None:
+            self._save(dict(self))
 
 
 def _verbs_section(work: str, quick: bool) -> dict[str, Any]:
@@ -794,7 +819,8 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(DEFAULT_SECTIONS),
         help=(
             f"comma-separated parts to run, of {', '.join(SECTIONS)} (default: {','.join(DEFAULT_SECTIONS)}); "
-            "verbs builds lakes of 1k, 10k and (without --quick) 100k episodes by ingest, and runs node_loss too"
+            "verbs builds lakes of 1k, 10k and (without --quick) 100k episodes by ingest, and runs node_loss too; "
+            "elastic runs s3 too"
         ),
     )
     p.add_argument(
@@ -848,7 +874,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--data {d}: no such directory")
     data = {f"--data {os.path.basename(os.path.normpath(d))}": os.path.abspath(d) for d in args.data}
     work = args.work or tempfile.mkdtemp(prefix="robolake-bench-scale-")
-    res = run(args.quick, work, sections, data)
+    res = run(args.quick, work, sections, data, save=lambda partial: write_json(args.json, partial))
     write_json(args.json, res)
     print_table("robolake bench scale", _rows(res))
     return 0
