@@ -3,6 +3,7 @@ rows a filter on `episode_index` would (in file order, interleaved or not, nulls
 
 from __future__ import annotations
 
+import glob
 import pickle
 
 import numpy as np
@@ -57,6 +58,18 @@ def test_the_cache_is_not_shipped_with_the_reader(dataset: str) -> None:
     reader.read_tabular(reader.discover()[0], record=False)
     assert reader._file is not None
     assert pickle.loads(pickle.dumps(reader))._file is None
+
+
+def test_the_reader_keeps_no_episode_statistics(dataset: str) -> None:
+    """Issue 37: v3.0's meta/episodes rows carry every feature's statistics, which no reader
+    reads; shipped to each of an ingest's tasks, a 50k-episode dataset's rows cost each task
+    about 10 s of unpickling. They are dropped when the rows are read."""
+    meta_rows = pq.read_table(sorted(glob.glob(f"{dataset}/meta/episodes/*/*.parquet"))[0])
+    assert any(c.startswith("stats/") for c in meta_rows.column_names)  # the source has them
+    reader = LeRobotReader(dataset)
+    kept = next(iter(reader.meta.episodes.values()))
+    assert not any(k.startswith("stats/") for k in kept) and "length" in kept and "data/file_index" in kept
+    assert len(pickle.dumps(reader)) < 0.4 * len(pickle.dumps(meta_rows.to_pylist()))
 
 
 def test_a_rewritten_file_is_read_again(dataset: str, tmp_path: object) -> None:
