@@ -106,12 +106,15 @@ def take_offsets(
     ds: lance.LanceDataset, offsets: Sequence[int] | np.ndarray, columns: list[str] | None = None
 ) -> pa.Table:
     """`ds.take(offsets, columns)`: the rows at these global offsets, in the order given (repeats
-    allowed), read fragment by fragment (see the module essay).
+    allowed), read fragment by fragment (see the module essay). Anything else with a `take` (a
+    block reader holding the table's rows in memory) is asked through its own.
 
     Raises:
         IndexError: an offset outside the table.
     """
     off = np.asarray(offsets, dtype=np.int64)
+    if not isinstance(ds, lance.LanceDataset):  # a reader of its own (`loaders.blocks.BlockReads`): its take
+        return ds.take(off.tolist(), columns=columns)
     if not len(off):
         return ds.take([], columns=columns)
     frags, starts = _fragments(ds)
