@@ -43,7 +43,11 @@ def history(lake_dir: Path, tmp_path: Path) -> str:
     return uri
 
 
-def test_every_pair_of_versions_diffs_as_a_full_read_does(history: str, monkeypatch: pytest.MonkeyPatch):
+@pytest.mark.parametrize("by_address", [1024, 0])  # 0: every differing row matched in Arrow instead
+def test_every_pair_of_versions_diffs_as_a_full_read_does(
+    history: str, monkeypatch: pytest.MonkeyPatch, by_address: int
+):
+    monkeypatch.setattr(diff_mod, "_BY_ADDRESS", by_address)
     versions = [v.version for v in Lake.open(history).versions()]
     assert len(versions) >= 9
     fast = {}
