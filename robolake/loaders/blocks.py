@@ -44,7 +44,6 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-
 __all__ = [
     "BLOCK_BYTES",
     "READ_CACHE_BYTES",
