@@ -143,8 +143,7 @@ def _differing_rows(a: Lake, b: Lake) -> tuple[pa.Table, pa.Table]:
         return a.episodes(columns=_COLUMNS), b.episodes(columns=_COLUMNS)
     da, db = a.dataset("episodes"), b.dataset("episodes")
     if da.version == db.version:
-        empty = da.schema.empty_table().select(_COLUMNS)
-        return empty, empty
+        return _empty(da), _empty(db)
     fa, fb = ({f.fragment_id: f for f in d.get_fragments()} for d in (da, db))
 
     def files(f: Any) -> tuple[str, ...]:
@@ -162,6 +161,10 @@ def _differing_rows(a: Lake, b: Lake) -> tuple[pa.Table, pa.Table]:
     return pa.concat_tables(out_a), pa.concat_tables(out_b)
 
 
+def _empty(ds: Any) -> pa.Table:
+    return ds.schema.empty_table().select(_COLUMNS)
+
+
 def _deletions(fragment: Any) -> tuple[Any, ...] | None:
     d = fragment.metadata.deletion_file
     return None if d is None else (d.file_type, d.id, d.read_version, d.num_deleted_rows)
@@ -169,7 +172,7 @@ def _deletions(fragment: Any) -> tuple[Any, ...] | None:
 
 def _read(ds: Any, fragments: list[Any]) -> pa.Table:
     if not fragments:
-        return ds.schema.empty_table().select(_COLUMNS)
+        return _empty(ds)
     return ds.scanner(columns=_COLUMNS, fragments=fragments).to_table()
 
 
@@ -181,7 +184,7 @@ def _addresses(ds: Any, fragment: Any) -> np.ndarray:
 
 def _rows_at(ds: Any, fragment: Any, addresses: np.ndarray) -> pa.Table:
     if not len(addresses):
-        return ds.schema.empty_table().select(_COLUMNS)
+        return _empty(ds)
     if len(addresses) <= _BY_ADDRESS:
         flt = f"_rowaddr IN ({', '.join(str(int(x)) for x in addresses)})"
         return ds.scanner(columns=_COLUMNS, fragments=[fragment], filter=flt).to_table()

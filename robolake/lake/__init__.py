@@ -64,7 +64,7 @@ from robolake.lake.media.record import StreamIndex
 from robolake.lake.protocol import faults
 from robolake.lake.protocol.creation import clear_half_created, half_created, mark_creating, unmark_creating
 from robolake.lake.protocol.dependents import record_dependent
-from robolake.lake.protocol.offsets import row_offsets, take_offsets, take_rows
+from robolake.lake.protocol.offsets import row_offsets, take_offsets
 from robolake.lake.protocol.tags import (
     Tag,
     TagExistsError,
@@ -233,7 +233,6 @@ __all__ = [
     "restore_version",
     "row_offsets",
     "take_offsets",
-    "take_rows",
     "seek_frame",
     "sql_in",
     "sql_quote",

@@ -119,7 +119,7 @@ class PackedShards:
         uniq, inverse = np.unique(idx, return_inverse=True)
         reads = self.block_reads()
         try:
-            table = reads.take(uniq.tolist(), columns=columns) if reads else take_offsets(self.dataset(), uniq, columns)
+            table = take_offsets(reads or self.dataset(), uniq, columns)
         except OSError as e:
             raise FileNotFoundError(
                 f"packed shards {self.uri} cannot be read ({e}); a data file is missing or damaged: {_REPACK}"

@@ -12,13 +12,13 @@ in the episodes table, as one Arrow table read once per process (tens of bytes a
 - the order is one Arrow sort per column and direction (ties by id, unknown values last),
   cached, so a page is the sorted positions the mask keeps, sliced;
 - only the page's own rows are read in full (source paths live in the metadata JSON), with a
-  take of their addresses per fragment (`take_rows`): no scan.
+  take of their offsets per fragment (`take_offsets`): no scan.
 
 Measured on this machine (2 shared cores) with the 100k-episode benchmark lake (16 versions):
 the first page, which reads the index, 70-120 ms (1k: 15-27 ms); then a page at the end of a
 sort by steps not asked for before 6 ms, as on 1k (a numeric column sorts by radix over the rows
 in id order; a string column through the ids' ranks, 36 ms); a page of a sort already made 4 ms.
-A page's own rows are taken fragment by fragment (`take_rows`): Lance's dataset take of 50
+A page's own rows are taken fragment by fragment (`take_offsets`): Lance's dataset take of 50
 scattered rows cost 19 ms there, a fragment's 1 ms.
 
 An episode id from a request is looked up in the index before anything else; an unknown id is
@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 # The one definition of "the file an episode came from" (what `--where source_path` matches).
-from robolake.lake import EpisodeFilter, episode_findings, source_path_of, sql_quote, take_rows
+from robolake.lake import EpisodeFilter, episode_findings, row_offsets, source_path_of, sql_quote, take_offsets
 from robolake.view.catalog import LakeCatalog, joint_groups, joint_names
 
 __all__ = ["SORT_KEYS", "EpisodeCatalog", "EpisodeQuery"]
@@ -135,9 +135,7 @@ def _numeric_order(values: pa.ChunkedArray | pa.Array, by_id: np.ndarray, descen
     milliseconds at 100k episodes, so that a page deep in a new sort stays near a cached one's."""
     missing = pc.is_null(values, nan_is_null=True).to_numpy(zero_copy_only=False)
     keep = np.flatnonzero(~missing)
-    v = pc.drop_null(values).to_numpy(zero_copy_only=False) if len(keep) == len(values) else None
-    if v is None:
-        v = np.asarray(values.to_numpy(zero_copy_only=False))[keep]
+    v = np.asarray(pc.filter(values, pa.array(~missing)).to_numpy(zero_copy_only=False))
     v = v.astype(np.int64) if v.dtype.kind == "b" else v
     if descending:
         v = -v
@@ -155,7 +153,7 @@ class EpisodeCatalog:
         self._lock = threading.RLock()
         self._index: pa.Table | None = None
         self._position: dict[str, int] | None = None
-        self._addresses = np.zeros(0, dtype=np.uint64)
+        self._offsets = np.zeros(0, dtype=np.int64)
         self._orders: dict[tuple[str, bool], np.ndarray] = {}
         self._masks: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
@@ -167,7 +165,7 @@ class EpisodeCatalog:
             if self._index is None:
                 ds = self._lake.dataset("episodes")
                 t = ds.to_table(columns=_INDEX_COLUMNS, filter=self._lake.predicate("episodes", None), with_row_id=True)
-                self._addresses = t["_rowid"].to_numpy()  # where each row is, for `take_rows`
+                self._offsets = row_offsets(ds, t["_rowid"].to_numpy())  # where each row is, for `take`
                 t = t.drop_columns(["_rowid"])
                 fps = pc.if_else(pc.greater(t["fps"], 0), t["fps"], pa.scalar(float("nan")))
                 duration = pc.divide(pc.cast(t["num_steps"], pa.float64()), fps)
@@ -269,7 +267,7 @@ class EpisodeCatalog:
         """Full rows of episodes at these rows of the index: a take per fragment, no scan."""
         if not len(rows):
             return []
-        return take_rows(self._lake.dataset("episodes"), self._addresses[np.asarray(rows)], columns).to_pylist()
+        return take_offsets(self._lake.dataset("episodes"), self._offsets[np.asarray(rows)], columns).to_pylist()
 
     def _rows(self, page: pa.Table, at: np.ndarray) -> list[dict[str, Any]]:
         ids = page["episode_id"].to_pylist()

@@ -12,7 +12,7 @@ arithmetic, fragments with one by the rank of the position among the positions s
 (one scan of that fragment's row addresses, no data columns, cached per fragment and deletion
 file). Readers that compute offsets (the frame reader, the pack sample index) go through it.
 
-Rows are then read by `take_offsets` (or by address, `take_rows`), not `LanceDataset.take`: the
+Rows are then read by `take_offsets`, not `LanceDataset.take`: the
 dataset's take maps every call's offsets through the deletion files anew, and on the 100k-episode
 lake (49 fragments of 400k media rows, two with a deletion file) 64 scattered rows cost 110 ms
 where they fell in a fragment with deletions and 5-20 ms elsewhere. Split by fragment (the
@@ -25,12 +25,13 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
+from typing import Protocol
 
 import lance
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["row_offsets", "take_offsets", "take_rows"]
+__all__ = ["row_offsets", "take_offsets"]
 
 
 _CACHE: dict[tuple[str, int, str], np.ndarray] = {}
@@ -48,33 +49,26 @@ def _present(frag: lance.LanceFragment, uri: str, deletion: str) -> np.ndarray:
     return _CACHE[key]
 
 
-def _local(frag: lance.LanceFragment, uri: str, pos: np.ndarray) -> np.ndarray:
-    """Offsets within `frag` (deleted rows not counted) of rows at file positions `pos`."""
-    deletion = frag.metadata.deletion_file
-    if deletion is None:
-        return pos
-    present = _present(frag, uri, str(deletion))
-    rank = np.searchsorted(present, pos)
-    if np.any(rank >= len(present)) or np.any(present[np.minimum(rank, len(present) - 1)] != pos):
-        raise KeyError(f"{uri}: a row address names a deleted row of fragment {frag.fragment_id}")
-    return rank
-
-
-def _split(row_addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    addr = np.asarray(row_addresses, dtype=np.uint64)
-    return (addr >> np.uint64(32)).astype(np.int64), (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
-
-
 def row_offsets(ds: lance.LanceDataset, row_addresses: np.ndarray) -> np.ndarray:
     """Offsets (for `ds.take`) of rows named by their addresses (`with_row_id=True` scans)."""
-    frag_of, pos = _split(row_addresses)
-    out = np.empty(len(pos), dtype=np.int64)
+    addr = np.asarray(row_addresses, dtype=np.uint64)
+    frag_of = (addr >> np.uint64(32)).astype(np.int64)
+    pos = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    out = np.empty(len(addr), dtype=np.int64)
     total = 0
-    seen = np.zeros(len(pos), dtype=bool)
+    seen = np.zeros(len(addr), dtype=bool)
     for f in ds.get_fragments():
         mine = frag_of == f.fragment_id
+        deletion = f.metadata.deletion_file
         if mine.any():
-            out[mine] = total + _local(f, ds.uri, pos[mine])
+            if deletion is None:
+                out[mine] = total + pos[mine]
+            else:
+                present = _present(f, ds.uri, str(deletion))
+                rank = np.searchsorted(present, pos[mine])
+                if np.any(rank >= len(present)) or np.any(present[np.minimum(rank, len(present) - 1)] != pos[mine]):
+                    raise KeyError(f"{ds.uri}: a row address names a deleted row of fragment {f.fragment_id}")
+                out[mine] = total + rank
             seen |= mine
         total += f.count_rows()
     if not seen.all():
@@ -102,8 +96,14 @@ def _fragments(ds: lance.LanceDataset) -> tuple[list[lance.LanceFragment], np.nd
     return got
 
 
+class RowTaker(Protocol):
+    """Anything that takes rows by offset as a Lance dataset does (`loaders.blocks.BlockReads`)."""
+
+    def take(self, indices: Sequence[int], columns: Sequence[str] | None = None) -> pa.Table: ...
+
+
 def take_offsets(
-    ds: lance.LanceDataset, offsets: Sequence[int] | np.ndarray, columns: list[str] | None = None
+    ds: lance.LanceDataset | RowTaker, offsets: Sequence[int] | np.ndarray, columns: list[str] | None = None
 ) -> pa.Table:
     """`ds.take(offsets, columns)`: the rows at these global offsets, in the order given (repeats
     allowed), read fragment by fragment (see the module essay). Anything else with a `take` (a
@@ -121,38 +121,8 @@ def take_offsets(
     if off.min() < 0 or off.max() >= starts[-1]:
         bad = int(off.min()) if off.min() < 0 else int(off.max())
         raise IndexError(f"{ds.uri}: row offset {bad} is outside the table's {int(starts[-1])} rows")
-    which = np.searchsorted(starts, off, side="right") - 1
-    parts, where = [], []
-    for fi in np.unique(which):
-        mine = np.flatnonzero(which == fi)
-        local, inv = np.unique(off[mine] - starts[fi], return_inverse=True)
-        part = frags[int(fi)].take(local.tolist(), columns=columns)
-        in_order = len(local) == len(mine) and bool((np.diff(off[mine]) > 0).all())
-        parts.append(part if in_order else part.take(pa.array(inv.ravel())))
-        where.append(mine)
-    t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    at = np.concatenate(where)
-    return t if len(parts) == 1 and (np.diff(at) > 0).all() else t.take(pa.array(np.argsort(at, kind="stable")))
-
-
-def take_rows(ds: lance.LanceDataset, row_addresses: np.ndarray, columns: list[str] | None = None) -> pa.Table:
-    """The rows of `ds` at these addresses, in the order given: one `LanceFragment.take` per
-    fragment. `LanceDataset.take` of 50 scattered offsets cost 19 ms on a 100k-row fragment with a
-    deletion file (0.4 ms on 1k rows); a fragment's own take of the same rows costs 1 ms."""
-    frag_of, pos = _split(row_addresses)
-    frags = {f.fragment_id: f for f in ds.get_fragments()} if len(pos) else {}
-    parts, where = [], []
-    for fid in np.unique(frag_of):
-        f = frags.get(int(fid))
-        if f is None:
-            raise KeyError(f"{ds.uri}: row addresses name fragment {int(fid)}, which this version does not hold")
-        mine = np.flatnonzero(frag_of == fid)
-        local = _local(f, ds.uri, pos[mine])
-        by = np.argsort(local, kind="stable")
-        parts.append(f.take(local[by].tolist(), columns=columns))
-        where.append(mine[by])
-    if not parts:
-        schema = ds.schema if columns is None else pa.schema([ds.schema.field(c) for c in columns])
-        return schema.empty_table()
-    t = pa.concat_tables(parts)
-    return t.take(pa.array(np.argsort(np.concatenate(where), kind="stable")))
+    uniq, inv = np.unique(off, return_inverse=True)  # sorted: each fragment's rows come together
+    which = np.searchsorted(starts, uniq, side="right") - 1
+    parts = [frags[f].take((uniq[which == f] - starts[f]).tolist(), columns=columns) for f in np.unique(which)]
+    t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    return t if len(uniq) == len(off) and bool((np.diff(off) > 0).all()) else t.take(pa.array(inv.ravel()))
